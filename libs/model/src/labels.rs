@@ -1,0 +1,172 @@
+//! Label sets.
+
+use std::fmt;
+
+/// The label holding the metric name.
+pub const METRIC_NAME: &str = "__name__";
+
+/// Why a label set was refused at construction.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelsError {
+    #[error("label names are not sorted: {prev:?} comes before {next:?}")]
+    Unsorted { prev: String, next: String },
+    #[error("duplicate label name {0:?}")]
+    Duplicate(String),
+    #[error("empty label name")]
+    EmptyName,
+}
+
+/// An owned label.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label {
+    pub name: String,
+    pub value: String,
+}
+
+/// A borrowed label, typically pointing into a request arena or a symbol table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LabelRef<'a> {
+    pub name: &'a str,
+    pub value: &'a str,
+}
+
+/// An owned label set, sorted by name with unique, non-empty names (checked at construction).
+/// Labels with an empty value are dropped: in Prometheus an empty value means "label absent".
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Labels(Vec<Label>);
+
+impl Labels {
+    /// Builds a label set from pairs that must already be sorted by name and unique.
+    pub fn from_sorted<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, LabelsError> {
+        let mut out: Vec<Label> = Vec::new();
+        for (name, value) in pairs {
+            if name.is_empty() {
+                return Err(LabelsError::EmptyName);
+            }
+            if let Some(prev) = out.last() {
+                match prev.name.as_str().cmp(name) {
+                    std::cmp::Ordering::Less => {}
+                    std::cmp::Ordering::Equal => return Err(LabelsError::Duplicate(name.to_owned())),
+                    std::cmp::Ordering::Greater => {
+                        return Err(LabelsError::Unsorted { prev: prev.name.clone(), next: name.to_owned() });
+                    }
+                }
+            }
+            if value.is_empty() {
+                continue;
+            }
+            out.push(Label { name: name.to_owned(), value: value.to_owned() });
+        }
+        Ok(Self(out))
+    }
+
+    /// Builds a label set from pairs in any order; fails only on duplicate or empty names.
+    pub fn from_unsorted<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, LabelsError> {
+        let mut v: Vec<(&str, &str)> = pairs.into_iter().collect();
+        v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        Self::from_sorted(v)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|l| l.name.as_str().cmp(name))
+            .ok()
+            .map(|i| self.0[i].value.as_str())
+    }
+
+    /// The metric name (`__name__`), if any.
+    pub fn metric_name(&self) -> Option<&str> {
+        self.get(METRIC_NAME)
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = LabelRef<'_>> + '_ {
+        self.0.iter().map(|l| LabelRef { name: &l.name, value: &l.value })
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn as_slice(&self) -> &[Label] {
+        &self.0
+    }
+}
+
+impl fmt::Display for Labels {
+    /// Prometheus' text form: `{__name__="up", job="a"}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("{")?;
+        for (i, l) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}={:?}", l.name, l.value)?;
+        }
+        f.write_str("}")
+    }
+}
+
+impl fmt::Debug for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Prometheus' legacy label-name rule: `[a-zA-Z_][a-zA-Z0-9_]*`.
+pub fn is_valid_label_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphabetic() || b == b'_' => {}
+        _ => return false,
+    }
+    bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Prometheus' legacy metric-name rule: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+pub fn is_valid_metric_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphabetic() || b == b'_' || b == b':' => {}
+        _ => return false,
+    }
+    bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn construction_checks_order_and_uniqueness() {
+        assert!(Labels::from_sorted([("__name__", "up"), ("job", "a")]).is_ok());
+        assert_eq!(
+            Labels::from_sorted([("job", "a"), ("__name__", "up")]),
+            Err(LabelsError::Unsorted { prev: "job".into(), next: "__name__".into() })
+        );
+        assert_eq!(Labels::from_sorted([("a", "1"), ("a", "2")]), Err(LabelsError::Duplicate("a".into())));
+        assert_eq!(Labels::from_sorted([("", "1")]), Err(LabelsError::EmptyName));
+        let l = Labels::from_unsorted([("job", "a"), ("__name__", "up"), ("empty", "")]).unwrap();
+        assert_eq!(l.to_string(), r#"{__name__="up", job="a"}"#);
+        assert_eq!(l.metric_name(), Some("up"));
+        assert_eq!(l.get("empty"), None);
+    }
+
+    #[test]
+    fn name_rules() {
+        for (name, label_ok, metric_ok) in [
+            ("up", true, true),
+            ("_x9", true, true),
+            ("a:b", false, true),
+            ("9a", false, false),
+            ("", false, false),
+            ("a-b", false, false),
+        ] {
+            assert_eq!(is_valid_label_name(name), label_ok, "label {name:?}");
+            assert_eq!(is_valid_metric_name(name), metric_ok, "metric {name:?}");
+        }
+    }
+}
