@@ -13,7 +13,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 fn generate(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = ["prometheus/types.proto", "prometheus/remote.proto", "heddle/ingester.proto"];
+    let files = [
+        "prometheus/types.proto",
+        "prometheus/remote.proto",
+        "heddle/ingester.proto",
+    ];
     for f in &files {
         println!("cargo:rerun-if-changed={}", root.join(f).display());
     }

@@ -48,14 +48,20 @@ impl Labels {
                     std::cmp::Ordering::Less => {}
                     std::cmp::Ordering::Equal => return Err(LabelsError::Duplicate(name.to_owned())),
                     std::cmp::Ordering::Greater => {
-                        return Err(LabelsError::Unsorted { prev: prev.name.clone(), next: name.to_owned() });
+                        return Err(LabelsError::Unsorted {
+                            prev: prev.name.clone(),
+                            next: name.to_owned(),
+                        });
                     }
                 }
             }
             if value.is_empty() {
                 continue;
             }
-            out.push(Label { name: name.to_owned(), value: value.to_owned() });
+            out.push(Label {
+                name: name.to_owned(),
+                value: value.to_owned(),
+            });
         }
         Ok(Self(out))
     }
@@ -80,7 +86,10 @@ impl Labels {
     }
 
     pub fn iter(&self) -> impl ExactSizeIterator<Item = LabelRef<'_>> + '_ {
-        self.0.iter().map(|l| LabelRef { name: &l.name, value: &l.value })
+        self.0.iter().map(|l| LabelRef {
+            name: &l.name,
+            value: &l.value,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -145,9 +154,15 @@ mod tests {
         assert!(Labels::from_sorted([("__name__", "up"), ("job", "a")]).is_ok());
         assert_eq!(
             Labels::from_sorted([("job", "a"), ("__name__", "up")]),
-            Err(LabelsError::Unsorted { prev: "job".into(), next: "__name__".into() })
+            Err(LabelsError::Unsorted {
+                prev: "job".into(),
+                next: "__name__".into()
+            })
         );
-        assert_eq!(Labels::from_sorted([("a", "1"), ("a", "2")]), Err(LabelsError::Duplicate("a".into())));
+        assert_eq!(
+            Labels::from_sorted([("a", "1"), ("a", "2")]),
+            Err(LabelsError::Duplicate("a".into()))
+        );
         assert_eq!(Labels::from_sorted([("", "1")]), Err(LabelsError::EmptyName));
         let l = Labels::from_unsorted([("job", "a"), ("__name__", "up"), ("empty", "")]).unwrap();
         assert_eq!(l.to_string(), r#"{__name__="up", job="a"}"#);

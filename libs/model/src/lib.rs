@@ -10,8 +10,8 @@ mod matcher;
 mod sample;
 mod tenant;
 
-pub use hash::{fnv32a_add, series_token, FNV32A_OFFSET};
-pub use labels::{is_valid_label_name, is_valid_metric_name, Label, LabelRef, Labels, LabelsError, METRIC_NAME};
+pub use hash::{FNV32A_OFFSET, fnv32a_add, series_token};
+pub use labels::{Label, LabelRef, Labels, LabelsError, METRIC_NAME, is_valid_label_name, is_valid_metric_name};
 pub use matcher::{MatchType, Matcher, MatcherError};
-pub use sample::{is_stale_nan, Sample, STALE_NAN_BITS};
-pub use tenant::{TenantId, TenantIdError, DEFAULT_TENANT, TENANT_HEADER};
+pub use sample::{STALE_NAN_BITS, Sample, is_stale_nan};
+pub use tenant::{DEFAULT_TENANT, TENANT_HEADER, TenantId, TenantIdError};

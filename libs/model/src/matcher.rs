@@ -63,7 +63,12 @@ impl Matcher {
     }
 
     pub fn equal(name: impl Into<String>, value: impl Into<String>) -> Self {
-        Self { name: name.into(), kind: MatchType::Equal, value: value.into(), re: None }
+        Self {
+            name: name.into(),
+            kind: MatchType::Equal,
+            value: value.into(),
+            re: None,
+        }
     }
 
     pub fn name(&self) -> &str {

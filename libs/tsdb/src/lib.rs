@@ -1,1 +1,6 @@
-//! (being written)
+//! Per-tenant TSDB head in Prometheus' formats.
+//!
+//! Owns XOR chunk encoding (`chunkenc`), WAL record encoding (`record`), and the head: series, interned
+//! symbols, postings, appends, queries and WAL replay. It knows nothing of gRPC, HTTP or tenants' limits.
+
+pub mod record;

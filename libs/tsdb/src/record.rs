@@ -1,0 +1,1 @@
+//! WAL record encoding (being written).
