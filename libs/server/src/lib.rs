@@ -1,1 +1,21 @@
-//! (being written)
+//! What every Heddle role shares to run as a server.
+//!
+//! Owns config loading (YAML plus one flag per YAML key, from one table), logging setup, the metrics registry
+//! and its exposition, the HTTP scaffolding every process serves (`/ready`, `/metrics`, tenant resolution),
+//! and shutdown signalling. It knows nothing of what the roles do with requests.
+
+mod config;
+mod duration;
+mod error;
+mod http;
+mod metrics;
+mod shutdown;
+mod telemetry;
+
+pub use config::{ConfigSource, FlagKind, FlagSpec, LoadError, load, render_reference, uncovered_keys};
+pub use duration::{format_duration, parse_duration, serde_duration};
+pub use error::ConfigError;
+pub use http::{Readiness, metrics_and_ready_routes, serve_http, tenant_layer};
+pub use metrics::{DiscardLabels, DiscardedSamples, encode_metrics};
+pub use shutdown::shutdown_signal;
+pub use telemetry::{LogFormat, init_logging};
