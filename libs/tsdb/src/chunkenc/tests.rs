@@ -1,0 +1,272 @@
+use super::bstream::BitReader;
+use super::*;
+use crate::error::ChunkError;
+use heddle_model::{STALE_NAN_BITS, Sample};
+use proptest::prelude::*;
+
+/// Packs a human-written bit string ("10 0110 ...", spaces ignored) into bytes, zero-padding the last one.
+fn bits(s: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (n, c) in s.chars().filter(|c| !c.is_whitespace()).enumerate() {
+        if n % 8 == 0 {
+            out.push(0u8);
+        }
+        if c == '1' {
+            *out.last_mut().unwrap() |= 0x80 >> (n % 8);
+        }
+    }
+    out
+}
+
+fn encode(samples: &[(i64, f64)]) -> XorChunk {
+    let mut c = XorChunk::new();
+    for (t, v) in samples {
+        c.append(*t, *v).unwrap();
+    }
+    c
+}
+
+fn assert_bit_eq(got: &[Sample], want: &[(i64, f64)], name: &str) {
+    assert_eq!(got.len(), want.len(), "{name}: sample count");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.t, w.0, "{name}: t of sample {i}");
+        assert_eq!(g.v.to_bits(), w.1.to_bits(), "{name}: value bits of sample {i}");
+    }
+}
+
+#[test]
+fn golden_constant_step_and_one_change() {
+    // (1000, 1.0) (2000, 1.0) (3000, 2.0) (4000, 2.0)
+    let c = encode(&[(1000, 1.0), (2000, 1.0), (3000, 2.0), (4000, 2.0)]);
+    let mut want = vec![0x00, 0x04]; // 4 samples, u16 BE
+    want.extend([0xd0, 0x0f]); // varint(1000): zigzag 2000 = 0b1111_1010000 -> 0xd0 0x0f
+    want.extend(1.0f64.to_bits().to_be_bytes()); // 0x3ff0000000000000
+    want.extend([0xe8, 0x07]); // uvarint(1000) = 0b111_1101000 -> 0xe8 0x07
+    want.extend(bits(concat!(
+        "0 ",                            // sample 2: XOR 0
+        "0 ",                            // sample 3: dod 0
+        "1 1 00001 001011 11111111111 ", // XOR 0x7ff0.. : new window, 1 leading zero, 11 significant bits
+        "0 ",                            // sample 4: dod 0
+        "0",                             // XOR 0
+    )));
+    assert_eq!(
+        want,
+        [
+            0x00, 0x04, 0xd0, 0x0f, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0xe8, 0x07, 0x30, 0x97, 0xff, 0xc0
+        ]
+    );
+    assert_eq!(c.bytes(), &want[..]);
+    assert_eq!(c.min_time(), Some(1000));
+    assert_eq!(c.max_time(), Some(4000));
+}
+
+#[test]
+fn golden_dod_buckets_and_window_reuse() {
+    // t: 0, 10, 25, 30, 35 -> deltas 10, 15, 5, 5 -> dods 5, -10, 0. Values 0, 1, 3, 3, 2.
+    let c = encode(&[(0, 0.0), (10, 1.0), (25, 3.0), (30, 3.0), (35, 2.0)]);
+    let mut want = vec![0x00, 0x05, 0x00]; // 5 samples, varint(0)
+    want.extend([0u8; 8]); // 0.0
+    want.push(0x0a); // uvarint(10)
+    want.extend(bits(concat!(
+        // 1.0 ^ 0.0 = 0x3ff0..: 2 leading zeros, 52 trailing, 10 significant bits.
+        "1 1 00010 001010 1111111111 ",
+        // dod 5 in the 14-bit bucket.
+        "10 00000000000101 ",
+        // 3.0 ^ 1.0 = 0x7ff8..: 1 leading zero < 2, so a new window: 1 leading, 12 significant.
+        "1 1 00001 001100 111111111111 ",
+        // dod -10: 14-bit two's complement 2^14 - 10.
+        "10 11111111110110 ",
+        // 3.0 ^ 3.0 = 0.
+        "0 ",
+        // dod 0.
+        "0 ",
+        // 2.0 ^ 3.0 = 0x0008..: 12 leading >= 1 and 51 trailing >= 51: reuse the window, 12 bits.
+        "1 0 000000000001",
+    )));
+    assert_eq!(c.bytes(), &want[..]);
+}
+
+#[test]
+fn dod_bucket_boundaries() {
+    // Third sample's dod goes in: 1 bit for 0, else prefix + n bits.
+    let cases: &[(i64, u64, u32)] = &[
+        (0, 0b0, 0),
+        (1, 0b10, 14),
+        (8192, 0b10, 14),
+        (-8191, 0b10, 14),
+        (8193, 0b110, 17),
+        (-8192, 0b110, 17),
+        (65536, 0b110, 17),
+        (-65535, 0b110, 17),
+        (65537, 0b1110, 20),
+        (-65536, 0b1110, 20),
+        (524288, 0b1110, 20),
+        (-524287, 0b1110, 20),
+        (524289, 0b1111, 64),
+        (-524288, 0b1111, 64),
+        (i64::MAX / 2, 0b1111, 64),
+    ];
+    for &(dod, prefix, nbits) in cases {
+        let samples = [(0i64, 0.0), (1_000_000, 0.0), (2_000_000 + dod, 0.0)];
+        let c = encode(&samples);
+        // Header 2 B, varint(0) 1 B, value 8 B, uvarint(1e6) 3 B, then bits: XOR '0', the dod.
+        let mut r = BitReader::new(&c.bytes()[14..]);
+        assert_eq!(r.read_bit(), Some(false), "dod {dod}: second value");
+        let plen = match prefix {
+            0b0 => 1,
+            0b10 => 2,
+            0b110 => 3,
+            _ => 4,
+        };
+        assert_eq!(r.read_bits(plen), Some(prefix), "dod {dod}: prefix");
+        let raw = r.read_bits(nbits).unwrap();
+        let mask = if nbits == 64 { u64::MAX } else { (1u64 << nbits) - 1 };
+        assert_eq!(raw, (dod as u64) & mask, "dod {dod}: payload");
+        assert_bit_eq(&decode_xor(c.bytes()).unwrap(), &samples, &format!("dod {dod}"));
+    }
+}
+
+#[test]
+fn sixty_four_significant_bits_are_written_as_zero() {
+    // 1.0 ^ f64::from_bits(0xc00..01) has 0 leading and 0 trailing zeros.
+    let v1 = f64::from_bits(0x3ff0_0000_0000_0000 ^ 0x8000_0000_0000_0001);
+    let c = encode(&[(0, 1.0), (1, v1)]);
+    let mut r = BitReader::new(&c.bytes()[2 + 1 + 8 + 1..]);
+    assert_eq!(r.read_bits(2), Some(0b11));
+    assert_eq!(r.read_bits(5), Some(0), "leading");
+    assert_eq!(r.read_bits(6), Some(0), "64 significant bits stored as 0");
+    assert_eq!(r.read_bits(64), Some(0x8000_0000_0000_0001));
+    assert_bit_eq(&decode_xor(c.bytes()).unwrap(), &[(0, 1.0), (1, v1)], "64 sig bits");
+}
+
+#[test]
+fn leading_zeros_are_clamped_to_31() {
+    // XOR = 1: 63 leading zeros, clamped to 31, so 33 significant bits.
+    let v1 = f64::from_bits(1);
+    let c = encode(&[(0, 0.0), (1, v1)]);
+    let mut r = BitReader::new(&c.bytes()[12..]);
+    assert_eq!(r.read_bits(2), Some(0b11));
+    assert_eq!(r.read_bits(5), Some(31));
+    assert_eq!(r.read_bits(6), Some(33));
+    assert_eq!(r.read_bits(33), Some(1));
+}
+
+#[test]
+fn empty_and_short_inputs() {
+    let c = XorChunk::new();
+    assert_eq!(c.bytes(), &[0, 0]);
+    assert_eq!(c.iter().count(), 0);
+    assert_eq!(c.min_time(), None);
+    assert_eq!(decode_xor(&[0]), Err(ChunkError::TooShort { len: 1 }));
+    assert_eq!(decode_xor(&[0, 1]), Err(ChunkError::Truncated { sample: 0 }));
+    assert!(XorChunk::from_bytes(vec![0, 0]).unwrap().is_empty());
+}
+
+#[test]
+fn full_chunk_refuses_more_samples() {
+    let mut c = XorChunk::new();
+    for t in 0..i64::from(u16::MAX) {
+        c.append(t, 1.0).unwrap();
+    }
+    assert_eq!(c.append(1 << 20, 1.0), Err(ChunkError::Full { samples: u16::MAX }));
+    assert_eq!(c.iter().count(), usize::from(u16::MAX));
+}
+
+#[test]
+fn reopened_chunk_continues_and_ignores_a_spare_zero_byte() {
+    let first = [(100, 1.5), (200, 2.5), (300, 2.5)];
+    let rest = [(410, -1.0), (520, f64::NAN), (630, 7.0)];
+    let mut all = first.to_vec();
+    all.extend(rest);
+    for spare in [false, true] {
+        let mut bytes = encode(&first).into_bytes();
+        if spare {
+            bytes.push(0); // what Prometheus < 3.0 sometimes left after a byte-aligned write
+        }
+        let mut c = XorChunk::from_bytes(bytes).unwrap();
+        assert_eq!(c.min_time(), Some(100), "spare {spare}");
+        assert_eq!(c.last().map(|s| s.t), Some(300), "spare {spare}");
+        for (t, v) in rest {
+            c.append(t, v).unwrap();
+        }
+        assert_bit_eq(&decode_xor(c.bytes()).unwrap(), &all, &format!("spare {spare}"));
+    }
+}
+
+fn value() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(f64::from_bits(STALE_NAN_BITS)),
+        Just(f64::NAN),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        Just(0.0),
+        Just(-0.0),
+        (-1000i32..1000).prop_map(f64::from),
+        any::<f64>(),
+        any::<u64>().prop_map(f64::from_bits),
+    ]
+}
+
+fn monotonic_series() -> impl Strategy<Value = Vec<(i64, f64)>> {
+    let delta = prop_oneof![Just(15_000i64), 14_990i64..15_010, 0i64..100_000, 0i64..(1 << 40),];
+    (any::<i32>(), proptest::collection::vec((delta, value()), 0..300)).prop_map(|(start, steps)| {
+        let mut t = i64::from(start);
+        steps
+            .into_iter()
+            .map(|(d, v)| {
+                t = t.saturating_add(d);
+                (t, v)
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #[test]
+    fn monotonic_samples_round_trip_bit_exact(samples in monotonic_series()) {
+        let c = encode(&samples);
+        prop_assert_eq!(usize::from(c.num_samples()), samples.len());
+        let got = decode_xor(c.bytes()).unwrap();
+        assert_bit_eq(&got, &samples, "monotonic");
+        // Reopening restores the appender: appending continues the same series.
+        let reopened = XorChunk::from_bytes(c.bytes().to_vec()).unwrap();
+        prop_assert_eq!(reopened.bytes(), c.bytes());
+        prop_assert_eq!(reopened.max_time(), c.max_time());
+        prop_assert_eq!(reopened.min_time(), c.min_time());
+    }
+
+    #[test]
+    fn any_timestamps_round_trip(samples in proptest::collection::vec((any::<i64>(), value()), 0..50)) {
+        let c = encode(&samples);
+        assert_bit_eq(&decode_xor(c.bytes()).unwrap(), &samples, "any timestamps");
+    }
+
+    #[test]
+    fn split_append_round_trips(samples in monotonic_series(), split in any::<prop::sample::Index>()) {
+        let at = if samples.is_empty() { 0 } else { split.index(samples.len() + 1) };
+        let mut c = XorChunk::from_bytes(encode(&samples[..at]).into_bytes()).unwrap();
+        for (t, v) in &samples[at..] {
+            c.append(*t, *v).unwrap();
+        }
+        assert_bit_eq(&decode_xor(c.bytes()).unwrap(), &samples, "split");
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let decoded = decode_xor(&bytes);
+        let mut it = XorIter::new(&bytes);
+        let n = it.by_ref().count();
+        prop_assert!(n <= usize::from(it.num_samples()));
+        prop_assert_eq!(decoded.is_ok(), it.error().is_none());
+        if let Ok(mut c) = XorChunk::from_bytes(bytes) {
+            // A chunk that decodes can be continued and still decodes.
+            let before = decode_xor(c.bytes()).unwrap();
+            let next_t = c.max_time().map_or(0, |t| t.wrapping_add(1));
+            if c.append(next_t, 1.0).is_ok() {
+                let after = decode_xor(c.bytes()).unwrap();
+                prop_assert_eq!(after.len(), before.len() + 1);
+                prop_assert_eq!(after.last().map(|s| s.t), Some(next_t));
+            }
+        }
+    }
+}
