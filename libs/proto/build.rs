@@ -1,17 +1,28 @@
 //! Generates the prost/tonic code for `proto/` with a vendored `protoc`, so a fresh machine needs no system
 //! protobuf compiler.
+//!
+//! Messages come from prost. The `heddle.ingester.v1.Ingester` service is generated from a manual description
+//! instead of the proto's `service` block, because `Push` must carry the encoded `prometheus.WriteRequest` as
+//! raw bytes (`crate::codec::RawPushCodec`): the distributor forwards series slices of the body it received
+//! and the ingester decodes them into its request arena, so neither side may decode and re-encode them with
+//! prost. Keep the method list in step with `proto/heddle/ingester.proto`.
+
+use tonic_prost_build::manual::{Builder, Method, Service};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-env-changed=PROTOC");
+    println!("cargo:rerun-if-changed=build.rs");
     // An explicit PROTOC wins; otherwise the vendored binary (passed to the builder, not via set_var).
     if std::env::var_os("PROTOC").is_some() {
-        generate(None)
+        generate_messages(None)?;
     } else {
-        generate(Some(protoc_bin_vendored::protoc_bin_path()?))
+        generate_messages(Some(protoc_bin_vendored::protoc_bin_path()?))?;
     }
+    generate_ingester_service();
+    Ok(())
 }
 
-fn generate(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn std::error::Error>> {
+fn generate_messages(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let files = [
         "prometheus/types.proto",
@@ -26,8 +37,67 @@ fn generate(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn std::error
         config.protoc_executable(p);
     }
     tonic_prost_build::configure()
-        .build_client(true)
-        .build_server(true)
+        .build_client(false)
+        .build_server(false)
         .compile_with_config(config, &files.map(|f| root.join(f)), &[root])?;
     Ok(())
+}
+
+/// Writes `$OUT_DIR/heddle.ingester.v1.Ingester.rs` (modules `ingester_client` and `ingester_server`).
+fn generate_ingester_service() {
+    const PROST: &str = "tonic_prost::ProstCodec";
+    let unary = |name: &str, route: &str, input: &str, output: &str, codec: &str| {
+        Method::builder()
+            .name(name)
+            .route_name(route)
+            .input_type(input)
+            .output_type(output)
+            .codec_path(codec)
+            .build()
+    };
+    let service = Service::builder()
+        .name("Ingester")
+        .package("heddle.ingester.v1")
+        .comment("The ingester's gRPC API: what distributors and queriers call. The tenant travels as the")
+        .comment("`x-scope-orgid` request metadata entry, as in Mimir.")
+        .method(unary(
+            "push",
+            "Push",
+            "::bytes::Bytes",
+            "crate::ingester::PushResponse",
+            "crate::codec::RawPushCodec",
+        ))
+        .method(
+            Method::builder()
+                .name("query_stream")
+                .route_name("QueryStream")
+                .input_type("crate::ingester::QueryRequest")
+                .output_type("crate::ingester::QueryStreamResponse")
+                .codec_path(PROST)
+                .server_streaming()
+                .build(),
+        )
+        .method(unary(
+            "label_names",
+            "LabelNames",
+            "crate::ingester::LabelNamesRequest",
+            "crate::ingester::LabelNamesResponse",
+            PROST,
+        ))
+        .method(unary(
+            "label_values",
+            "LabelValues",
+            "crate::ingester::LabelValuesRequest",
+            "crate::ingester::LabelValuesResponse",
+            PROST,
+        ))
+        .method(unary(
+            "series",
+            "Series",
+            "crate::ingester::SeriesRequest",
+            "crate::ingester::SeriesResponse",
+            PROST,
+        ))
+        .build();
+    Builder::new().compile(&[service]);
 }

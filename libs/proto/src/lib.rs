@@ -1,8 +1,9 @@
 //! Wire types and ingester clients.
 //!
 //! Owns the generated prost/tonic code for `proto/` (Prometheus remote write/read, `heddle.ingester.v1`), the
-//! zero-copy arena decoder for `prometheus.WriteRequest`, snappy helpers, and the [`IngesterClient`] trait with
-//! its gRPC implementation. It does not validate series (the distributor does) nor store anything.
+//! zero-copy arena decoder for `prometheus.WriteRequest` ([`arena`]), snappy helpers, and the
+//! [`IngesterClient`] trait with its gRPC transport ([`GrpcIngesterClient`], [`ingester_service`]). It does
+//! not validate series (the distributor does) nor store anything.
 
 /// Prometheus remote-write/read messages (`prometheus` package).
 pub mod prometheus {
@@ -15,12 +16,23 @@ pub mod heddle {
         /// `heddle.ingester.v1`: the ingester gRPC API.
         pub mod v1 {
             tonic::include_proto!("heddle.ingester.v1");
+            // The service, generated from a manual description (see build.rs): `Push` carries raw bytes.
+            include!(concat!(env!("OUT_DIR"), "/heddle.ingester.v1.Ingester.rs"));
         }
     }
 }
 
 pub use heddle::ingester::v1 as ingester;
 
+pub mod arena;
 mod client;
+mod codec;
+mod error;
 
+pub use arena::{
+    ArenaPool, PooledArena, TimeSeriesRef, WriteRequestRef, decode_write_request, encode_write_request_raw,
+    snappy_decompress_into,
+};
 pub use client::{IngesterClient, QueryStream};
+pub use codec::{PushDecoder, PushEncoder, PushWire, RawPushCodec};
+pub use error::{DecodeError, SnappyError};

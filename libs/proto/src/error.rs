@@ -1,0 +1,107 @@
+//! Errors of the wire layer: remote-write decoding and snappy decompression.
+//!
+//! Both are the sender's fault: they map to HTTP 400 / gRPC `InvalidArgument` (or 413 / `ResourceExhausted`
+//! for an oversized body) and must not be retried with the same bytes.
+
+/// Why a `prometheus.WriteRequest` could not be decoded. Byte offsets count from the start of the decoded
+/// body (the decompressed `WriteRequest`), so they point at the same byte in every nested message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The input ends inside a field key.
+    #[error("truncated input: field key at byte offset {offset} in {message} runs past the end")]
+    TruncatedKey { message: &'static str, offset: usize },
+    /// The input ends inside a varint value, a fixed-width value or a length prefix.
+    #[error(
+        "truncated input: {what} of field {field} in {message} at byte offset {offset} needs {needed} bytes, \
+         {available} remain"
+    )]
+    Truncated {
+        message: &'static str,
+        field: u32,
+        what: &'static str,
+        offset: usize,
+        needed: usize,
+        available: usize,
+    },
+    /// A varint longer than 10 bytes, or whose 10th byte carries bits beyond 64.
+    #[error("invalid varint ({what}) at byte offset {offset} in {message}: it overflows 64 bits")]
+    VarintOverflow {
+        message: &'static str,
+        what: &'static str,
+        offset: usize,
+    },
+    /// A length-delimited field whose length prefix runs past the end of the enclosing message.
+    #[error(
+        "truncated input: field {field} in {message} at byte offset {offset} declares {len} bytes, {available} \
+         remain"
+    )]
+    LengthOverflow {
+        message: &'static str,
+        field: u32,
+        offset: usize,
+        len: u64,
+        available: usize,
+    },
+    /// A field key with field number 0 or above 2^29-1, or a key that does not fit in 32 bits.
+    #[error("invalid field key {key} at byte offset {offset} in {message}: field number must be 1..=536870911")]
+    InvalidFieldNumber {
+        message: &'static str,
+        key: u64,
+        offset: usize,
+    },
+    /// Wire types 6 and 7 do not exist.
+    #[error("invalid wire type {wire_type} for field {field} at byte offset {offset} in {message}")]
+    InvalidWireType {
+        message: &'static str,
+        field: u32,
+        wire_type: u8,
+        offset: usize,
+    },
+    /// A known field carried with a wire type its declared type cannot have.
+    #[error("{what} at byte offset {offset} has wire type {found}, expected {expected}")]
+    WrongWireType {
+        what: &'static str,
+        offset: usize,
+        found: u8,
+        expected: u8,
+    },
+    /// A label name or value that is not UTF-8.
+    #[error("invalid utf-8 in {field} at byte offset {offset} (the string starts at byte offset {start})")]
+    InvalidUtf8 {
+        field: &'static str,
+        start: usize,
+        offset: usize,
+    },
+    /// An end-group tag with no open group, or one closing a different field than the open group.
+    #[error("unexpected end-group tag for field {field} at byte offset {offset} in {message}")]
+    UnexpectedEndGroup {
+        message: &'static str,
+        field: u32,
+        offset: usize,
+    },
+    /// A start-group tag whose group never ends before the enclosing message does.
+    #[error("unterminated group for field {field} starting at byte offset {offset} in {message}")]
+    UnterminatedGroup {
+        message: &'static str,
+        field: u32,
+        offset: usize,
+    },
+    /// Groups nested deeper than [`crate::arena::MAX_GROUP_DEPTH`].
+    #[error("groups nested deeper than {limit} at byte offset {offset} in {message}")]
+    GroupTooDeep {
+        message: &'static str,
+        limit: usize,
+        offset: usize,
+    },
+}
+
+/// Why a snappy block-format body could not be decompressed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnappyError {
+    /// The declared decompressed length is over the caller's limit; nothing was allocated.
+    #[error("snappy body declares {declared} decompressed bytes; the limit is {limit}")]
+    TooLarge { declared: usize, limit: usize },
+    /// Not valid snappy block format (bad header, bad copy offset, length mismatch...).
+    #[error("corrupt snappy body: {0}")]
+    Corrupt(String),
+}
