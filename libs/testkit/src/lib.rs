@@ -1,1 +1,35 @@
-//! (being written)
+//! Test-only helpers shared by unit tests, integration tests and the load generator.
+//!
+//! Owns: the process harness that builds and runs the `heddle` binary ([`HeddleProcess`], [`ManagedProcess`],
+//! [`cargo_bin`], [`free_port`], [`wait_until`]); deterministic node-exporter-like data ([`SeriesGen`]); the wire
+//! codecs of remote write and remote read ([`codec`]); HTTP clients for both ([`push`], [`ReadClient`]); an
+//! independent XOR chunk reader/writer ([`xor`]) so chunks served by heddle are checked without trusting heddle's
+//! own encoder; an in-memory stand-in server ([`MockReceiver`]); and proptest strategies ([`strategies`]).
+//!
+//! It does not know heddle's internals: everything here talks to the public contracts (flags, HTTP paths, wire
+//! formats) of DESIGN.md §3.
+
+mod cargo;
+pub mod client;
+pub mod codec;
+mod error;
+mod generate;
+mod heddle;
+mod http;
+mod mock;
+mod port;
+mod process;
+pub mod strategies;
+mod wait;
+pub mod xor;
+
+pub use cargo::{WORKSPACE_BINS, cargo_bin, workspace_root};
+pub use client::{PushOutcome, ReadClient, ReadMode, SeriesSamples, eq, http_client, matcher, push, push_body, query};
+pub use error::TestkitError;
+pub use generate::{MAX_JITTER_MS, MIN_INTERVAL_FOR_JITTER_MS, SeriesGen, splitmix64};
+pub use heddle::{HeddleOptions, HeddleProcess};
+pub use http::http_get;
+pub use mock::MockReceiver;
+pub use port::free_port;
+pub use process::{DEFAULT_STOP_TIMEOUT, ManagedProcess};
+pub use wait::{POLL_INTERVAL, wait_until, wait_until_async};

@@ -1,0 +1,210 @@
+//! A `heddle` process for integration tests: its own ports and data directory, restartable on the same data.
+
+use crate::process::{DEFAULT_STOP_TIMEOUT, ManagedProcess};
+use crate::{TestkitError, cargo_bin, free_port};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+use tempfile::TempDir;
+
+/// How a [`HeddleProcess`] is started.
+#[derive(Debug, Clone)]
+pub struct HeddleOptions {
+    /// Passes `--auth.multitenancy-enabled`: requests must then carry `X-Scope-OrgID`.
+    pub multitenancy: bool,
+    /// YAML written to `<root>/heddle.yaml` and passed as `--config.file`.
+    pub config_yaml: Option<String>,
+    /// Extra command-line arguments, appended after the ones the harness sets.
+    pub args: Vec<String>,
+    /// Extra environment variables (for example `RUST_LOG`).
+    pub env: Vec<(String, String)>,
+    /// Upper bound on the wait for `GET /ready` to answer 200 (start and every restart).
+    pub ready_timeout: Duration,
+    /// Binary to run; `None` builds and runs the workspace's `heddle` (see [`cargo_bin`]).
+    pub binary: Option<PathBuf>,
+}
+
+impl Default for HeddleOptions {
+    fn default() -> Self {
+        Self {
+            multitenancy: false,
+            config_yaml: None,
+            args: Vec::new(),
+            env: Vec::new(),
+            ready_timeout: Duration::from_secs(60),
+            binary: None,
+        }
+    }
+}
+
+/// A running `heddle --target=all` owned by a test. The data directory (`<root>/data`) lives in a temporary
+/// directory that survives restarts and is deleted on drop; the HTTP and gRPC ports are picked once and kept
+/// across restarts, so URLs stay valid. Dropping it kills the process.
+#[derive(Debug)]
+pub struct HeddleProcess {
+    opts: HeddleOptions,
+    binary: PathBuf,
+    root: TempDir,
+    http_port: u16,
+    grpc_port: u16,
+    process: Option<ManagedProcess>,
+}
+
+impl HeddleProcess {
+    /// Picks ports, creates the temporary directory, spawns heddle and waits for `/ready`.
+    pub fn start(opts: HeddleOptions) -> Result<Self, TestkitError> {
+        let binary = match &opts.binary {
+            Some(b) => b.clone(),
+            None => cargo_bin("heddle")?,
+        };
+        let root = tempfile::Builder::new()
+            .prefix("heddle-test-")
+            .tempdir()
+            .map_err(|e| TestkitError::io("creating the test directory", e))?;
+        let http_port = free_port()?;
+        let mut grpc_port = free_port()?;
+        while grpc_port == http_port {
+            grpc_port = free_port()?;
+        }
+        let mut me = Self {
+            opts,
+            binary,
+            root,
+            http_port,
+            grpc_port,
+            process: None,
+        };
+        if let Some(yaml) = &me.opts.config_yaml {
+            let path = me.config_path();
+            std::fs::write(&path, yaml).map_err(|e| TestkitError::io(format!("writing {}", path.display()), e))?;
+        }
+        me.spawn()?;
+        Ok(me)
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.root.path().join("heddle.yaml")
+    }
+
+    /// The exact command line (without the program) the harness runs.
+    pub fn command_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--target=all".to_owned(),
+            "--server.http-listen-address=127.0.0.1".to_owned(),
+            format!("--server.http-listen-port={}", self.http_port),
+            "--server.grpc-listen-address=127.0.0.1".to_owned(),
+            format!("--server.grpc-listen-port={}", self.grpc_port),
+            format!("--blocks-storage.tsdb.dir={}", self.data_dir().display()),
+        ];
+        if self.opts.multitenancy {
+            args.push("--auth.multitenancy-enabled".to_owned());
+        }
+        if self.opts.config_yaml.is_some() {
+            args.push(format!("--config.file={}", self.config_path().display()));
+        }
+        args.extend(self.opts.args.iter().cloned());
+        args
+    }
+
+    fn spawn(&mut self) -> Result<(), TestkitError> {
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(self.command_args());
+        for (k, v) in &self.opts.env {
+            cmd.env(k, v);
+        }
+        let mut process = ManagedProcess::spawn("heddle", cmd, self.root.path())?;
+        // Keep the process owned by `self` even if it never becomes ready: Drop then still cleans it up.
+        let ready = process.wait_http_ok(self.http_addr(), "/ready", self.opts.ready_timeout);
+        self.process = Some(process);
+        ready
+    }
+
+    /// `http://127.0.0.1:<http port>`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    /// The remote-write endpoint, `<url>/api/v1/push`.
+    pub fn push_url(&self) -> String {
+        format!("{}/api/v1/push", self.url())
+    }
+
+    /// The Prometheus-compatible API prefix, `<url>/prometheus` (remote read is `<this>/api/v1/read`).
+    pub fn prometheus_url(&self) -> String {
+        format!("{}/prometheus", self.url())
+    }
+
+    /// The remote-read endpoint, `<url>/prometheus/api/v1/read`.
+    pub fn read_url(&self) -> String {
+        format!("{}/api/v1/read", self.prometheus_url())
+    }
+
+    /// HTTP listen address.
+    pub fn http_addr(&self) -> SocketAddr {
+        ([127, 0, 0, 1], self.http_port).into()
+    }
+
+    /// gRPC listen address.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        ([127, 0, 0, 1], self.grpc_port).into()
+    }
+
+    /// `--blocks-storage.tsdb.dir` (kept across restarts).
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    /// The temporary root: data directory, config file and `heddle.std{out,err}.log`.
+    pub fn root_dir(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// OS process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().and_then(ManagedProcess::pid)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.process.as_mut().is_some_and(ManagedProcess::is_running)
+    }
+
+    /// SIGTERM (graceful stop) and wait up to 30 s for exit. Returns the exit status; a hang is an error (and
+    /// the process is then killed).
+    pub fn sigterm_and_wait(&mut self) -> Result<ExitStatus, TestkitError> {
+        let mut process = self
+            .process
+            .take()
+            .ok_or_else(|| TestkitError::NotRunning { name: "heddle".into() })?;
+        let res = process.sigterm_and_wait(DEFAULT_STOP_TIMEOUT);
+        self.process = Some(process);
+        res
+    }
+
+    /// SIGKILL: simulates a crash (nothing flushed, no snapshot).
+    pub fn kill9(&mut self) -> Result<(), TestkitError> {
+        match self.process.as_mut() {
+            Some(p) => p.kill9(),
+            None => Err(TestkitError::NotRunning { name: "heddle".into() }),
+        }
+    }
+
+    /// Starts heddle again on the same data directory and ports, and waits for `/ready`. The process must have
+    /// been stopped first ([`Self::sigterm_and_wait`] or [`Self::kill9`]); a running one is stopped with SIGTERM.
+    pub fn restart(&mut self) -> Result<(), TestkitError> {
+        if self.is_running() {
+            self.sigterm_and_wait()?;
+        }
+        self.process = None;
+        self.spawn()
+    }
+
+    /// The last `lines` lines of heddle's stderr and stdout.
+    pub fn log_tail(&self, lines: usize) -> String {
+        self.process
+            .as_ref()
+            .map(|p| p.log_tail(lines))
+            .unwrap_or_else(|| "(never started)".to_owned())
+    }
+}
