@@ -1,1 +1,22 @@
-//! (being written)
+//! Prometheus-format write-ahead log (`tsdb/wlog`), byte for byte.
+//!
+//! Owns the byte log: numbered segment files of 32 KiB pages holding CRC32C-checked, optionally
+//! snappy-compressed record fragments ([`segment`] documents the layout); the writer ([`Wal`]), readers that
+//! report each record's position ([`Reader`], [`SegmentReader`]), and [`replay`], which reads a WAL at startup and
+//! repairs a torn or corrupt tail.
+//!
+//! It deliberately knows nothing of what records mean: series and sample encoding lives in `heddle-tsdb`
+//! (`record`), as does deciding which segments a checkpoint folds in.
+
+mod error;
+mod file;
+mod reader;
+mod replay;
+pub mod segment;
+mod writer;
+
+pub use error::WalError;
+pub use reader::{Position, Reader, Record, SegmentReader};
+pub use replay::{Corruption, ReplayReport, repair, replay};
+pub use segment::{DEFAULT_SEGMENT_SIZE, HEADER_SIZE, PAGE_SIZE, list_segments, segment_path, segment_range};
+pub use writer::{Wal, WalOptions};

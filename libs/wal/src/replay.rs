@@ -1,0 +1,115 @@
+//! Replay: read a whole WAL once at startup, repairing a torn or corrupt tail.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::path::Path;
+
+use crate::WalError;
+use crate::reader::Reader;
+use crate::segment::{PAGE_SIZE, list_segments, segment_path, sync_dir};
+
+/// What a [`replay`] read and repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// Records handed to the callback.
+    pub records: u64,
+    /// Segments opened.
+    pub segments: u32,
+    /// Bytes of segment files consumed (records and padding), up to the corruption if any.
+    pub bytes: u64,
+    /// The corruption that ended the replay, already repaired.
+    pub repaired: Option<Corruption>,
+}
+
+/// Where a WAL stopped being readable, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Corruption {
+    pub segment: u32,
+    /// Start of the first unreadable record: everything before it was replayed and kept.
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// Reads every record of every segment of `dir` in order and calls `f` with each.
+///
+/// A torn or corrupt tail (bad CRC, bad fragment type, truncated fragment, unexpected padding, missing segment)
+/// ends the replay and is repaired as Prometheus does: the segment is cut at the start of the bad record (its
+/// last page zero-padded), later segments are deleted, and the report says where and why. Records after a
+/// corruption are lost even if readable, because later records may depend on earlier ones. A missing directory
+/// replays as empty.
+///
+/// The callback's error stops the replay at once (nothing is repaired) and is returned; WAL errors are
+/// converted into the same type, so `E` is typically the caller's crate error with a `From<WalError>`.
+pub fn replay<E, F>(dir: &Path, mut f: F) -> Result<ReplayReport, E>
+where
+    F: FnMut(&[u8]) -> Result<(), E>,
+    E: From<WalError>,
+{
+    let mut reader = Reader::open(dir)?;
+    let mut report = ReplayReport::default();
+    loop {
+        match reader.next_record() {
+            Ok(Some(rec)) => {
+                f(rec.data)?;
+                report.records += 1;
+            }
+            Ok(None) => break,
+            Err(WalError::Corruption {
+                segment,
+                offset,
+                reason,
+            }) => {
+                let corruption = Corruption {
+                    segment,
+                    offset,
+                    reason,
+                };
+                repair(dir, &corruption)?;
+                report.repaired = Some(corruption);
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    report.segments = reader.segments_opened();
+    report.bytes = reader.bytes_read();
+    Ok(report)
+}
+
+/// Repairs `dir` after `corruption`: deletes the segments after it and cuts its segment at its offset, then
+/// zero-pads that last page to the page boundary (the state a Prometheus repair leaves), and fsyncs.
+pub fn repair(dir: &Path, corruption: &Corruption) -> Result<(), WalError> {
+    tracing::warn!(
+        dir = %dir.display(),
+        segment = corruption.segment,
+        offset = corruption.offset,
+        reason = %corruption.reason,
+        "repairing corrupt wal: cutting the segment and deleting later ones"
+    );
+    for index in list_segments(dir)?.into_iter().rev() {
+        if index <= corruption.segment {
+            break;
+        }
+        let path = segment_path(dir, index);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(WalError::io(&path, e)),
+        }
+    }
+    let path = segment_path(dir, corruption.segment);
+    let file = OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(|e| WalError::io(&path, e))?;
+    let page = PAGE_SIZE as u64;
+    let padded = corruption.offset.div_ceil(page) * page;
+    // Shrinking first zeroes the bytes between the cut and the page end when the file grows back.
+    file.set_len(corruption.offset).map_err(|e| WalError::io(&path, e))?;
+    file.set_len(padded).map_err(|e| WalError::io(&path, e))?;
+    file.sync_all().map_err(|e| WalError::io(&path, e))?;
+    sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests;
