@@ -1,0 +1,113 @@
+//! The Prometheus JSON metadata API: `series`, `labels` and `label/{name}/values`.
+//!
+//! Answers use Prometheus' envelope: `{"status":"success","data":...}` (plus `warnings` when a `limit`
+//! truncated the result), and `{"status":"error","errorType":"bad_data","error":"..."}` on failure.
+
+use crate::error::QuerierError;
+use crate::params::Form;
+use crate::querier::Querier;
+use crate::selector::parse_selector;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use heddle_model::{Labels, Matcher, TenantId, is_valid_label_name};
+use serde_json::{Map, Value, json};
+
+/// The selectors of every `match[]` parameter.
+fn selectors(form: &Form) -> Result<Vec<Vec<Matcher>>, QuerierError> {
+    form.all("match[]").into_iter().map(parse_selector).collect()
+}
+
+/// `GET|POST /prometheus/api/v1/series`.
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn series(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
+    let selectors = selectors(form)?;
+    if selectors.is_empty() {
+        return Err(QuerierError::BadData("no match[] parameter provided".into()));
+    }
+    let (start, end) = form.time_range()?;
+    let limit = form.limit()?;
+    let mut all = q.series(tenant, start, end, &selectors).await?;
+    let truncated = truncate(&mut all, limit);
+    q.metrics.returned(crate::metrics::Endpoint::Series, all.len(), 0);
+    let data: Vec<Value> = all.iter().map(labels_json).collect();
+    Ok(success(Value::Array(data), truncated))
+}
+
+/// `GET|POST /prometheus/api/v1/labels`.
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn label_names(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
+    let selectors = selectors(form)?;
+    let (start, end) = form.time_range()?;
+    let limit = form.limit()?;
+    let mut names = q.label_names(tenant, start, end, &selectors).await?;
+    let truncated = truncate(&mut names, limit);
+    Ok(success(json!(names), truncated))
+}
+
+/// `GET /prometheus/api/v1/label/{name}/values`.
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn label_values(
+    q: &Querier,
+    tenant: &TenantId,
+    name: &str,
+    form: &Form,
+) -> Result<Response, QuerierError> {
+    if !is_valid_label_name(name) {
+        return Err(QuerierError::BadData(format!("invalid label name: {name:?}")));
+    }
+    let selectors = selectors(form)?;
+    let (start, end) = form.time_range()?;
+    let limit = form.limit()?;
+    let mut values = q.label_values(tenant, name, start, end, &selectors).await?;
+    let truncated = truncate(&mut values, limit);
+    Ok(success(json!(values), truncated))
+}
+
+fn truncate<T>(v: &mut Vec<T>, limit: usize) -> bool {
+    if limit > 0 && v.len() > limit {
+        v.truncate(limit);
+        true
+    } else {
+        false
+    }
+}
+
+/// A label set as Prometheus' API prints it: an object in label-name order.
+fn labels_json(labels: &Labels) -> Value {
+    let mut map = Map::new();
+    for l in labels.iter() {
+        map.insert(l.name.to_owned(), Value::String(l.value.to_owned()));
+    }
+    Value::Object(map)
+}
+
+fn success(data: Value, truncated: bool) -> Response {
+    let mut body = json!({ "status": "success", "data": data });
+    if truncated {
+        body["warnings"] = json!(["results truncated due to limit"]);
+    }
+    json_response(StatusCode::OK, &body)
+}
+
+/// The JSON error envelope with the error's status.
+pub(crate) fn error_response(err: &QuerierError) -> Response {
+    let status = err.status();
+    let body = json!({ "status": "error", "errorType": err.error_type(), "error": err.to_string() });
+    json_response(status, &body)
+}
+
+/// The error body of remote read: plain text, as Prometheus' `http.Error`.
+pub(crate) fn text_error_response(err: &QuerierError) -> Response {
+    (err.status(), err.to_string()).into_response()
+}
+
+/// A JSON body with its content type (axum's `Json` needs a feature the workspace does not enable).
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    (
+        status,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        bytes,
+    )
+        .into_response()
+}

@@ -1,0 +1,88 @@
+//! The querier's configuration (YAML section `querier`).
+
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Querier settings. Keys follow Mimir's names where the concept is the same.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuerierConfig {
+    /// Upper bound of one `ChunkedReadResponse` message in a streamed remote-read answer, in bytes (the frame
+    /// header is not counted). Prometheus recommends 1 MiB (`--storage.remote.read-max-bytes-in-frame`).
+    pub max_bytes_in_frame: usize,
+    /// How long a query may run before it fails with 503 (Mimir: `querier.timeout`).
+    #[serde(with = "heddle_server::serde_duration")]
+    pub query_timeout: Duration,
+    /// Most samples one remote-read request may return, after replicas are merged; 0 = unlimited.
+    /// Prometheus' own default for `--storage.remote.read-sample-limit` is 5e7.
+    pub max_samples_per_query: usize,
+    /// Most decompressed bytes a remote-read request body may declare (Prometheus refuses above 32 MiB).
+    pub max_read_request_bytes: usize,
+}
+
+impl Default for QuerierConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes_in_frame: 1 << 20,
+            query_timeout: Duration::from_secs(120),
+            max_samples_per_query: 50_000_000,
+            max_read_request_bytes: 32 << 20,
+        }
+    }
+}
+
+/// Smallest frame limit accepted: one XOR chunk (at most ~1 KiB) plus a generous label set must fit.
+const MIN_BYTES_IN_FRAME: usize = 4096;
+
+impl QuerierConfig {
+    /// Checks values that deserialize but make no sense; the message names the YAML key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_bytes_in_frame < MIN_BYTES_IN_FRAME {
+            return Err(format!(
+                "querier.max_bytes_in_frame is {}; it must be at least {MIN_BYTES_IN_FRAME} so that one chunk and \
+                 its labels fit in a frame",
+                self.max_bytes_in_frame
+            ));
+        }
+        if self.query_timeout.is_zero() {
+            return Err("querier.query_timeout must be greater than 0".into());
+        }
+        if self.max_read_request_bytes == 0 {
+            return Err("querier.max_read_request_bytes must be greater than 0".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(QuerierConfig::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn validate_names_the_key() {
+        let cfg = QuerierConfig {
+            max_bytes_in_frame: 10,
+            ..Default::default()
+        };
+        assert!(cfg.validate().unwrap_err().contains("querier.max_bytes_in_frame"));
+        let cfg = QuerierConfig {
+            query_timeout: Duration::ZERO,
+            ..Default::default()
+        };
+        assert!(cfg.validate().unwrap_err().contains("querier.query_timeout"));
+    }
+
+    #[test]
+    fn deserializes_with_defaults_and_rejects_unknown_keys() {
+        let cfg: QuerierConfig = serde_json::from_str(r#"{"query_timeout":"30s","max_samples_per_query":7}"#).unwrap();
+        assert_eq!(cfg.query_timeout, Duration::from_secs(30));
+        assert_eq!(cfg.max_samples_per_query, 7);
+        assert_eq!(cfg.max_bytes_in_frame, 1 << 20);
+        assert!(serde_json::from_str::<QuerierConfig>(r#"{"max_bytes":1}"#).is_err());
+    }
+}

@@ -1,0 +1,124 @@
+//! The querier's errors and how each maps to an HTTP status and a Prometheus API `errorType`.
+
+use axum::http::StatusCode;
+
+/// Why a query failed. Every variant knows its HTTP status ([`QuerierError::status`]) and the `errorType` the
+/// Prometheus JSON API reports for it ([`QuerierError::error_type`]).
+#[derive(Debug, thiserror::Error)]
+pub enum QuerierError {
+    /// The request is malformed: a bad parameter, selector, matcher or body. Not retried by clients.
+    #[error("{0}")]
+    BadData(String),
+    /// The query would return more samples than `max_samples_per_query` allows.
+    #[error(
+        "the query selected {selected} samples (tenant={tenant}); the limit is {limit}: narrow the selector or \
+         time range, or raise `querier.max_samples_per_query`"
+    )]
+    TooManySamples {
+        tenant: String,
+        selected: usize,
+        limit: usize,
+    },
+    /// The query ran longer than `query_timeout`.
+    #[error(
+        "query timed out after {timeout_ms}ms (tenant={tenant}); raise `querier.query_timeout` if this is expected"
+    )]
+    Timeout { tenant: String, timeout_ms: u128 },
+    /// Too many ingesters of the replica set failed to answer.
+    #[error("{failed} of {asked} ingesters failed (at most {max_errors} may): {last}")]
+    Ingesters {
+        failed: usize,
+        asked: usize,
+        max_errors: usize,
+        last: Box<tonic::Status>,
+    },
+    /// An ingester sent data the querier cannot interpret (bad labels, an undecodable chunk).
+    #[error("invalid data from an ingester: {0}")]
+    InvalidIngesterData(String),
+}
+
+impl QuerierError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            QuerierError::BadData(_) => StatusCode::BAD_REQUEST,
+            QuerierError::TooManySamples { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            QuerierError::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            QuerierError::Ingesters { last, .. } => match last.code() {
+                tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
+                tonic::Code::ResourceExhausted => StatusCode::UNPROCESSABLE_ENTITY,
+                tonic::Code::DeadlineExceeded | tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            },
+            QuerierError::InvalidIngesterData(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Prometheus' `errorType` for the JSON envelope (`bad_data`, `execution`, `timeout`, ...).
+    pub fn error_type(&self) -> &'static str {
+        match self.status() {
+            StatusCode::BAD_REQUEST => "bad_data",
+            StatusCode::UNPROCESSABLE_ENTITY => "execution",
+            StatusCode::SERVICE_UNAVAILABLE => match self {
+                QuerierError::Timeout { .. } => "timeout",
+                _ => "unavailable",
+            },
+            _ => "internal",
+        }
+    }
+
+    /// Whether the caller may retry the same request later.
+    pub fn retryable(&self) -> bool {
+        self.status().is_server_error()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_and_types() {
+        let ingesters = |code| QuerierError::Ingesters {
+            failed: 1,
+            asked: 1,
+            max_errors: 0,
+            last: Box::new(tonic::Status::new(code, "x")),
+        };
+        let cases = [
+            ("bad data", QuerierError::BadData("x".into()), 400, "bad_data"),
+            (
+                "limit",
+                QuerierError::TooManySamples {
+                    tenant: "t".into(),
+                    selected: 2,
+                    limit: 1,
+                },
+                422,
+                "execution",
+            ),
+            (
+                "timeout",
+                QuerierError::Timeout {
+                    tenant: "t".into(),
+                    timeout_ms: 5,
+                },
+                503,
+                "timeout",
+            ),
+            ("ingester down", ingesters(tonic::Code::Unavailable), 503, "unavailable"),
+            (
+                "ingester refuses",
+                ingesters(tonic::Code::InvalidArgument),
+                400,
+                "bad_data",
+            ),
+            ("ingester bug", ingesters(tonic::Code::Internal), 500, "internal"),
+        ];
+        for (name, err, status, kind) in cases {
+            assert_eq!(err.status().as_u16(), status, "case {name}");
+            assert_eq!(err.error_type(), kind, "case {name}");
+            assert_eq!(err.retryable(), status >= 500, "case {name}");
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Merging the answers of replica ingesters.
+//!
+//! Replicas of a series arrive from several ingesters with the same label set. They are grouped by labels
+//! (sorted, as remote read requires), then per series:
+//! - byte-identical chunks (the common case: replicas cut chunks at the same samples) are kept once, undecoded;
+//! - chunks that overlap in time are decoded, merged by timestamp with duplicates (same `t`) dropped, and
+//!   re-encoded;
+//! - chunks that reach outside the query range are re-encoded with only the samples inside it, so clients never
+//!   see out-of-range samples.
+//!
+//! When two replicas disagree on the value at the same timestamp, the sample from the chunk that starts
+//! earliest wins, and among chunks starting together the first ingester's (replication-set order), in both
+//! response types, so results are deterministic.
+
+use crate::chunks;
+use crate::error::QuerierError;
+use heddle_model::{Labels, Sample};
+use heddle_proto::prometheus::{Chunk, ChunkedSeries};
+use std::collections::BTreeMap;
+
+/// Chunks of every series, grouped by label set and sorted by labels.
+pub(crate) type SeriesChunks = BTreeMap<Labels, Vec<Chunk>>;
+
+/// Groups the series answered by each ingester by label set. Label sets are validated here: an ingester that
+/// sends duplicate or empty label names is reported, not trusted.
+pub(crate) fn group_by_labels(replies: Vec<Vec<ChunkedSeries>>) -> Result<SeriesChunks, QuerierError> {
+    let mut out = SeriesChunks::new();
+    for series in replies.into_iter().flatten() {
+        let labels = labels_from_proto(&series.labels)?;
+        out.entry(labels).or_default().extend(series.chunks);
+    }
+    Ok(out)
+}
+
+/// Converts wire labels (any order) into a [`Labels`] set.
+pub(crate) fn labels_from_proto(labels: &[heddle_proto::prometheus::Label]) -> Result<Labels, QuerierError> {
+    Labels::from_unsorted(labels.iter().map(|l| (l.name.as_str(), l.value.as_str())))
+        .map_err(|e| QuerierError::InvalidIngesterData(format!("bad label set: {e}")))
+}
+
+/// The samples of one series' chunks inside `[start, end]`, sorted by time, one per timestamp (see the module
+/// docs for which sample wins a tie).
+pub(crate) fn merge_samples(chunks: &[Chunk], start: i64, end: i64) -> Result<Vec<Sample>, QuerierError> {
+    let mut ordered: Vec<&Chunk> = chunks.iter().collect();
+    ordered.sort_by_key(|c| c.min_time_ms);
+    let mut out = Vec::new();
+    for chunk in ordered {
+        if chunk.max_time_ms < start || chunk.min_time_ms > end {
+            continue;
+        }
+        out.extend(
+            chunks::decode(chunk)?
+                .into_iter()
+                .filter(|s| s.t >= start && s.t <= end),
+        );
+    }
+    // Stable: equal timestamps keep their input order, so dedup keeps the first replica's sample.
+    out.sort_by_key(|s| s.t);
+    out.dedup_by_key(|s| s.t);
+    Ok(out)
+}
+
+/// One series' chunks from every replica, reduced to chunks that are sorted by time, do not overlap, and hold
+/// only samples inside `[start, end]`. Chunks that need none of that are passed through without decoding.
+pub(crate) fn merge_chunks(mut chunks: Vec<Chunk>, start: i64, end: i64) -> Result<Vec<Chunk>, QuerierError> {
+    chunks.retain(|c| c.max_time_ms >= start && c.min_time_ms <= end);
+    // Stable, so chunks starting together keep the ingesters' order. Byte-identical replica chunks end up
+    // next to each other (unless a third version with the same bounds sits between; it is then merged).
+    chunks.sort_by_key(|c| (c.min_time_ms, c.max_time_ms));
+    chunks.dedup();
+
+    let mut out = Vec::with_capacity(chunks.len());
+    let mut group: Vec<Chunk> = Vec::new();
+    let mut group_max = i64::MIN;
+    for chunk in chunks {
+        if !group.is_empty() && chunk.min_time_ms > group_max {
+            flush_group(std::mem::take(&mut group), start, end, &mut out)?;
+        }
+        group_max = if group.is_empty() {
+            chunk.max_time_ms
+        } else {
+            group_max.max(chunk.max_time_ms)
+        };
+        group.push(chunk);
+    }
+    if !group.is_empty() {
+        flush_group(group, start, end, &mut out)?;
+    }
+    debug_assert!(
+        out.windows(2).all(|w| w[0].max_time_ms < w[1].min_time_ms),
+        "merged chunks must be sorted and disjoint"
+    );
+    Ok(out)
+}
+
+/// Emits a group of chunks whose time ranges overlap one another (transitively): as is when it is a single
+/// chunk inside the range, re-encoded otherwise.
+fn flush_group(group: Vec<Chunk>, start: i64, end: i64, out: &mut Vec<Chunk>) -> Result<(), QuerierError> {
+    if let [only] = group.as_slice()
+        && only.min_time_ms >= start
+        && only.max_time_ms <= end
+    {
+        chunks::num_samples(only)?; // rejects non-XOR chunks the client could not read either
+        out.extend(group);
+        return Ok(());
+    }
+    let samples = merge_samples(&group, start, end)?;
+    out.extend(chunks::encode(&samples)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use heddle_proto::prometheus::Label;
+
+    fn samples(ts: impl IntoIterator<Item = i64>) -> Vec<Sample> {
+        ts.into_iter().map(|t| Sample::new(t, t as f64)).collect()
+    }
+
+    fn chunk(ts: impl IntoIterator<Item = i64>) -> Chunk {
+        chunks::encode_one(&samples(ts)).unwrap()
+    }
+
+    fn all_samples(chunks: &[Chunk]) -> Vec<Sample> {
+        chunks.iter().flat_map(|c| chunks::decode(c).unwrap()).collect()
+    }
+
+    #[test]
+    fn merge_chunks_cases() {
+        struct Case {
+            name: &'static str,
+            input: Vec<Chunk>,
+            start: i64,
+            end: i64,
+            want: Vec<Sample>,
+            passthrough: bool,
+        }
+        let cases = [
+            Case {
+                name: "identical replicas kept once, undecoded",
+                input: vec![chunk(0..10), chunk(0..10), chunk(10..20)],
+                start: 0,
+                end: 100,
+                want: samples(0..20),
+                passthrough: true,
+            },
+            Case {
+                name: "overlapping replicas merged, duplicates dropped",
+                input: vec![chunk((0..20).step_by(2)), chunk(0..10), chunk(15..25)],
+                start: 0,
+                end: 100,
+                want: samples((0..25).filter(|t| *t < 10 || t % 2 == 0 || *t >= 15)),
+                passthrough: false,
+            },
+            Case {
+                name: "trimmed to the range",
+                input: vec![chunk(0..10), chunk(10..20), chunk(20..30)],
+                start: 5,
+                end: 24,
+                want: samples(5..25),
+                passthrough: false,
+            },
+            Case {
+                name: "unsorted input sorted",
+                input: vec![chunk(20..30), chunk(0..10)],
+                start: 0,
+                end: 100,
+                want: samples((0..10).chain(20..30)),
+                passthrough: true,
+            },
+            Case {
+                name: "chunk outside the range dropped",
+                input: vec![chunk(0..10), chunk(50..60)],
+                start: 20,
+                end: 40,
+                want: vec![],
+                passthrough: true,
+            },
+            Case {
+                name: "range inside a chunk but between samples",
+                input: vec![chunk([0, 100])],
+                start: 10,
+                end: 90,
+                want: vec![],
+                passthrough: false,
+            },
+        ];
+        for c in cases {
+            let input_set = c.input.clone();
+            let got = merge_chunks(c.input, c.start, c.end).unwrap();
+            assert_eq!(all_samples(&got), c.want, "case {}", c.name);
+            assert!(
+                got.windows(2).all(|w| w[0].max_time_ms < w[1].min_time_ms),
+                "case {}: chunks sorted and disjoint",
+                c.name
+            );
+            for g in &got {
+                let s = chunks::decode(g).unwrap();
+                assert_eq!(
+                    (g.min_time_ms, g.max_time_ms),
+                    (s[0].t, s[s.len() - 1].t),
+                    "case {}: chunk bounds",
+                    c.name
+                );
+            }
+            if c.passthrough {
+                assert!(
+                    got.iter().all(|g| input_set.contains(g)),
+                    "case {}: passed through",
+                    c.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ties_go_to_the_earliest_chunk_then_the_first_replica() {
+        let early = chunks::encode_one(&[Sample::new(1, 1.0), Sample::new(2, 2.0)]).unwrap();
+        let late = chunks::encode_one(&[Sample::new(2, 20.0), Sample::new(3, 3.0)]).unwrap();
+        let want = vec![Sample::new(1, 1.0), Sample::new(2, 2.0), Sample::new(3, 3.0)];
+        for input in [vec![early.clone(), late.clone()], vec![late, early]] {
+            assert_eq!(merge_samples(&input, i64::MIN, i64::MAX).unwrap(), want);
+            assert_eq!(all_samples(&merge_chunks(input, i64::MIN, i64::MAX).unwrap()), want);
+        }
+        let first = chunks::encode_one(&[Sample::new(5, 1.0)]).unwrap();
+        let second = chunks::encode_one(&[Sample::new(5, 2.0)]).unwrap();
+        let input = vec![first, second];
+        assert_eq!(merge_samples(&input, 0, 10).unwrap(), [Sample::new(5, 1.0)]);
+        assert_eq!(all_samples(&merge_chunks(input, 0, 10).unwrap()), [Sample::new(5, 1.0)]);
+    }
+
+    #[test]
+    fn group_by_labels_merges_replicas_and_sorts() {
+        let lbl = |n: &str, v: &str| Label {
+            name: n.into(),
+            value: v.into(),
+        };
+        let s = |job: &str, c: Chunk| ChunkedSeries {
+            // Deliberately unsorted on the wire.
+            labels: vec![lbl("job", job), lbl("__name__", "up")],
+            chunks: vec![c],
+        };
+        let replies = vec![
+            vec![s("b", chunk(0..2)), s("a", chunk(0..2))],
+            vec![s("a", chunk(5..7))],
+        ];
+        let grouped = group_by_labels(replies).unwrap();
+        let keys: Vec<String> = grouped.keys().map(|l| l.to_string()).collect();
+        assert_eq!(keys, [r#"{__name__="up", job="a"}"#, r#"{__name__="up", job="b"}"#]);
+        assert_eq!(grouped.values().next().unwrap().len(), 2);
+
+        let dup = vec![vec![ChunkedSeries {
+            labels: vec![lbl("a", "1"), lbl("a", "2")],
+            chunks: vec![],
+        }]];
+        assert!(matches!(
+            group_by_labels(dup),
+            Err(QuerierError::InvalidIngesterData(_))
+        ));
+    }
+}

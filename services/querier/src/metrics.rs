@@ -1,0 +1,106 @@
+//! The querier's metrics, registered on the registry the process passes in.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The HTTP endpoints the querier serves, as the `endpoint` label spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Endpoint {
+    RemoteRead,
+    Series,
+    Labels,
+    LabelValues,
+}
+
+impl Endpoint {
+    fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::RemoteRead => "remote_read",
+            Endpoint::Series => "series",
+            Endpoint::Labels => "labels",
+            Endpoint::LabelValues => "label_values",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestLabels {
+    endpoint: &'static str,
+    status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: &'static str,
+}
+
+/// Request counts and latencies per endpoint, and the volume of data returned.
+#[derive(Debug, Clone)]
+pub(crate) struct Metrics {
+    requests: Family<RequestLabels, Counter>,
+    duration: Family<EndpointLabels, Histogram>,
+    series: Family<EndpointLabels, Counter>,
+    samples: Counter,
+}
+
+impl Metrics {
+    pub(crate) fn new(registry: &mut Registry) -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "heddle_querier_requests",
+            "Querier HTTP requests by endpoint and status code",
+            requests.clone(),
+        );
+        let duration = Family::<EndpointLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 4.0, 9))
+        });
+        registry.register(
+            "heddle_querier_request_duration_seconds",
+            "Time to answer a querier HTTP request, until the response headers (streamed bodies continue after)",
+            duration.clone(),
+        );
+        let series = Family::<EndpointLabels, Counter>::default();
+        registry.register(
+            "heddle_querier_series_returned",
+            "Series returned to clients, after replicas are merged",
+            series.clone(),
+        );
+        let samples = Counter::default();
+        registry.register(
+            "heddle_querier_samples_returned",
+            "Samples returned by remote read, after replicas are merged and the range is trimmed",
+            samples.clone(),
+        );
+        Self {
+            requests,
+            duration,
+            series,
+            samples,
+        }
+    }
+
+    pub(crate) fn observe_request(&self, endpoint: Endpoint, status: u16, seconds: f64) {
+        let endpoint = endpoint.as_str();
+        self.requests
+            .get_or_create(&RequestLabels {
+                endpoint,
+                status: status.to_string(),
+            })
+            .inc();
+        self.duration
+            .get_or_create(&EndpointLabels { endpoint })
+            .observe(seconds);
+    }
+
+    pub(crate) fn returned(&self, endpoint: Endpoint, series: usize, samples: usize) {
+        self.series
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.as_str(),
+            })
+            .inc_by(series as u64);
+        self.samples.inc_by(samples as u64);
+    }
+}

@@ -1,0 +1,215 @@
+//! `POST /prometheus/api/v1/read`: Prometheus remote read, in both response types.
+//!
+//! - `SAMPLES`: one snappy-compressed `ReadResponse` (`application/x-protobuf`, `Content-Encoding: snappy`).
+//! - `STREAMED_XOR_CHUNKS`: framed `ChunkedReadResponse` messages (see [`crate::frames`]). The series are
+//!   fetched and merged before the status line is sent, so ingester failures and limits still produce a proper
+//!   status; the frames are then encoded one series at a time as the client reads the body.
+//!
+//! As in Prometheus, the response type is the first of the request's `accepted_response_types` that the
+//! server supports, and `SAMPLES` when the list is empty.
+
+use crate::convert::{labels_to_proto, matcher_from_proto};
+use crate::error::QuerierError;
+use crate::frames;
+use crate::metrics::Endpoint;
+use crate::querier::{Querier, SeriesChunks};
+use axum::body::Body;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use heddle_model::{Matcher, TenantId};
+use heddle_proto::prometheus::{
+    QueryResult, ReadRequest, ReadResponse, Sample as ProtoSample, TimeSeries, read_request::ResponseType,
+};
+use prost::Message;
+
+/// Content type of a streamed remote-read response, as Prometheus' client expects it.
+pub const STREAMED_CONTENT_TYPE: &str = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse";
+
+struct ParsedQuery {
+    start: i64,
+    end: i64,
+    matchers: Vec<Matcher>,
+}
+
+/// Answers one remote-read request body (snappy-compressed `ReadRequest`).
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn handle(q: &Querier, tenant: &TenantId, body: &[u8]) -> Result<Response, QuerierError> {
+    let req = decode_request(body, q.config().max_read_request_bytes)?;
+    let queries = parse_queries(&req)?;
+    match negotiate(&req.accepted_response_types)? {
+        ResponseType::Samples => samples_response(q, tenant, &queries).await,
+        ResponseType::StreamedXorChunks => streamed_response(q, tenant, &queries).await,
+    }
+}
+
+fn decode_request(body: &[u8], max_bytes: usize) -> Result<ReadRequest, QuerierError> {
+    let len = snap::raw::decompress_len(body)
+        .map_err(|e| QuerierError::BadData(format!("remote read body is not snappy-compressed: {e}")))?;
+    if len > max_bytes {
+        return Err(QuerierError::BadData(format!(
+            "remote read request declares {len} decompressed bytes; the limit is {max_bytes} \
+             (querier.max_read_request_bytes)"
+        )));
+    }
+    let raw = snap::raw::Decoder::new()
+        .decompress_vec(body)
+        .map_err(|e| QuerierError::BadData(format!("remote read body is not valid snappy: {e}")))?;
+    ReadRequest::decode(raw.as_slice())
+        .map_err(|e| QuerierError::BadData(format!("remote read body is not a prometheus.ReadRequest: {e}")))
+}
+
+fn parse_queries(req: &ReadRequest) -> Result<Vec<ParsedQuery>, QuerierError> {
+    req.queries
+        .iter()
+        .enumerate()
+        .map(|(i, query)| {
+            if query.matchers.is_empty() {
+                return Err(QuerierError::BadData(format!(
+                    "remote read query {i} has no label matchers; at least one is required"
+                )));
+            }
+            let matchers = query
+                .matchers
+                .iter()
+                .map(matcher_from_proto)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| QuerierError::BadData(format!("remote read query {i}: {e}")))?;
+            Ok(ParsedQuery {
+                start: query.start_timestamp_ms,
+                end: query.end_timestamp_ms,
+                matchers,
+            })
+        })
+        .collect()
+}
+
+fn negotiate(accepted: &[i32]) -> Result<ResponseType, QuerierError> {
+    if accepted.is_empty() {
+        return Ok(ResponseType::Samples);
+    }
+    accepted
+        .iter()
+        .find_map(|t| ResponseType::try_from(*t).ok())
+        .ok_or_else(|| {
+            QuerierError::BadData(format!(
+                "server does not support any of the requested response types: {accepted:?}; supported: \
+                 SAMPLES (0), STREAMED_XOR_CHUNKS (1)"
+            ))
+        })
+}
+
+async fn samples_response(q: &Querier, tenant: &TenantId, queries: &[ParsedQuery]) -> Result<Response, QuerierError> {
+    let mut results = Vec::with_capacity(queries.len());
+    let (mut series_count, mut sample_count) = (0, 0);
+    for query in queries {
+        let series = q.select(tenant, query.start, query.end, &query.matchers).await?;
+        series_count += series.len();
+        let timeseries = series
+            .into_iter()
+            .map(|s| {
+                sample_count += s.samples.len();
+                TimeSeries {
+                    labels: labels_to_proto(&s.labels),
+                    samples: s
+                        .samples
+                        .iter()
+                        .map(|x| ProtoSample {
+                            value: x.v,
+                            timestamp: x.t,
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        results.push(QueryResult { timeseries });
+    }
+    q.metrics.returned(Endpoint::RemoteRead, series_count, sample_count);
+    let raw = ReadResponse { results }.encode_to_vec();
+    let compressed = snap::raw::Encoder::new()
+        .compress_vec(&raw)
+        .map_err(|e| QuerierError::InvalidIngesterData(format!("cannot snappy-compress the response: {e}")))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("application/x-protobuf")),
+            (header::CONTENT_ENCODING, HeaderValue::from_static("snappy")),
+        ],
+        compressed,
+    )
+        .into_response())
+}
+
+async fn streamed_response(q: &Querier, tenant: &TenantId, queries: &[ParsedQuery]) -> Result<Response, QuerierError> {
+    let max_frame = q.config().max_bytes_in_frame;
+    let mut fetched: Vec<(i64, Vec<SeriesChunks>)> = Vec::with_capacity(queries.len());
+    let (mut series_count, mut sample_count) = (0, 0);
+    for (index, query) in queries.iter().enumerate() {
+        let index = i64::try_from(index).unwrap_or(i64::MAX);
+        let series = q.select_chunks(tenant, query.start, query.end, &query.matchers).await?;
+        for s in &series {
+            if !frames::fits_in_frame(&labels_to_proto(&s.labels), index, max_frame) {
+                return Err(QuerierError::BadData(format!(
+                    "the labels of series {} do not fit in a remote-read frame of {max_frame} bytes; raise \
+                     querier.max_bytes_in_frame",
+                    s.labels
+                )));
+            }
+            for c in &s.chunks {
+                sample_count += crate::chunks::num_samples(c)?;
+            }
+        }
+        series_count += series.len();
+        fetched.push((index, series));
+    }
+    q.metrics.returned(Endpoint::RemoteRead, series_count, sample_count);
+
+    // Encoding happens as the body is polled, one series (all its frames) per body chunk.
+    let frames = fetched.into_iter().flat_map(move |(index, series)| {
+        series
+            .into_iter()
+            .map(move |s| frames::series_frames(labels_to_proto(&s.labels), s.chunks, index, max_frame))
+    });
+    // The status line is gone by now: a failure can only cut the body short, which the client detects.
+    let frames = frames.inspect(|r| {
+        if let Err(err) = r {
+            tracing::warn!(error = %err, "streamed remote read aborted");
+        }
+    });
+    let body = Body::from_stream(futures::stream::iter(frames));
+    Ok((
+        [(header::CONTENT_TYPE, HeaderValue::from_static(STREAMED_CONTENT_TYPE))],
+        body,
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation_follows_prometheus() {
+        let s = ResponseType::Samples as i32;
+        let x = ResponseType::StreamedXorChunks as i32;
+        assert_eq!(negotiate(&[]).unwrap(), ResponseType::Samples);
+        assert_eq!(negotiate(&[x]).unwrap(), ResponseType::StreamedXorChunks);
+        assert_eq!(negotiate(&[s, x]).unwrap(), ResponseType::Samples);
+        assert_eq!(negotiate(&[7, x]).unwrap(), ResponseType::StreamedXorChunks);
+        assert!(negotiate(&[7]).unwrap_err().to_string().contains("[7]"));
+    }
+
+    #[test]
+    fn request_decoding_errors() {
+        assert!(decode_request(b"not snappy at all \xff\xff\xff", 1 << 20).is_err());
+        let big = snap::raw::Encoder::new().compress_vec(&[0u8; 2048]).unwrap();
+        let err = decode_request(&big, 1024).unwrap_err().to_string();
+        assert!(err.contains("querier.max_read_request_bytes"), "{err}");
+        let junk = snap::raw::Encoder::new().compress_vec(&[0xff; 16]).unwrap();
+        assert!(
+            decode_request(&junk, 1024)
+                .unwrap_err()
+                .to_string()
+                .contains("prometheus.ReadRequest")
+        );
+    }
+}

@@ -1,0 +1,524 @@
+//! End-to-end tests of the querier's HTTP routes over fake ingesters holding real XOR chunks.
+
+mod fake;
+
+use crate::{Querier, QuerierConfig, STREAMED_CONTENT_TYPE, StaticIngesters, decode_frames, router};
+use axum::Extension;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use fake::{FakeIngester, Mode};
+use heddle_model::{Sample, TenantId};
+use heddle_proto::IngesterClient;
+use heddle_proto::prometheus::{
+    ChunkedReadResponse, LabelMatcher, Query, ReadRequest, ReadResponse, label_matcher::Type,
+    read_request::ResponseType,
+};
+use http_body_util::BodyExt;
+use prometheus_client::registry::Registry;
+use prost::Message;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt;
+
+struct Harness {
+    app: axum::Router,
+    registry: Registry,
+}
+
+fn harness(cfg: QuerierConfig, ingesters: Vec<Arc<dyn IngesterClient>>, max_errors: usize) -> Harness {
+    let mut registry = Registry::default();
+    let source = Arc::new(StaticIngesters::with_max_errors(ingesters, max_errors));
+    let q = Arc::new(Querier::new(cfg, source, &mut registry));
+    let app = router(q).layer(Extension(TenantId::new("team-a").unwrap()));
+    Harness { app, registry }
+}
+
+struct Answer {
+    status: StatusCode,
+    content_type: String,
+    content_encoding: Option<String>,
+    body: Vec<u8>,
+}
+
+async fn send(app: &axum::Router, req: Request<Body>) -> Answer {
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let header_str = |h| {
+        resp.headers()
+            .get(h)
+            .map(|v: &header::HeaderValue| v.to_str().unwrap().to_owned())
+    };
+    let content_type = header_str(header::CONTENT_TYPE).unwrap_or_default();
+    let content_encoding = header_str(header::CONTENT_ENCODING);
+    let status = resp.status();
+    let body = resp.into_body().collect().await.unwrap().to_bytes().to_vec();
+    Answer {
+        status,
+        content_type,
+        content_encoding,
+        body,
+    }
+}
+
+/// Noisy values, so that XOR chunks are realistically large (~9 bytes a sample).
+fn value(t: i64) -> f64 {
+    (t as f64 * 0.37).sin() * 1e3
+}
+
+fn samples(ts: impl IntoIterator<Item = i64>) -> Vec<Sample> {
+    ts.into_iter().map(|t| Sample::new(t, value(t))).collect()
+}
+
+fn matcher(t: Type, name: &str, value: &str) -> LabelMatcher {
+    LabelMatcher {
+        r#type: t as i32,
+        name: name.into(),
+        value: value.into(),
+    }
+}
+
+fn read_request(queries: Vec<Query>, accepted: &[ResponseType]) -> Request<Body> {
+    let req = ReadRequest {
+        queries,
+        accepted_response_types: accepted.iter().map(|t| *t as i32).collect(),
+    };
+    let body = snap::raw::Encoder::new().compress_vec(&req.encode_to_vec()).unwrap();
+    Request::post("/prometheus/api/v1/read")
+        .header(header::CONTENT_TYPE, "application/x-protobuf")
+        .header(header::CONTENT_ENCODING, "snappy")
+        .body(Body::from(body))
+        .unwrap()
+}
+
+fn query(start: i64, end: i64, matchers: Vec<LabelMatcher>) -> Query {
+    Query {
+        start_timestamp_ms: start,
+        end_timestamp_ms: end,
+        matchers,
+        hints: None,
+    }
+}
+
+/// Two series of `up` and one of another metric, 1000 samples each at t = 0, 10, 20, ...
+fn standard_ingester() -> FakeIngester {
+    FakeIngester::new(Mode::Serve)
+        .with_series(
+            &[("__name__", "up"), ("job", "b")],
+            &samples((0..1000).map(|i| i * 10)),
+            120,
+        )
+        .with_series(
+            &[("__name__", "up"), ("job", "a")],
+            &samples((0..1000).map(|i| i * 10)),
+            120,
+        )
+        .with_series(
+            &[("__name__", "other"), ("job", "a")],
+            &samples((0..1000).map(|i| i * 10)),
+            120,
+        )
+}
+
+fn decode_samples_response(a: &Answer) -> ReadResponse {
+    assert_eq!(a.status, StatusCode::OK, "body: {}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.content_type, "application/x-protobuf");
+    assert_eq!(a.content_encoding.as_deref(), Some("snappy"));
+    let raw = snap::raw::Decoder::new().decompress_vec(&a.body).unwrap();
+    ReadResponse::decode(raw.as_slice()).unwrap()
+}
+
+fn label_string(labels: &[heddle_proto::prometheus::Label]) -> String {
+    labels
+        .iter()
+        .map(|l| format!("{}={}", l.name, l.value))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[tokio::test]
+async fn remote_read_samples_round_trip() {
+    let h = harness(QuerierConfig::default(), vec![Arc::new(standard_ingester())], 0);
+    let q0 = query(1005, 2000, vec![matcher(Type::Eq, "__name__", "up")]);
+    let q1 = query(
+        0,
+        30,
+        vec![matcher(Type::Re, "job", "a"), matcher(Type::Neq, "__name__", "up")],
+    );
+    let a = send(&h.app, read_request(vec![q0, q1], &[ResponseType::Samples])).await;
+    let resp = decode_samples_response(&a);
+    assert_eq!(resp.results.len(), 2);
+
+    let r0 = &resp.results[0].timeseries;
+    let names: Vec<String> = r0.iter().map(|s| label_string(&s.labels)).collect();
+    assert_eq!(names, ["__name__=up,job=a", "__name__=up,job=b"], "sorted by labels");
+    for s in r0 {
+        let ts: Vec<i64> = s.samples.iter().map(|x| x.timestamp).collect();
+        assert_eq!(
+            ts,
+            (101..=200).map(|i| i * 10).collect::<Vec<_>>(),
+            "trimmed to [1005, 2000]"
+        );
+        assert!(s.samples.iter().all(|x| x.value == value(x.timestamp)));
+    }
+    let r1 = &resp.results[1].timeseries;
+    assert_eq!(r1.len(), 1);
+    assert_eq!(label_string(&r1[0].labels), "__name__=other,job=a");
+    assert_eq!(r1[0].samples.len(), 4);
+}
+
+#[tokio::test]
+async fn remote_read_streamed_round_trip() {
+    let cfg = QuerierConfig {
+        max_bytes_in_frame: 4096,
+        ..Default::default()
+    };
+    let h = harness(cfg, vec![Arc::new(standard_ingester())], 0);
+    let q0 = query(1005, 8994, vec![matcher(Type::Eq, "__name__", "up")]);
+    let q1 = query(0, 100, vec![matcher(Type::Eq, "__name__", "other")]);
+    let a = send(&h.app, read_request(vec![q0, q1], &[ResponseType::StreamedXorChunks])).await;
+    assert_eq!(a.status, StatusCode::OK, "body: {}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.content_type, STREAMED_CONTENT_TYPE);
+    assert_eq!(a.content_encoding, None);
+
+    let frames: Vec<ChunkedReadResponse> = decode_frames(&a.body).unwrap();
+    assert!(
+        frames.len() > 3,
+        "a series of 800 samples is split over several 4 KiB frames"
+    );
+    let mut per_series: Vec<(i64, String, Vec<Sample>)> = Vec::new();
+    for f in &frames {
+        assert!(f.encoded_len() <= 4096, "frame of {} bytes", f.encoded_len());
+        assert_eq!(f.chunked_series.len(), 1, "one series per frame");
+        let s = &f.chunked_series[0];
+        let name = label_string(&s.labels);
+        let (start, end) = if f.query_index == 0 { (1005, 8994) } else { (0, 100) };
+        let mut got = Vec::new();
+        for c in &s.chunks {
+            let decoded = crate::chunks::decode(c).unwrap();
+            assert!(c.min_time_ms >= start && c.max_time_ms <= end, "chunk inside the range");
+            assert_eq!(c.min_time_ms, decoded[0].t);
+            assert_eq!(c.max_time_ms, decoded[decoded.len() - 1].t);
+            got.extend(decoded);
+        }
+        match per_series.last_mut() {
+            Some((qi, n, acc)) if *qi == f.query_index && *n == name => acc.extend(got),
+            _ => per_series.push((f.query_index, name, got)),
+        }
+    }
+    let order: Vec<(i64, &str)> = per_series.iter().map(|(q, n, _)| (*q, n.as_str())).collect();
+    assert_eq!(
+        order,
+        [
+            (0, "__name__=up,job=a"),
+            (0, "__name__=up,job=b"),
+            (1, "__name__=other,job=a")
+        ],
+        "sorted by query, then labels; a series' frames are consecutive"
+    );
+    for (q, name, got) in &per_series {
+        let want = if *q == 0 {
+            samples((101..=899).map(|i| i * 10))
+        } else {
+            samples((0..=10).map(|i| i * 10))
+        };
+        assert_eq!(got, &want, "samples of {name} in query {q}");
+    }
+}
+
+#[tokio::test]
+async fn replicas_are_merged_and_deduplicated() {
+    let labels = [("__name__", "up"), ("job", "a")];
+    // Replica 1 and 2 hold the same samples but cut chunks differently; replica 3 misses some and has
+    // one extra sample the others lost.
+    let r1 = FakeIngester::new(Mode::Serve).with_series(&labels, &samples(0..300), 120);
+    let r2 = FakeIngester::new(Mode::Serve).with_series(&labels, &samples(0..300), 70);
+    let r3 = FakeIngester::new(Mode::Serve)
+        .with_series(&labels, &samples((0..300).filter(|t| t % 3 != 0).chain([300])), 120)
+        .with_series(&[("__name__", "up"), ("job", "z")], &samples(0..5), 120);
+    let replicas: Vec<Arc<dyn IngesterClient>> = vec![Arc::new(r1), Arc::new(r2), Arc::new(r3)];
+    let h = harness(QuerierConfig::default(), replicas, 0);
+    let m = vec![matcher(Type::Eq, "__name__", "up")];
+
+    let resp = decode_samples_response(&send(&h.app, read_request(vec![query(0, 1000, m.clone())], &[])).await);
+    let series = &resp.results[0].timeseries;
+    assert_eq!(series.len(), 2, "same label set from three ingesters is one series");
+    let ts: Vec<i64> = series[0].samples.iter().map(|s| s.timestamp).collect();
+    assert_eq!(
+        ts,
+        (0..=300).collect::<Vec<_>>(),
+        "union of replicas, no duplicate timestamps"
+    );
+
+    let a = send(
+        &h.app,
+        read_request(vec![query(0, 1000, m)], &[ResponseType::StreamedXorChunks]),
+    )
+    .await;
+    let frames = decode_frames(&a.body).unwrap();
+    let mut got = Vec::new();
+    let mut chunks = Vec::new();
+    for f in frames
+        .iter()
+        .filter(|f| label_string(&f.chunked_series[0].labels) == "__name__=up,job=a")
+    {
+        for c in &f.chunked_series[0].chunks {
+            chunks.push((c.min_time_ms, c.max_time_ms));
+            got.extend(crate::chunks::decode(c).unwrap());
+        }
+    }
+    assert_eq!(got, samples(0..=300), "streamed chunks merged");
+    assert!(
+        chunks.windows(2).all(|w| w[0].1 < w[1].0),
+        "chunks sorted and disjoint: {chunks:?}"
+    );
+}
+
+#[tokio::test]
+async fn failing_replicas_within_max_errors_are_tolerated() {
+    let labels = [("__name__", "up")];
+    let up = || -> Arc<dyn IngesterClient> {
+        Arc::new(FakeIngester::new(Mode::Serve).with_series(&labels, &samples(0..10), 120))
+    };
+    let down = || -> Arc<dyn IngesterClient> { Arc::new(FakeIngester::new(Mode::Down)) };
+    let m = || vec![matcher(Type::Eq, "__name__", "up")];
+
+    let h = harness(QuerierConfig::default(), vec![up(), down(), up()], 1);
+    let resp = decode_samples_response(&send(&h.app, read_request(vec![query(0, 100, m())], &[])).await);
+    assert_eq!(resp.results[0].timeseries[0].samples.len(), 10);
+
+    let h = harness(QuerierConfig::default(), vec![up(), down(), down()], 1);
+    let a = send(&h.app, read_request(vec![query(0, 100, m())], &[])).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    let msg = String::from_utf8_lossy(&a.body);
+    assert!(msg.contains("2 of 3 ingesters failed (at most 1 may)"), "{msg}");
+}
+
+#[tokio::test]
+async fn remote_read_rejects_bad_requests() {
+    let fake = Arc::new(standard_ingester());
+    let h = harness(QuerierConfig::default(), vec![fake.clone()], 0);
+    let cases: Vec<(&str, Request<Body>, &str)> = vec![
+        (
+            "bad regex",
+            read_request(vec![query(0, 1, vec![matcher(Type::Re, "job", "a(")])], &[]),
+            r#"remote read query 0: invalid regular expression "a(" for label "job""#,
+        ),
+        (
+            "no matchers",
+            read_request(vec![query(0, 1, vec![])], &[]),
+            "remote read query 0 has no label matchers",
+        ),
+        (
+            "unknown matcher type",
+            read_request(
+                vec![query(
+                    0,
+                    1,
+                    vec![LabelMatcher {
+                        r#type: 5,
+                        name: "a".into(),
+                        value: "b".into(),
+                    }],
+                )],
+                &[],
+            ),
+            "unknown label matcher type 5",
+        ),
+        (
+            "not snappy",
+            Request::post("/prometheus/api/v1/read")
+                .body(Body::from("hello"))
+                .unwrap(),
+            "snappy",
+        ),
+    ];
+    for (name, req, want) in cases {
+        let a = send(&h.app, req).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "case {name}");
+        let msg = String::from_utf8_lossy(&a.body);
+        assert!(msg.contains(want), "case {name}: {msg:?} should contain {want:?}");
+    }
+    assert!(
+        fake.tenants.lock().unwrap().is_empty(),
+        "bad requests never reach ingesters"
+    );
+}
+
+#[tokio::test]
+async fn sample_limit_and_timeout() {
+    let cfg = QuerierConfig {
+        max_samples_per_query: 1500,
+        ..Default::default()
+    };
+    let h = harness(cfg, vec![Arc::new(standard_ingester())], 0);
+    let m = vec![matcher(Type::Eq, "__name__", "up")];
+    for accepted in [ResponseType::Samples, ResponseType::StreamedXorChunks] {
+        let a = send(&h.app, read_request(vec![query(0, 100_000, m.clone())], &[accepted])).await;
+        assert_eq!(a.status, StatusCode::UNPROCESSABLE_ENTITY, "{accepted:?}");
+        let msg = String::from_utf8_lossy(&a.body);
+        assert!(
+            msg.contains("the limit is 1500") && msg.contains("querier.max_samples_per_query"),
+            "{msg}"
+        );
+    }
+    // Under the limit with a narrower range.
+    let a = send(&h.app, read_request(vec![query(0, 5000, m.clone())], &[])).await;
+    assert_eq!(a.status, StatusCode::OK);
+
+    let cfg = QuerierConfig {
+        query_timeout: Duration::from_millis(20),
+        ..Default::default()
+    };
+    let h = harness(cfg, vec![Arc::new(FakeIngester::new(Mode::Hang))], 0);
+    let a = send(&h.app, read_request(vec![query(0, 1, m)], &[])).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(String::from_utf8_lossy(&a.body).contains("query timed out after 20ms (tenant=team-a)"));
+}
+
+fn get(uri: &str) -> Request<Body> {
+    Request::get(uri).body(Body::empty()).unwrap()
+}
+
+fn json(a: &Answer) -> serde_json::Value {
+    assert_eq!(a.content_type, "application/json");
+    serde_json::from_slice(&a.body).unwrap()
+}
+
+#[tokio::test]
+async fn series_and_label_apis() {
+    let replicas: Vec<Arc<dyn IngesterClient>> = vec![Arc::new(standard_ingester()), Arc::new(standard_ingester())];
+    let h = harness(QuerierConfig::default(), replicas, 0);
+    let cases: Vec<(&str, Request<Body>, &str)> = vec![
+        (
+            "series of one selector, replicas merged",
+            get("/prometheus/api/v1/series?match[]=up"),
+            r#"{"data":[{"__name__":"up","job":"a"},{"__name__":"up","job":"b"}],"status":"success"}"#,
+        ),
+        (
+            "series union of selectors, encoded brackets and range",
+            get(
+                "/prometheus/api/v1/series?match%5B%5D=%7Bjob%3D%22a%22%7D&match[]=up{job=~%22b%22}&start=0&end=2023-11-14T22:13:20Z",
+            ),
+            r#"{"data":[{"__name__":"other","job":"a"},{"__name__":"up","job":"a"},{"__name__":"up","job":"b"}],"status":"success"}"#,
+        ),
+        (
+            "series with limit",
+            get("/prometheus/api/v1/series?match[]=up&limit=1"),
+            r#"{"data":[{"__name__":"up","job":"a"}],"status":"success","warnings":["results truncated due to limit"]}"#,
+        ),
+        (
+            "labels, all series",
+            get("/prometheus/api/v1/labels"),
+            r#"{"data":["__name__","job"],"status":"success"}"#,
+        ),
+        (
+            "label values",
+            get("/prometheus/api/v1/label/job/values"),
+            r#"{"data":["a","b"],"status":"success"}"#,
+        ),
+        (
+            "label values with selector",
+            get("/prometheus/api/v1/label/__name__/values?match[]={job=%22b%22}"),
+            r#"{"data":["up"],"status":"success"}"#,
+        ),
+        (
+            "series by POST form",
+            Request::post("/prometheus/api/v1/series")
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from("match%5B%5D=other&start=1"))
+                .unwrap(),
+            r#"{"data":[{"__name__":"other","job":"a"}],"status":"success"}"#,
+        ),
+    ];
+    for (name, req, want) in cases {
+        let a = send(&h.app, req).await;
+        assert_eq!(
+            a.status,
+            StatusCode::OK,
+            "case {name}: {}",
+            String::from_utf8_lossy(&a.body)
+        );
+        assert_eq!(json(&a).to_string(), want, "case {name}");
+    }
+}
+
+#[tokio::test]
+async fn json_api_errors() {
+    let h = harness(QuerierConfig::default(), vec![Arc::new(standard_ingester())], 0);
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "series without match",
+            "/prometheus/api/v1/series",
+            "no match[] parameter provided",
+        ),
+        (
+            "selector matching everything",
+            "/prometheus/api/v1/series?match[]={job=~%22.*%22}",
+            "vector selector must contain at least one non-empty matcher",
+        ),
+        (
+            "bad selector",
+            "/prometheus/api/v1/series?match[]=up[5m]",
+            "only series selectors",
+        ),
+        (
+            "bad start",
+            "/prometheus/api/v1/series?match[]=up&start=yesterday",
+            r#"invalid parameter \"start\": cannot parse \"yesterday\" to a valid timestamp"#,
+        ),
+        (
+            "end before start",
+            "/prometheus/api/v1/labels?start=10&end=1",
+            "end timestamp must not be before start time",
+        ),
+        (
+            "bad label name",
+            "/prometheus/api/v1/label/a-b/values",
+            r#"invalid label name: \"a-b\""#,
+        ),
+        (
+            "bad limit",
+            "/prometheus/api/v1/labels?limit=x",
+            "invalid parameter \\\"limit\\\"",
+        ),
+    ];
+    for (name, uri, want) in cases {
+        let a = send(&h.app, get(uri)).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "case {name}");
+        let body = json(&a).to_string();
+        assert!(
+            body.starts_with(r#"{"error":""#) && body.ends_with(r#"","errorType":"bad_data","status":"error"}"#),
+            "case {name}: {body}"
+        );
+        assert!(body.contains(want), "case {name}: {body} should contain {want}");
+    }
+
+    let h = harness(
+        QuerierConfig::default(),
+        vec![Arc::new(FakeIngester::new(Mode::Down))],
+        0,
+    );
+    let a = send(&h.app, get("/prometheus/api/v1/labels")).await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(json(&a)["errorType"], "unavailable");
+}
+
+#[tokio::test]
+async fn metrics_are_exposed() {
+    let h = harness(QuerierConfig::default(), vec![Arc::new(standard_ingester())], 0);
+    send(&h.app, get("/prometheus/api/v1/series?match[]=up")).await;
+    send(&h.app, get("/prometheus/api/v1/series")).await;
+    let m = vec![matcher(Type::Eq, "__name__", "up")];
+    send(&h.app, read_request(vec![query(0, 95, m)], &[])).await;
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &h.registry).unwrap();
+    for want in [
+        r#"heddle_querier_requests_total{endpoint="series",status="200"} 1"#,
+        r#"heddle_querier_requests_total{endpoint="series",status="400"} 1"#,
+        r#"heddle_querier_requests_total{endpoint="remote_read",status="200"} 1"#,
+        r#"heddle_querier_request_duration_seconds_count{endpoint="series"} 2"#,
+        r#"heddle_querier_series_returned_total{endpoint="remote_read"} 2"#,
+        "heddle_querier_samples_returned_total 20",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+}
