@@ -105,3 +105,80 @@ pub enum SnappyError {
     #[error("corrupt snappy body: {0}")]
     Corrupt(String),
 }
+
+impl DecodeError {
+    /// The HTTP status of a push refused for this error: 400, the sender's fault.
+    pub fn http_status(&self) -> http::StatusCode {
+        http::StatusCode::BAD_REQUEST
+    }
+
+    /// The gRPC code of a push refused for this error.
+    pub fn grpc_code(&self) -> tonic::Code {
+        tonic::Code::InvalidArgument
+    }
+
+    /// Whether sending the same bytes again could succeed: never.
+    pub fn retryable(&self) -> bool {
+        false
+    }
+}
+
+impl SnappyError {
+    /// 413 for an oversized body, 400 for a corrupt one; neither is worth retrying.
+    pub fn http_status(&self) -> http::StatusCode {
+        match self {
+            SnappyError::TooLarge { .. } => http::StatusCode::PAYLOAD_TOO_LARGE,
+            SnappyError::Corrupt(_) => http::StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// `ResourceExhausted` for an oversized body, `InvalidArgument` for a corrupt one.
+    pub fn grpc_code(&self) -> tonic::Code {
+        match self {
+            SnappyError::TooLarge { .. } => tonic::Code::ResourceExhausted,
+            SnappyError::Corrupt(_) => tonic::Code::InvalidArgument,
+        }
+    }
+
+    /// Whether sending the same bytes again could succeed: never.
+    pub fn retryable(&self) -> bool {
+        false
+    }
+}
+
+impl From<DecodeError> for tonic::Status {
+    fn from(e: DecodeError) -> Self {
+        tonic::Status::new(e.grpc_code(), format!("decoding write request: {e}"))
+    }
+}
+
+impl From<SnappyError> for tonic::Status {
+    fn from(e: SnappyError) -> Self {
+        tonic::Status::new(e.grpc_code(), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_statuses() {
+        let decode = DecodeError::TruncatedKey {
+            message: "prometheus.WriteRequest",
+            offset: 7,
+        };
+        let status = tonic::Status::from(decode.clone());
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert_eq!(
+            status.message(),
+            "decoding write request: truncated input: field key at byte offset 7 in prometheus.WriteRequest runs \
+             past the end"
+        );
+        assert_eq!(decode.http_status(), http::StatusCode::BAD_REQUEST);
+        let large = SnappyError::TooLarge { declared: 10, limit: 5 };
+        assert_eq!(large.http_status(), http::StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(tonic::Status::from(large).code(), tonic::Code::ResourceExhausted);
+        assert!(!SnappyError::Corrupt("x".into()).retryable());
+    }
+}

@@ -28,6 +28,7 @@ pub mod arena;
 mod client;
 mod codec;
 mod error;
+pub mod transport;
 
 pub use arena::{
     ArenaPool, PooledArena, TimeSeriesRef, WriteRequestRef, decode_write_request, encode_write_request_raw,
@@ -36,3 +37,4 @@ pub use arena::{
 pub use client::{IngesterClient, QueryStream};
 pub use codec::{PushDecoder, PushEncoder, PushWire, RawPushCodec};
 pub use error::{DecodeError, SnappyError};
+pub use transport::{GrpcIngesterClient, IngesterAdapter, TENANT_METADATA, ingester_service, tenant_from_metadata};

@@ -6,7 +6,7 @@
 
 use crate::error::DecodeError;
 
-/// Deepest group nesting [`Fields`] skips before giving up (prost allows 100 levels of recursion).
+/// Deepest nesting of unknown groups the decoder skips before refusing the input (prost allows 100).
 pub const MAX_GROUP_DEPTH: usize = 64;
 
 const MAX_FIELD_NUMBER: u64 = (1 << 29) - 1;

@@ -1,0 +1,22 @@
+//! The gRPC transport of [`crate::IngesterClient`]: a client ([`GrpcIngesterClient`]) that calls a remote
+//! `heddle.ingester.v1.Ingester`, and a server adapter ([`ingester_service`]) that serves any
+//! `IngesterClient` implementation (the ingester's in-process one) under that service.
+//!
+//! The tenant travels as the `x-scope-orgid` request metadata entry, as in Mimir. `Push` carries the encoded
+//! `prometheus.WriteRequest` as raw bytes end to end ([`crate::RawPushCodec`]).
+
+mod client;
+mod server;
+
+pub use client::GrpcIngesterClient;
+pub use server::{IngesterAdapter, ingester_service, tenant_from_metadata};
+
+/// gRPC metadata key of the tenant id (HTTP header `X-Scope-OrgID`, lowercased as gRPC requires).
+pub const TENANT_METADATA: &str = "x-scope-orgid";
+
+/// Largest message either side accepts or sends, by default: 100 MiB, Mimir's
+/// `-server.grpc-max-recv-msg-size-bytes` default (tonic's own default, 4 MiB, is below a large push).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 100 << 20;
+
+#[cfg(test)]
+mod tests;

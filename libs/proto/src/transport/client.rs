@@ -1,0 +1,176 @@
+//! [`GrpcIngesterClient`]: [`IngesterClient`] over gRPC.
+
+use super::{DEFAULT_MAX_MESSAGE_BYTES, TENANT_METADATA};
+use crate::client::{IngesterClient, QueryStream};
+use crate::ingester::ingester_client::IngesterClient as GeneratedClient;
+use crate::ingester::{
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
+    QueryStreamResponse, SeriesRequest, SeriesResponse,
+};
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use heddle_model::TenantId;
+use std::future::Future;
+use std::time::Duration;
+use tokio::time::Instant;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Status};
+
+/// Calls a remote ingester's `heddle.ingester.v1.Ingester` service. Cheap to clone; clones share the
+/// channel (and its HTTP/2 connection).
+///
+/// Every call carries the tenant as `x-scope-orgid` metadata and a deadline: `timeout` for unary calls,
+/// `query_timeout` for the whole of a `QueryStream` (defaults to `timeout`). The deadline is sent to the server
+/// (`grpc-timeout`) and enforced here too, failing with `DeadlineExceeded`.
+#[derive(Debug, Clone)]
+pub struct GrpcIngesterClient {
+    inner: GeneratedClient<Channel>,
+    timeout: Duration,
+    query_timeout: Duration,
+}
+
+impl GrpcIngesterClient {
+    /// Wraps an existing channel; messages up to [`DEFAULT_MAX_MESSAGE_BYTES`] are accepted both ways.
+    pub fn new(channel: Channel, timeout: Duration) -> Self {
+        let inner = GeneratedClient::new(channel)
+            .max_decoding_message_size(DEFAULT_MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(DEFAULT_MAX_MESSAGE_BYTES);
+        Self {
+            inner,
+            timeout,
+            query_timeout: timeout,
+        }
+    }
+
+    /// A client for `addr` (`host:port`, or a full `http://` URI) that connects on first use and reconnects
+    /// as needed. Fails only when `addr` is not a valid URI.
+    pub fn connect_lazy(addr: &str, timeout: Duration) -> Result<Self, tonic::transport::Error> {
+        let uri = if addr.contains("://") {
+            addr.to_owned()
+        } else {
+            format!("http://{addr}")
+        };
+        let channel = Endpoint::from_shared(uri)?
+            .connect_timeout(timeout)
+            .tcp_nodelay(true)
+            .connect_lazy();
+        Ok(Self::new(channel, timeout))
+    }
+
+    /// Sets the deadline for a whole `QueryStream` call, from request to last message.
+    pub fn with_query_timeout(mut self, query_timeout: Duration) -> Self {
+        self.query_timeout = query_timeout;
+        self
+    }
+
+    fn request<T>(&self, tenant: &TenantId, message: T, timeout: Duration) -> Result<Request<T>, Status> {
+        let value = MetadataValue::try_from(tenant.as_str()).map_err(|_| {
+            Status::invalid_argument(format!(
+                "tenant id {tenant:?} cannot be sent as {TENANT_METADATA} metadata"
+            ))
+        })?;
+        let mut request = Request::new(message);
+        request.metadata_mut().insert(TENANT_METADATA, value);
+        request.set_timeout(timeout);
+        Ok(request)
+    }
+
+    /// Runs `call`, failing with `DeadlineExceeded` if it has not answered by `deadline`.
+    async fn within<T>(
+        &self,
+        method: &str,
+        deadline: Instant,
+        timeout: Duration,
+        call: impl Future<Output = Result<tonic::Response<T>, Status>>,
+    ) -> Result<T, Status> {
+        match tokio::time::timeout_at(deadline, call).await {
+            Ok(response) => response
+                .map(tonic::Response::into_inner)
+                .map_err(|e| map_timeout(e, method, deadline, timeout)),
+            Err(_) => Err(deadline_exceeded(method, timeout)),
+        }
+    }
+}
+
+fn deadline_exceeded(method: &str, timeout: Duration) -> Status {
+    Status::deadline_exceeded(format!("ingester {method} did not complete within {timeout:?}"))
+}
+
+/// tonic enforces the `grpc-timeout` it sends (and the server enforces it too), but reports expiry as
+/// `Cancelled: Timeout expired`; callers must see `DeadlineExceeded`, which they may retry elsewhere.
+fn map_timeout(status: Status, method: &str, deadline: Instant, timeout: Duration) -> Status {
+    if status.code() == tonic::Code::Cancelled && Instant::now() >= deadline {
+        deadline_exceeded(method, timeout)
+    } else {
+        status
+    }
+}
+
+/// Ends `stream` with a `DeadlineExceeded` error if it is still running at `deadline`.
+fn with_deadline<S>(stream: S, deadline: Instant, timeout: Duration) -> impl Stream<Item = S::Item> + Send
+where
+    S: Stream<Item = Result<QueryStreamResponse, Status>> + Send + Unpin,
+{
+    let sleep = Box::pin(tokio::time::sleep_until(deadline));
+    futures::stream::unfold(Some((stream, sleep)), move |state| async move {
+        let (mut stream, mut sleep) = state?;
+        tokio::select! {
+            biased;
+            item = stream.next() => item.map(|item| {
+                let item = item.map_err(|e| map_timeout(e, "QueryStream", deadline, timeout));
+                (item, Some((stream, sleep)))
+            }),
+            () = &mut sleep => Some((Err(deadline_exceeded("QueryStream", timeout)), None)),
+        }
+    })
+}
+
+#[async_trait::async_trait]
+impl IngesterClient for GrpcIngesterClient {
+    async fn push(&self, tenant: &TenantId, write_request: Bytes) -> Result<PushResponse, Status> {
+        let deadline = Instant::now() + self.timeout;
+        let request = self.request(tenant, write_request, self.timeout)?;
+        let mut client = self.inner.clone();
+        self.within("Push", deadline, self.timeout, client.push(request)).await
+    }
+
+    async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, Status> {
+        let deadline = Instant::now() + self.query_timeout;
+        let request = self.request(tenant, req, self.query_timeout)?;
+        let mut client = self.inner.clone();
+        let stream = self
+            .within(
+                "QueryStream",
+                deadline,
+                self.query_timeout,
+                client.query_stream(request),
+            )
+            .await?;
+        Ok(with_deadline(stream, deadline, self.query_timeout).boxed())
+    }
+
+    async fn label_names(&self, tenant: &TenantId, req: LabelNamesRequest) -> Result<LabelNamesResponse, Status> {
+        let deadline = Instant::now() + self.timeout;
+        let request = self.request(tenant, req, self.timeout)?;
+        let mut client = self.inner.clone();
+        self.within("LabelNames", deadline, self.timeout, client.label_names(request))
+            .await
+    }
+
+    async fn label_values(&self, tenant: &TenantId, req: LabelValuesRequest) -> Result<LabelValuesResponse, Status> {
+        let deadline = Instant::now() + self.timeout;
+        let request = self.request(tenant, req, self.timeout)?;
+        let mut client = self.inner.clone();
+        self.within("LabelValues", deadline, self.timeout, client.label_values(request))
+            .await
+    }
+
+    async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, Status> {
+        let deadline = Instant::now() + self.timeout;
+        let request = self.request(tenant, req, self.timeout)?;
+        let mut client = self.inner.clone();
+        self.within("Series", deadline, self.timeout, client.series(request))
+            .await
+    }
+}

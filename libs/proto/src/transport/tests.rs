@@ -1,0 +1,431 @@
+//! End-to-end tests of the gRPC transport: a real tonic server on 127.0.0.1 serving a fake ingester, called
+//! through [`GrpcIngesterClient`] and through plain generated/prost clients.
+
+use super::*;
+use crate::client::{IngesterClient, QueryStream};
+use crate::ingester::ingester_client::IngesterClient as GeneratedClient;
+use crate::ingester::{
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
+    QueryStreamResponse, SeriesError, SeriesRequest, SeriesResponse,
+};
+use crate::prometheus::{self, ChunkedSeries, Label, Labels, TimeSeries, WriteRequest};
+use bytes::Bytes;
+use futures::StreamExt;
+use heddle_model::TenantId;
+use prost::Message;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tonic::Code;
+use tonic::transport::Channel;
+use tonic::transport::server::TcpIncoming;
+
+/// Records what it receives; behaviour is chosen by tenant: "slow" never answers, "refuse" fails every call,
+/// "midstream" and "stall" break a query stream after its first message, anything else succeeds.
+#[derive(Debug, Default)]
+struct FakeIngester {
+    pushes: Mutex<Vec<(TenantId, Bytes)>>,
+    queries: Mutex<Vec<(TenantId, QueryRequest)>>,
+}
+
+fn refused() -> tonic::Status {
+    tonic::Status::resource_exhausted("tenant refuse is over its series limit (err-heddle-max-series-per-user)")
+}
+
+async fn behave(tenant: &TenantId) -> Result<(), tonic::Status> {
+    match tenant.as_str() {
+        "slow" => futures::future::pending().await,
+        "refuse" => Err(refused()),
+        _ => Ok(()),
+    }
+}
+
+fn chunked(name: &str) -> ChunkedSeries {
+    ChunkedSeries {
+        labels: vec![Label {
+            name: "__name__".into(),
+            value: name.into(),
+        }],
+        chunks: vec![prometheus::Chunk {
+            min_time_ms: 1,
+            max_time_ms: 2,
+            r#type: prometheus::chunk::Encoding::Xor as i32,
+            data: vec![0, 1, 2, 3],
+        }],
+    }
+}
+
+#[async_trait::async_trait]
+impl IngesterClient for FakeIngester {
+    async fn push(&self, tenant: &TenantId, write_request: Bytes) -> Result<PushResponse, tonic::Status> {
+        behave(tenant).await?;
+        let len = write_request.len() as u64;
+        self.pushes.lock().unwrap().push((tenant.clone(), write_request));
+        Ok(PushResponse {
+            samples_ingested: len,
+            errors: vec![SeriesError {
+                series_index: 1,
+                reason: "err-heddle-sample-out-of-order".into(),
+                message: format!("tenant {tenant}: out of order"),
+                samples_rejected: 2,
+            }],
+        })
+    }
+
+    async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, tonic::Status> {
+        behave(tenant).await?;
+        self.queries.lock().unwrap().push((tenant.clone(), req));
+        let mut items: Vec<Result<QueryStreamResponse, tonic::Status>> = (0..3)
+            .map(|i| {
+                Ok(QueryStreamResponse {
+                    series: vec![chunked(&format!("m{i}"))],
+                })
+            })
+            .collect();
+        match tenant.as_str() {
+            "midstream" => {
+                items.truncate(1);
+                items.push(Err(tonic::Status::internal("chunk 7 of series m1 is corrupt")));
+            }
+            "stall" => {
+                items.truncate(1);
+                return Ok(futures::stream::iter(items).chain(futures::stream::pending()).boxed());
+            }
+            _ => {}
+        }
+        Ok(futures::stream::iter(items).boxed())
+    }
+
+    async fn label_names(
+        &self,
+        tenant: &TenantId,
+        req: LabelNamesRequest,
+    ) -> Result<LabelNamesResponse, tonic::Status> {
+        behave(tenant).await?;
+        Ok(LabelNamesResponse {
+            names: vec![tenant.to_string(), req.start_timestamp_ms.to_string()],
+        })
+    }
+
+    async fn label_values(
+        &self,
+        tenant: &TenantId,
+        req: LabelValuesRequest,
+    ) -> Result<LabelValuesResponse, tonic::Status> {
+        behave(tenant).await?;
+        Ok(LabelValuesResponse {
+            values: vec![tenant.to_string(), req.name],
+        })
+    }
+
+    async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
+        behave(tenant).await?;
+        Ok(SeriesResponse {
+            series: vec![Labels {
+                labels: vec![Label {
+                    name: tenant.to_string(),
+                    value: req.selectors.len().to_string(),
+                }],
+            }],
+        })
+    }
+}
+
+struct Harness {
+    fake: Arc<FakeIngester>,
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl Harness {
+    async fn start() -> Self {
+        let fake = Arc::new(FakeIngester::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let service = ingester_service(fake.clone());
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(TcpIncoming::from(listener), async {
+                    let _ = stopped.await;
+                }),
+        );
+        Self {
+            fake,
+            addr,
+            stop: Some(stop),
+            server,
+        }
+    }
+
+    fn client(&self, timeout: Duration) -> GrpcIngesterClient {
+        GrpcIngesterClient::connect_lazy(&self.addr.to_string(), timeout).unwrap()
+    }
+
+    async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(10), &mut self.server)
+            .await
+            .expect("server stops")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn tenant(id: &str) -> TenantId {
+    TenantId::new(id).unwrap()
+}
+
+fn write_request() -> WriteRequest {
+    WriteRequest {
+        timeseries: (0..3)
+            .map(|i| TimeSeries {
+                labels: vec![Label {
+                    name: "__name__".into(),
+                    value: format!("metric_{i}"),
+                }],
+                samples: vec![prometheus::Sample {
+                    value: f64::from_bits(heddle_model::STALE_NAN_BITS),
+                    timestamp: i,
+                }],
+                ..Default::default()
+            })
+            .collect(),
+        metadata: vec![],
+    }
+}
+
+#[tokio::test]
+async fn push_passes_bytes_and_tenant_through() {
+    let h = Harness::start().await;
+    let client = h.client(Duration::from_secs(10));
+    let bodies = [
+        ("encoded WriteRequest", Bytes::from(write_request().encode_to_vec())),
+        ("empty body", Bytes::new()),
+        // Push does not decode: even bytes that are not protobuf arrive untouched for the ingester to refuse.
+        ("not protobuf", Bytes::from_static(&[0xff, 0x00, 0x0e, 0x80])),
+        ("large body", Bytes::from(vec![0x5a; 6 << 20])),
+    ];
+    for (name, body) in &bodies {
+        let response = client.push(&tenant("team-a"), body.clone()).await.unwrap();
+        assert_eq!(response.samples_ingested, body.len() as u64, "case {name}");
+        assert_eq!(response.errors[0].message, "tenant team-a: out of order", "case {name}");
+        let (got_tenant, got_body) = h.fake.pushes.lock().unwrap().pop().unwrap();
+        assert_eq!(got_tenant.as_str(), "team-a", "case {name}");
+        assert_eq!(&got_body, body, "case {name}");
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn push_is_an_ordinary_protobuf_call_on_the_wire() {
+    let h = Harness::start().await;
+    // A client that knows nothing of raw bytes: plain prost WriteRequest through the standard codec.
+    let mut grpc = tonic::client::Grpc::new(h.channel().await);
+    grpc.ready().await.unwrap();
+    let mut request = tonic::Request::new(write_request());
+    request
+        .metadata_mut()
+        .insert(TENANT_METADATA, "prost-client".parse().unwrap());
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/heddle.ingester.v1.Ingester/Push");
+    let codec = tonic_prost::ProstCodec::<WriteRequest, PushResponse>::default();
+    grpc.unary(request, path, codec).await.unwrap();
+    let (got_tenant, got_body) = h.fake.pushes.lock().unwrap().pop().unwrap();
+    assert_eq!(got_tenant.as_str(), "prost-client");
+    assert_eq!(got_body, write_request().encode_to_vec());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn query_stream_streams_every_message_and_errors_midway() {
+    let h = Harness::start().await;
+    let client = h.client(Duration::from_secs(10));
+    let req = QueryRequest {
+        start_timestamp_ms: 10,
+        end_timestamp_ms: 20,
+        matchers: vec![prometheus::LabelMatcher {
+            r#type: prometheus::label_matcher::Type::Re as i32,
+            name: "__name__".into(),
+            value: "m.*".into(),
+        }],
+    };
+    let stream = client.query_stream(&tenant("team-b"), req.clone()).await.unwrap();
+    let got: Vec<_> = stream.map(Result::unwrap).collect().await;
+    let names: Vec<_> = got.iter().map(|r| r.series[0].labels[0].value.as_str()).collect();
+    assert_eq!(names, ["m0", "m1", "m2"]);
+    assert_eq!(got[2].series[0], chunked("m2"));
+    let (got_tenant, got_req) = h.fake.queries.lock().unwrap().pop().unwrap();
+    assert_eq!((got_tenant.as_str(), got_req), ("team-b", req));
+
+    let mut stream = client
+        .query_stream(&tenant("midstream"), QueryRequest::default())
+        .await
+        .unwrap();
+    assert!(stream.next().await.unwrap().is_ok());
+    let err = stream.next().await.unwrap().unwrap_err();
+    assert_eq!(err.code(), Code::Internal);
+    assert_eq!(err.message(), "chunk 7 of series m1 is corrupt");
+    assert!(stream.next().await.is_none());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn label_and_series_calls_carry_the_tenant() {
+    let h = Harness::start().await;
+    let client = h.client(Duration::from_secs(10));
+    let t = tenant("team-c");
+    let names = client
+        .label_names(
+            &t,
+            LabelNamesRequest {
+                start_timestamp_ms: 42,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(names.names, ["team-c", "42"]);
+    let values = client
+        .label_values(
+            &t,
+            LabelValuesRequest {
+                name: "job".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(values.values, ["team-c", "job"]);
+    let series = client
+        .series(
+            &t,
+            SeriesRequest {
+                selectors: vec![Default::default(); 2],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(series.series[0].labels[0].name, "team-c");
+    assert_eq!(series.series[0].labels[0].value, "2");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn ingester_errors_keep_their_code_and_message() {
+    let h = Harness::start().await;
+    let client = h.client(Duration::from_secs(10));
+    let t = tenant("refuse");
+    let want = refused();
+    let errors = [
+        ("push", client.push(&t, Bytes::new()).await.unwrap_err()),
+        (
+            "query_stream",
+            client.query_stream(&t, QueryRequest::default()).await.err().unwrap(),
+        ),
+        (
+            "label_names",
+            client.label_names(&t, Default::default()).await.unwrap_err(),
+        ),
+        (
+            "label_values",
+            client.label_values(&t, Default::default()).await.unwrap_err(),
+        ),
+        ("series", client.series(&t, Default::default()).await.unwrap_err()),
+    ];
+    for (name, err) in errors {
+        assert_eq!(err.code(), want.code(), "case {name}");
+        assert_eq!(err.message(), want.message(), "case {name}");
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn calls_past_the_timeout_fail_with_deadline_exceeded() {
+    let h = Harness::start().await;
+    let client = h.client(Duration::from_millis(200));
+    let err = client.push(&tenant("slow"), Bytes::new()).await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    let err = client
+        .query_stream(&tenant("slow"), QueryRequest::default())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+
+    // The deadline covers the whole stream, not only its first message.
+    let mut stream = client
+        .query_stream(&tenant("stall"), QueryRequest::default())
+        .await
+        .unwrap();
+    assert!(stream.next().await.unwrap().is_ok());
+    let err = stream.next().await.unwrap().unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(stream.next().await.is_none());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn missing_or_invalid_tenant_is_refused_with_a_precise_status() {
+    let h = Harness::start().await;
+    let mut raw = GeneratedClient::new(h.channel().await);
+    let cases: [(&str, Vec<&str>, Code, &str); 4] = [
+        (
+            "missing",
+            vec![],
+            Code::Unauthenticated,
+            "no tenant id: the request has no x-scope-orgid metadata",
+        ),
+        (
+            "bad char",
+            vec!["team/a"],
+            Code::InvalidArgument,
+            "invalid tenant id in x-scope-orgid metadata",
+        ),
+        (
+            "reserved",
+            vec![".."],
+            Code::InvalidArgument,
+            "invalid tenant id in x-scope-orgid metadata",
+        ),
+        (
+            "two tenants",
+            vec!["a", "b"],
+            Code::InvalidArgument,
+            "x-scope-orgid metadata has 2 values",
+        ),
+    ];
+    for (name, values, code, message) in cases {
+        let mut request = tonic::Request::new(Bytes::from_static(b"x"));
+        for v in values {
+            request.metadata_mut().append(TENANT_METADATA, v.parse().unwrap());
+        }
+        let err = raw.push(request).await.unwrap_err();
+        assert_eq!(err.code(), code, "case {name}: {err:?}");
+        assert!(err.message().starts_with(message), "case {name}: {:?}", err.message());
+    }
+    assert!(
+        h.fake.pushes.lock().unwrap().is_empty(),
+        "no refused call reached the ingester"
+    );
+    h.stop().await;
+}
+
+#[test]
+fn tenant_from_metadata_accepts_a_valid_id() {
+    let mut metadata = tonic::metadata::MetadataMap::new();
+    metadata.insert(TENANT_METADATA, "tenant-1".parse().unwrap());
+    assert_eq!(tenant_from_metadata(&metadata).unwrap().as_str(), "tenant-1");
+}
