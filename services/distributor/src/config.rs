@@ -1,0 +1,284 @@
+//! The distributor's configuration (`distributor:` in YAML) and per-tenant limits (`limits:`).
+//!
+//! Names and defaults follow Mimir (`-distributor.*`, `-validation.*`). The flag table beside each struct is
+//! what the binary hands to `heddle_server::load`, so flags, YAML keys and the reference cannot drift.
+
+use crate::error::ConfigError;
+use heddle_server::{FlagKind, FlagSpec, serde_duration};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+const MIB: usize = 1024 * 1024;
+
+/// Distributor settings: request size guards and the ingester deadline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DistributorConfig {
+    /// Largest accepted (compressed) request body, in bytes. Larger bodies get 413 before they are read.
+    pub max_recv_msg_size: usize,
+    /// Largest accepted decompressed body, in bytes, checked against the length the snappy header declares
+    /// before anything is allocated. Heddle's own key: Mimir applies `max_recv_msg_size` to both.
+    pub max_decompressed_size: usize,
+    /// Deadline of each push to an ingester.
+    #[serde(with = "serde_duration")]
+    pub remote_timeout: Duration,
+}
+
+impl Default for DistributorConfig {
+    fn default() -> Self {
+        Self {
+            max_recv_msg_size: 100 * MIB,
+            max_decompressed_size: 100 * MIB,
+            remote_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl DistributorConfig {
+    /// Checks values that would make every request fail.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_recv_msg_size == 0 {
+            return Err(ConfigError {
+                key: "distributor.max_recv_msg_size",
+                reason: "must be greater than 0".into(),
+            });
+        }
+        if self.max_decompressed_size == 0 {
+            return Err(ConfigError {
+                key: "distributor.max_decompressed_size",
+                reason: "must be greater than 0".into(),
+            });
+        }
+        if self.remote_timeout.is_zero() {
+            return Err(ConfigError {
+                key: "distributor.remote_timeout",
+                reason: "must be greater than 0s".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Flags for [`DistributorConfig`], keyed under `distributor.`.
+pub const DISTRIBUTOR_FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        flag: "distributor.max-recv-msg-size",
+        key: "distributor.max_recv_msg_size",
+        kind: FlagKind::Value,
+        help: "Largest remote-write request body accepted, in bytes (compressed); larger requests get 413",
+    },
+    FlagSpec {
+        flag: "distributor.max-decompressed-size",
+        key: "distributor.max_decompressed_size",
+        kind: FlagKind::Value,
+        help: "Largest decompressed remote-write body accepted, in bytes, checked before allocating; larger get 400",
+    },
+    FlagSpec {
+        flag: "distributor.remote-timeout",
+        key: "distributor.remote_timeout",
+        kind: FlagKind::Value,
+        help: "Deadline of each push from the distributor to an ingester",
+    },
+];
+
+/// Per-tenant limits enforced by the distributor. Every tenant gets the same values for now (no overrides
+/// file yet). The ingestion rate is enforced per distributor process (Mimir's "local" strategy): with N
+/// distributors a tenant may send up to N times the rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Samples per second each tenant may push (token-bucket refill rate).
+    pub ingestion_rate: f64,
+    /// Token-bucket size: samples a tenant may push at once. A request with more samples is always refused.
+    pub ingestion_burst_size: usize,
+    /// Most labels per series, counting `__name__`.
+    pub max_label_names_per_series: usize,
+    /// Longest label name, in bytes.
+    pub max_label_name_length: usize,
+    /// Longest label value, in bytes.
+    pub max_label_value_length: usize,
+    /// How far past the distributor's clock a sample timestamp may be.
+    #[serde(with = "serde_duration")]
+    pub creation_grace_period: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            ingestion_rate: 10_000.0,
+            ingestion_burst_size: 200_000,
+            max_label_names_per_series: 30,
+            max_label_name_length: 1024,
+            max_label_value_length: 2048,
+            creation_grace_period: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Limits {
+    /// Checks values that would refuse every request.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.ingestion_rate.is_finite() && self.ingestion_rate > 0.0) {
+            return Err(ConfigError {
+                key: "limits.ingestion_rate",
+                reason: format!(
+                    "must be a positive number of samples per second, got {}",
+                    self.ingestion_rate
+                ),
+            });
+        }
+        let positive = [
+            ("limits.ingestion_burst_size", self.ingestion_burst_size),
+            ("limits.max_label_names_per_series", self.max_label_names_per_series),
+            ("limits.max_label_name_length", self.max_label_name_length),
+            ("limits.max_label_value_length", self.max_label_value_length),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                return Err(ConfigError {
+                    key,
+                    reason: "must be greater than 0".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Flags for [`Limits`], keyed under `limits.` (Mimir's flag names).
+pub const LIMITS_FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        flag: "distributor.ingestion-rate-limit",
+        key: "limits.ingestion_rate",
+        kind: FlagKind::Value,
+        help: "Per-tenant ingestion rate limit, in samples per second, enforced by each distributor",
+    },
+    FlagSpec {
+        flag: "distributor.ingestion-burst-size",
+        key: "limits.ingestion_burst_size",
+        kind: FlagKind::Value,
+        help: "Per-tenant burst size, in samples; a request with more samples is refused with 429",
+    },
+    FlagSpec {
+        flag: "validation.max-label-names-per-series",
+        key: "limits.max_label_names_per_series",
+        kind: FlagKind::Value,
+        help: "Most labels a series may have, including __name__",
+    },
+    FlagSpec {
+        flag: "validation.max-length-label-name",
+        key: "limits.max_label_name_length",
+        kind: FlagKind::Value,
+        help: "Longest accepted label name, in bytes",
+    },
+    FlagSpec {
+        flag: "validation.max-length-label-value",
+        key: "limits.max_label_value_length",
+        kind: FlagKind::Value,
+        help: "Longest accepted label value, in bytes",
+    },
+    FlagSpec {
+        flag: "validation.create-grace-period",
+        key: "limits.creation_grace_period",
+        kind: FlagKind::Value,
+        help: "How far into the future (past the distributor's clock) a sample timestamp may be",
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_mimirs_and_valid() {
+        let l = Limits::default();
+        assert_eq!(l.ingestion_rate, 10_000.0);
+        assert_eq!(l.ingestion_burst_size, 200_000);
+        assert_eq!(l.creation_grace_period, Duration::from_secs(600));
+        l.validate().unwrap();
+        let c = DistributorConfig::default();
+        assert_eq!(c.max_recv_msg_size, 100 * MIB);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn yaml_round_trip_and_unknown_keys() {
+        let l: Limits = serde_norway::from_str("ingestion_rate: 5\ncreation_grace_period: 1h30m\n").unwrap();
+        assert_eq!(l.ingestion_rate, 5.0);
+        assert_eq!(l.creation_grace_period, Duration::from_secs(5400));
+        assert_eq!(l.max_label_names_per_series, 30, "unset keys keep their default");
+        let back: Limits = serde_norway::from_str(&serde_norway::to_string(&l).unwrap()).unwrap();
+        assert_eq!(back, l);
+        let err = serde_norway::from_str::<Limits>("ingestion_rte: 5\n").unwrap_err();
+        assert!(err.to_string().contains("ingestion_rte"), "{err}");
+        let c: DistributorConfig = serde_norway::from_str("remote_timeout: 250ms\n").unwrap();
+        assert_eq!(c.remote_timeout, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn validate_names_the_key() {
+        let cases: &[(&str, Limits, &str)] = &[
+            (
+                "zero rate",
+                Limits {
+                    ingestion_rate: 0.0,
+                    ..Limits::default()
+                },
+                "limits.ingestion_rate",
+            ),
+            (
+                "nan rate",
+                Limits {
+                    ingestion_rate: f64::NAN,
+                    ..Limits::default()
+                },
+                "limits.ingestion_rate",
+            ),
+            (
+                "zero burst",
+                Limits {
+                    ingestion_burst_size: 0,
+                    ..Limits::default()
+                },
+                "limits.ingestion_burst_size",
+            ),
+            (
+                "zero label count",
+                Limits {
+                    max_label_names_per_series: 0,
+                    ..Limits::default()
+                },
+                "limits.max_label_names_per_series",
+            ),
+        ];
+        for (name, limits, key) in cases {
+            let err = limits.validate().expect_err(name);
+            assert_eq!(err.key, *key, "case {name}");
+            assert!(err.to_string().contains(key), "case {name}: {err}");
+        }
+        let c = DistributorConfig {
+            remote_timeout: Duration::ZERO,
+            ..DistributorConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().key, "distributor.remote_timeout");
+    }
+
+    #[test]
+    fn flag_tables_cover_every_key() {
+        let lim = serde_norway::to_value(Limits::default()).unwrap();
+        let keys: Vec<String> = lim
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .map(|k| format!("limits.{}", k.as_str().unwrap()))
+            .collect();
+        for k in &keys {
+            assert!(LIMITS_FLAGS.iter().any(|f| f.key == k), "no flag for {k}");
+        }
+        let dist = serde_norway::to_value(DistributorConfig::default()).unwrap();
+        for k in dist.as_mapping().unwrap().keys() {
+            let k = format!("distributor.{}", k.as_str().unwrap());
+            assert!(DISTRIBUTOR_FLAGS.iter().any(|f| f.key == k), "no flag for {k}");
+        }
+    }
+}

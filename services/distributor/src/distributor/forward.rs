@@ -1,0 +1,186 @@
+//! Step 5 of the write path: push each ingester's batch in parallel and decide each series by quorum.
+//!
+//! Each push runs in its own task with the remote timeout. The distributor answers as soon as every series has
+//! a quorum of acknowledgements; pushes still running then finish in the background (as in Mimir), so a slow
+//! replica still receives the write without delaying the sender. Otherwise it waits for every push (each
+//! bounded by the timeout) and classifies the series that fell short:
+//! - so many replicas refused the series (out-of-order, ...) that quorum is out of reach whatever the others
+//!   do: a [`Rejection`] carrying the ingester's reason and message (400, not retried);
+//! - otherwise (errors, timeouts, too few ingesters, perhaps mixed with refusals): a [`ForwardFailure`]
+//!   (5xx, so the sender retries; a retry can reach quorum once the failing replicas are back).
+
+use super::Distributor;
+use super::prepare::Prepared;
+use crate::outcome::{ForwardFailure, PushOutcome, Rejection};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use heddle_model::TenantId;
+use heddle_proto::ingester::PushResponse;
+use heddle_server::format_duration;
+use std::collections::HashMap;
+use tracing::Instrument;
+
+/// Most ingester errors quoted in a failure message.
+const MAX_FAILURE_DETAILS: usize = 5;
+
+/// One batch's result, as the quorum logic sees it.
+enum BatchResult {
+    Answered(PushResponse),
+    Failed { unavailable: bool, detail: String },
+}
+
+impl Distributor {
+    pub(super) async fn forward(&self, tenant: &TenantId, prepared: Prepared) -> PushOutcome {
+        let Prepared {
+            series_received,
+            mut rejections,
+            series,
+            batches,
+        } = prepared;
+        let timeout = self.cfg.remote_timeout;
+
+        let mut acks = vec![0usize; series.len()];
+        let mut refusals = vec![0usize; series.len()];
+        let mut refusal_msg: HashMap<usize, Rejection> = HashMap::new();
+        let mut succeeded = 0usize;
+        let mut failures: Vec<String> = Vec::new();
+        let mut all_unavailable = true;
+
+        let metas: Vec<(String, Vec<usize>)> = batches.iter().map(|b| (b.instance.clone(), b.series.clone())).collect();
+        let mut pending: FuturesUnordered<_> = batches
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let tenant = tenant.clone();
+                let task = tokio::spawn(
+                    async move { tokio::time::timeout(timeout, b.client.push(&tenant, b.body)).await }
+                        .instrument(tracing::Span::current()),
+                );
+                async move { (i, task.await) }
+            })
+            .collect();
+
+        while let Some((i, joined)) = pending.next().await {
+            let (instance, batch_series) = &metas[i];
+            let result = match joined {
+                Ok(Ok(Ok(resp))) => BatchResult::Answered(resp),
+                Ok(Ok(Err(status))) => BatchResult::Failed {
+                    unavailable: is_unavailable(status.code()),
+                    detail: format!("{instance}: {:?}: {}", status.code(), status.message()),
+                },
+                Ok(Err(_elapsed)) => BatchResult::Failed {
+                    unavailable: true,
+                    detail: format!("{instance}: no response within {}", format_duration(timeout)),
+                },
+                Err(join) => BatchResult::Failed {
+                    unavailable: false,
+                    detail: format!("{instance}: push task failed: {join}"),
+                },
+            };
+            match result {
+                BatchResult::Answered(resp) => {
+                    let mut refused = vec![false; batch_series.len()];
+                    for e in resp.errors {
+                        let Some(&s) = batch_series.get(e.series_index as usize) else {
+                            tracing::warn!(%instance, series_index = e.series_index, "ingester reported an error for a series it was not sent");
+                            continue;
+                        };
+                        if !std::mem::replace(&mut refused[e.series_index as usize], true) {
+                            refusals[s] += 1;
+                            refusal_msg.entry(s).or_insert(Rejection {
+                                reason: e.reason,
+                                message: e.message,
+                            });
+                        }
+                    }
+                    for (pos, &s) in batch_series.iter().enumerate() {
+                        if !refused[pos] {
+                            acks[s] += 1;
+                            if acks[s] == series[s].min_success {
+                                succeeded += 1;
+                            }
+                        }
+                    }
+                }
+                BatchResult::Failed { unavailable, detail } => {
+                    tracing::debug!(%detail, "push to ingester failed");
+                    all_unavailable &= unavailable;
+                    failures.push(detail);
+                }
+            }
+            if succeeded == series.len() {
+                break;
+            }
+        }
+        drop(pending);
+
+        let mut samples_ingested = 0u64;
+        let mut failed_series = 0usize;
+        let mut failed_samples = 0u64;
+        let mut short_of_replicas = None;
+        let mut failed_quorum = None;
+        for (s, f) in series.iter().enumerate() {
+            if acks[s] >= f.min_success {
+                samples_ingested += f.samples;
+            } else if f.replicas >= f.min_success && refusals[s] + f.min_success > f.replicas {
+                // So many replicas refused that no retry can reach quorum: the sender's problem.
+                if let Some(r) = refusal_msg.remove(&s) {
+                    rejections.push(r);
+                }
+            } else {
+                // Some replicas failed or were missing; a retry may reach quorum.
+                failed_series += 1;
+                failed_samples += f.samples;
+                failed_quorum.get_or_insert((f.min_success, f.replicas));
+                if f.replicas < f.min_success {
+                    short_of_replicas.get_or_insert((f.min_success, f.replicas));
+                }
+            }
+        }
+
+        let failure = failed_quorum.map(|(min_success, replicas)| {
+            let mut details: Vec<String> = failures.iter().take(MAX_FAILURE_DETAILS).cloned().collect();
+            if failures.len() > MAX_FAILURE_DETAILS {
+                details.push(format!("and {} more", failures.len() - MAX_FAILURE_DETAILS));
+            }
+            if let Some((need, have)) = short_of_replicas {
+                details.insert(0, format!("the ring has {have} healthy ingesters for a series that needs {need}"));
+            }
+            let unavailable = all_unavailable;
+            let id = if unavailable { "err-heddle-ingesters-unavailable" } else { "err-heddle-ingester-failed" };
+            let message = format!(
+                "{id}: {failed_series} series ({failed_samples} samples) were not acknowledged by enough ingesters \
+                 (tenant={tenant}, needed {min_success} of {replicas} replicas): {}; the request can be retried",
+                details.join("; ")
+            );
+            if let Some(suppressed) = self.warn_limiter.check(self.clock.instant()) {
+                tracing::warn!(failed_series, failed_samples, suppressed, error = %message, "write failed to reach quorum");
+            }
+            ForwardFailure {
+                series: failed_series,
+                samples: failed_samples,
+                unavailable,
+                message,
+            }
+        });
+
+        PushOutcome {
+            series_received,
+            samples_ingested,
+            rejections,
+            failure,
+        }
+    }
+}
+
+/// gRPC codes that mean "try again later" rather than "something is broken".
+fn is_unavailable(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::Unavailable
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::ResourceExhausted
+            | tonic::Code::Cancelled
+            | tonic::Code::Aborted
+    )
+}

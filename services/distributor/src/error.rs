@@ -1,0 +1,238 @@
+//! The distributor's errors: whole-request refusals, per-series validation failures and config mistakes.
+//!
+//! Every user-facing message starts with a stable id (`err-heddle-...`), the same string used as the `reason`
+//! label of `heddle_discarded_samples_total`, and ends by saying what to change.
+
+use axum::http::StatusCode;
+
+/// A refusal of the whole request: nothing of it was forwarded to an ingester.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PushError {
+    #[error(
+        "err-heddle-request-too-large: request body of {size} bytes or more is over the limit of {limit} bytes; \
+         send smaller batches \
+         (remote_write queue_config.max_samples_per_send) or raise `distributor.max_recv_msg_size` \
+         (--distributor.max-recv-msg-size)"
+    )]
+    BodyTooLarge { size: u64, limit: usize },
+    #[error(
+        "err-heddle-unsupported-content-encoding: content encoding {encoding:?} is not supported: remote write \
+         bodies must be snappy block-compressed (Content-Encoding: snappy)"
+    )]
+    UnsupportedContentEncoding { encoding: String },
+    #[error(
+        "err-heddle-unsupported-content-type: content type {content_type:?} is not supported: send remote write \
+         1.0 (Content-Type: application/x-protobuf, a prometheus.WriteRequest)"
+    )]
+    UnsupportedContentType { content_type: String },
+    #[error(
+        "err-heddle-decompressed-too-large: snappy body declares {declared} decompressed bytes; the limit is \
+         {limit}; send smaller batches or raise `distributor.max_decompressed_size` \
+         (--distributor.max-decompressed-size)"
+    )]
+    DecompressedTooLarge { declared: usize, limit: usize },
+    #[error("err-heddle-corrupt-snappy: request body is not valid snappy block format: {detail}")]
+    CorruptSnappy { detail: String },
+    #[error("err-heddle-invalid-protobuf: request body is not a valid prometheus.WriteRequest: {detail}")]
+    InvalidProtobuf { detail: String },
+    #[error("err-heddle-body-read: reading the request body failed: {detail}")]
+    BodyRead { detail: String },
+    #[error(
+        "err-heddle-ingestion-rate-limited: ingestion rate limit exceeded (tenant={tenant}, samples={samples}): \
+         the limit is {rate} samples/s with a burst of {burst}{too_big}; raise `limits.ingestion_rate` \
+         (--distributor.ingestion-rate-limit) or `limits.ingestion_burst_size` (--distributor.ingestion-burst-size)",
+        too_big = if *samples > *burst as u64 { ", and this request alone is larger than the burst" } else { "" }
+    )]
+    RateLimited {
+        tenant: String,
+        samples: u64,
+        rate: f64,
+        burst: usize,
+    },
+    #[error("err-heddle-no-tenant: the request carries no tenant; the server's tenant layer is missing (a bug)")]
+    NoTenant,
+}
+
+impl PushError {
+    /// The stable id that starts the message.
+    pub fn id(&self) -> &'static str {
+        match self {
+            PushError::BodyTooLarge { .. } => "err-heddle-request-too-large",
+            PushError::UnsupportedContentEncoding { .. } => "err-heddle-unsupported-content-encoding",
+            PushError::UnsupportedContentType { .. } => "err-heddle-unsupported-content-type",
+            PushError::DecompressedTooLarge { .. } => "err-heddle-decompressed-too-large",
+            PushError::CorruptSnappy { .. } => "err-heddle-corrupt-snappy",
+            PushError::InvalidProtobuf { .. } => "err-heddle-invalid-protobuf",
+            PushError::BodyRead { .. } => "err-heddle-body-read",
+            PushError::RateLimited { .. } => "err-heddle-ingestion-rate-limited",
+            PushError::NoTenant => "err-heddle-no-tenant",
+        }
+    }
+
+    /// HTTP status for the remote-write response.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            PushError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            PushError::UnsupportedContentEncoding { .. } | PushError::UnsupportedContentType { .. } => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
+            PushError::DecompressedTooLarge { .. }
+            | PushError::CorruptSnappy { .. }
+            | PushError::InvalidProtobuf { .. }
+            | PushError::BodyRead { .. } => StatusCode::BAD_REQUEST,
+            PushError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            PushError::NoTenant => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// gRPC code for callers that speak gRPC (same meaning as [`PushError::status`]).
+    pub fn grpc_code(&self) -> tonic::Code {
+        match self {
+            PushError::BodyTooLarge { .. } | PushError::RateLimited { .. } => tonic::Code::ResourceExhausted,
+            PushError::NoTenant => tonic::Code::Internal,
+            _ => tonic::Code::InvalidArgument,
+        }
+    }
+
+    /// Whether sending the same request again can succeed. A 429 may succeed later; Prometheus only retries
+    /// it with `retry_on_http_429`.
+    pub fn retryable(&self) -> bool {
+        matches!(self, PushError::RateLimited { .. } | PushError::NoTenant)
+    }
+}
+
+/// Why one series was refused by validation. The message (see [`crate::Rejection`]) adds tenant and series.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSeries {
+    #[error("series has no metric name")]
+    MissingMetricName,
+    #[error("invalid metric name {name:?}")]
+    InvalidMetricName { name: String },
+    #[error("series has {count} labels")]
+    TooManyLabels { count: usize, limit: usize },
+    #[error("invalid label name {name:?}")]
+    InvalidLabelName { name: String },
+    #[error("label name {name:?} is {len} bytes long")]
+    LabelNameTooLong { name: String, len: usize, limit: usize },
+    #[error("value of label {name:?} is {len} bytes long")]
+    LabelValueTooLong { name: String, len: usize, limit: usize },
+    #[error("duplicate label name {name:?}")]
+    DuplicateLabelNames { name: String },
+    #[error("labels are not sorted by name: {prev:?} comes before {next:?}")]
+    LabelsNotSorted { prev: String, next: String },
+    #[error("{count} samples have timestamps too far in the future (first: {timestamp_ms} ms)")]
+    TooFarInFuture {
+        count: usize,
+        timestamp_ms: i64,
+        max_ms: i64,
+    },
+}
+
+impl InvalidSeries {
+    /// Stable id, also the `reason` label of `heddle_discarded_samples_total`.
+    pub fn id(&self) -> &'static str {
+        match self {
+            InvalidSeries::MissingMetricName => "err-heddle-missing-metric-name",
+            InvalidSeries::InvalidMetricName { .. } => "err-heddle-invalid-metric-name",
+            InvalidSeries::TooManyLabels { .. } => "err-heddle-max-label-names-per-series",
+            InvalidSeries::InvalidLabelName { .. } => "err-heddle-invalid-label",
+            InvalidSeries::LabelNameTooLong { .. } => "err-heddle-label-name-too-long",
+            InvalidSeries::LabelValueTooLong { .. } => "err-heddle-label-value-too-long",
+            InvalidSeries::DuplicateLabelNames { .. } => "err-heddle-duplicate-label-names",
+            InvalidSeries::LabelsNotSorted { .. } => "err-heddle-labels-not-sorted",
+            InvalidSeries::TooFarInFuture { .. } => "err-heddle-too-far-in-future",
+        }
+    }
+
+    /// What the sender (or operator) should change, including the limit and its config key when one applies.
+    pub fn remedy(&self) -> String {
+        match self {
+            InvalidSeries::MissingMetricName => "every series needs a non-empty `__name__` label".into(),
+            InvalidSeries::InvalidMetricName { .. } => {
+                "metric names must match [a-zA-Z_:][a-zA-Z0-9_:]*; fix the name in relabelling".into()
+            }
+            InvalidSeries::TooManyLabels { limit, .. } => format!(
+                "the limit is {limit}; drop labels in relabelling or raise `limits.max_label_names_per_series` \
+                 (--validation.max-label-names-per-series)"
+            ),
+            InvalidSeries::InvalidLabelName { .. } => {
+                "label names must match [a-zA-Z_][a-zA-Z0-9_]*; fix the name in relabelling".into()
+            }
+            InvalidSeries::LabelNameTooLong { limit, .. } => format!(
+                "the limit is {limit}; shorten it in relabelling or raise `limits.max_label_name_length` \
+                 (--validation.max-length-label-name)"
+            ),
+            InvalidSeries::LabelValueTooLong { limit, .. } => format!(
+                "the limit is {limit}; shorten it in relabelling or raise `limits.max_label_value_length` \
+                 (--validation.max-length-label-value)"
+            ),
+            InvalidSeries::DuplicateLabelNames { .. } => "each label name may appear once per series".into(),
+            InvalidSeries::LabelsNotSorted { .. } => {
+                "remote write requires labels sorted by name; this is a bug in the sender".into()
+            }
+            InvalidSeries::TooFarInFuture { max_ms, .. } => format!(
+                "the newest accepted timestamp is {max_ms} ms (now + grace period); fix the sender's clock or \
+                 raise `limits.creation_grace_period` (--validation.create-grace-period)"
+            ),
+        }
+    }
+}
+
+/// An invalid configuration value, naming its YAML key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid `{key}`: {reason}")]
+pub struct ConfigError {
+    /// Dotted YAML key, e.g. `limits.ingestion_rate`.
+    pub key: &'static str,
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_start_with_their_id() {
+        let errors = [
+            PushError::BodyTooLarge { size: 10, limit: 5 },
+            PushError::UnsupportedContentEncoding {
+                encoding: "gzip".into(),
+            },
+            PushError::UnsupportedContentType {
+                content_type: "text/plain".into(),
+            },
+            PushError::DecompressedTooLarge { declared: 10, limit: 5 },
+            PushError::CorruptSnappy { detail: "x".into() },
+            PushError::InvalidProtobuf { detail: "x".into() },
+            PushError::BodyRead { detail: "x".into() },
+            PushError::RateLimited {
+                tenant: "t".into(),
+                samples: 1,
+                rate: 1.0,
+                burst: 1,
+            },
+            PushError::NoTenant,
+        ];
+        for e in errors {
+            assert!(e.to_string().starts_with(e.id()), "{e:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn rate_limit_message_says_when_request_exceeds_burst() {
+        let small = PushError::RateLimited {
+            tenant: "t".into(),
+            samples: 5,
+            rate: 10.0,
+            burst: 10,
+        };
+        let big = PushError::RateLimited {
+            tenant: "t".into(),
+            samples: 11,
+            rate: 10.0,
+            burst: 10,
+        };
+        assert!(!small.to_string().contains("larger than the burst"));
+        assert!(big.to_string().contains("larger than the burst"), "{big}");
+    }
+}

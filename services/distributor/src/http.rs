@@ -1,0 +1,103 @@
+//! The remote-write HTTP endpoints: `POST /api/v1/push` (Mimir's path) and `POST /api/v1/write`.
+//!
+//! The handler refuses what it can before reading the body (declared length, encoding, type), reads the body
+//! with the size limit enforced as it streams in, and hands it to [`Distributor::push`]. The tenant comes
+//! from the `TenantId` extension that `heddle_server::tenant_layer` adds; this router does not read
+//! `X-Scope-OrgID` itself.
+
+use crate::distributor::{Distributor, check_headers};
+use crate::error::PushError;
+use crate::outcome::PushOutcome;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::StreamExt;
+use heddle_model::TenantId;
+use std::sync::Arc;
+
+/// Remote-write routes, with `d` as their state. Wrap the result in `heddle_server::tenant_layer`.
+pub fn router(d: Arc<Distributor>) -> Router {
+    Router::new()
+        .route("/api/v1/push", post(push_handler))
+        .route("/api/v1/write", post(push_handler))
+        .with_state(d)
+}
+
+async fn push_handler(
+    State(d): State<Arc<Distributor>>,
+    tenant: Option<Extension<TenantId>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(Extension(tenant)) = tenant else {
+        return early_refusal(&d, PushError::NoTenant);
+    };
+    if let Err(e) = check_headers(&headers, d.config()) {
+        return early_refusal(&d, e);
+    }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse::<usize>().ok());
+    let body = match read_body(body, declared, d.config().max_recv_msg_size).await {
+        Ok(body) => body,
+        Err(e) => return early_refusal(&d, e),
+    };
+    match d.push(&tenant, &body, &headers).await {
+        Ok(outcome) => outcome.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn early_refusal(d: &Distributor, e: PushError) -> Response {
+    d.record_early_refusal(&e);
+    e.into_response()
+}
+
+/// Reads the whole body, failing with 413 as soon as more than `limit` bytes have arrived.
+async fn read_body(body: Body, declared: Option<usize>, limit: usize) -> Result<Vec<u8>, PushError> {
+    let mut stream = body.into_data_stream();
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(limit));
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| PushError::BodyRead { detail: e.to_string() })?;
+        if buf.len() + chunk.len() > limit {
+            return Err(PushError::BodyTooLarge {
+                size: (buf.len() + chunk.len()) as u64,
+                limit,
+            });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
+}
+
+impl IntoResponse for PushError {
+    fn into_response(self) -> Response {
+        text_response(self.status(), format!("{self}\n"))
+    }
+}
+
+impl IntoResponse for PushOutcome {
+    /// 200 with an empty body, or the worst status with one message per line.
+    fn into_response(self) -> Response {
+        text_response(self.status(), self.body())
+    }
+}
+
+fn text_response(status: StatusCode, body: String) -> Response {
+    if body.is_empty() {
+        return status.into_response();
+    }
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,271 @@
+//! HTTP-level table test: every status the push endpoint can answer, through the router.
+
+use super::*;
+use crate::config::{DistributorConfig, Limits};
+use crate::ring::SingleIngesterRing;
+use crate::testutil::*;
+use axum::http::Request;
+use prometheus_client::registry::Registry;
+use tower::ServiceExt as _;
+
+const MAX_RECV: usize = 1000;
+const MAX_DECOMPRESSED: usize = 4096;
+
+struct Case {
+    name: &'static str,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+    ingester: Behavior,
+    /// Whether the tenant layer ran (it always does in a real server).
+    with_tenant: bool,
+    path: &'static str,
+    status: StatusCode,
+    contains: Vec<String>,
+    /// Series the ingester must have received.
+    forwarded: usize,
+}
+
+impl Case {
+    fn new(name: &'static str, body: Vec<u8>, status: StatusCode) -> Self {
+        Self {
+            name,
+            headers: vec![
+                ("content-encoding", "snappy".into()),
+                ("content-type", "application/x-protobuf".into()),
+            ],
+            body,
+            ingester: Behavior::Accept,
+            with_tenant: true,
+            path: "/api/v1/push",
+            status,
+            contains: Vec::new(),
+            forwarded: 0,
+        }
+    }
+
+    fn contains(mut self, parts: &[&str]) -> Self {
+        self.contains.extend(parts.iter().map(|s| s.to_string()));
+        self
+    }
+
+    fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value.to_owned()));
+        self
+    }
+
+    fn without_header(mut self, name: &'static str) -> Self {
+        self.headers.retain(|(n, _)| *n != name);
+        self
+    }
+
+    fn ingester(mut self, b: Behavior) -> Self {
+        self.ingester = b;
+        self
+    }
+
+    fn forwarded(mut self, n: usize) -> Self {
+        self.forwarded = n;
+        self
+    }
+}
+
+/// A snappy block header declaring `len` decompressed bytes, followed by junk that is never reached.
+fn declared_length(len: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut v = len;
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+    out.extend_from_slice(&[0u8; 8]);
+    out
+}
+
+fn cases() -> Vec<Case> {
+    let valid = || body(vec![up("up"), up("other")]);
+    let mut truncated_snappy = valid();
+    truncated_snappy.truncate(truncated_snappy.len() - 5);
+    let bad_protobuf = snappy(&[0x0a, 0x05, 0x01]);
+    let long_value = "v".repeat(2049);
+    let future = NOW_MS + 11 * 60 * 1000;
+    let many: Vec<_> = (0..11).map(|i| up(&format!("m{i}"))).collect();
+    vec![
+        Case::new("200 valid", valid(), StatusCode::OK).forwarded(2),
+        Case::new("200 on /api/v1/write", valid(), StatusCode::OK).forwarded(2),
+        Case::new("200 without content headers", valid(), StatusCode::OK)
+            .without_header("content-encoding")
+            .without_header("content-type")
+            .forwarded(2),
+        Case::new("200 content type with parameters", valid(), StatusCode::OK)
+            .header("content-type", "application/x-protobuf; charset=utf-8")
+            .forwarded(2),
+        // The body is not snappy at all: a 413 proves nothing was read or decompressed.
+        Case::new(
+            "413 declared content length over limit",
+            vec![0xff; 16],
+            StatusCode::PAYLOAD_TOO_LARGE,
+        )
+        .header("content-length", &(MAX_RECV + 1).to_string())
+        .contains(&[
+            "err-heddle-request-too-large",
+            "1001 bytes",
+            "limit of 1000",
+            "distributor.max_recv_msg_size",
+        ]),
+        Case::new(
+            "413 streamed body over limit",
+            vec![0xff; MAX_RECV + 1],
+            StatusCode::PAYLOAD_TOO_LARGE,
+        )
+        .contains(&["err-heddle-request-too-large", "limit of 1000"]),
+        Case::new("415 gzip", valid(), StatusCode::UNSUPPORTED_MEDIA_TYPE)
+            .header("content-encoding", "gzip")
+            .contains(&["err-heddle-unsupported-content-encoding", "\"gzip\""]),
+        Case::new("415 json", valid(), StatusCode::UNSUPPORTED_MEDIA_TYPE)
+            .header("content-type", "application/json")
+            .contains(&["err-heddle-unsupported-content-type", "application/json"]),
+        Case::new("415 remote write 2.0", valid(), StatusCode::UNSUPPORTED_MEDIA_TYPE)
+            .header(
+                "content-type",
+                "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+            )
+            .contains(&["err-heddle-unsupported-content-type"]),
+        Case::new(
+            "400 declared decompressed size over limit",
+            declared_length(1 << 30),
+            StatusCode::BAD_REQUEST,
+        )
+        .contains(&[
+            "err-heddle-decompressed-too-large",
+            "1073741824",
+            "4096",
+            "distributor.max_decompressed_size",
+        ]),
+        Case::new("400 corrupt snappy", truncated_snappy, StatusCode::BAD_REQUEST)
+            .contains(&["err-heddle-corrupt-snappy"]),
+        Case::new("400 invalid protobuf", bad_protobuf, StatusCode::BAD_REQUEST)
+            .contains(&["err-heddle-invalid-protobuf", "truncated input"]),
+        Case::new(
+            "400 missing metric name, valid series still forwarded",
+            body(vec![series(&[("job", "a")], &[(NOW_MS, 1.0)]), up("up")]),
+            StatusCode::BAD_REQUEST,
+        )
+        .contains(&["err-heddle-missing-metric-name", "tenant=team-a", r#"series={job="a"}"#])
+        .forwarded(1),
+        Case::new(
+            "400 label value too long",
+            body(vec![series(
+                &[("__name__", "up"), ("job", &long_value)],
+                &[(NOW_MS, 1.0)],
+            )]),
+            StatusCode::BAD_REQUEST,
+        )
+        .contains(&[
+            "err-heddle-label-value-too-long",
+            "2049 bytes",
+            "the limit is 2048",
+            "limits.max_label_value_length",
+        ]),
+        Case::new(
+            "400 too far in future",
+            body(vec![series(&[("__name__", "up")], &[(future, 1.0)])]),
+            StatusCode::BAD_REQUEST,
+        )
+        .contains(&[
+            "err-heddle-too-far-in-future",
+            &future.to_string(),
+            "limits.creation_grace_period",
+        ]),
+        Case::new("400 ingester refuses a series", valid(), StatusCode::BAD_REQUEST)
+            .ingester(Behavior::RefuseMetric("other"))
+            .contains(&["err-heddle-sample-out-of-order", "metric=other"])
+            .forwarded(2),
+        Case::new("429 rate limited", body(many), StatusCode::TOO_MANY_REQUESTS).contains(&[
+            "err-heddle-ingestion-rate-limited",
+            "samples=11",
+            "10 samples/s",
+            "burst of 10",
+        ]),
+        Case::new("503 ingester unavailable", valid(), StatusCode::SERVICE_UNAVAILABLE)
+            .ingester(Behavior::Fail(tonic::Code::Unavailable))
+            .contains(&[
+                "err-heddle-ingesters-unavailable",
+                "2 series (2 samples)",
+                "can be retried",
+            ])
+            .forwarded(2),
+        Case::new(
+            "500 ingester internal error",
+            valid(),
+            StatusCode::INTERNAL_SERVER_ERROR,
+        )
+        .ingester(Behavior::Fail(tonic::Code::Internal))
+        .contains(&["err-heddle-ingester-failed"])
+        .forwarded(2),
+        Case {
+            with_tenant: false,
+            ..Case::new(
+                "500 without the tenant layer",
+                valid(),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            )
+            .contains(&["err-heddle-no-tenant"])
+        },
+    ]
+}
+
+#[tokio::test]
+async fn push_endpoint_statuses() {
+    for case in cases() {
+        let name = case.name;
+        let fake = FakeIngester::new(case.ingester.clone());
+        let mut registry = Registry::default();
+        let cfg = DistributorConfig {
+            max_recv_msg_size: MAX_RECV,
+            max_decompressed_size: MAX_DECOMPRESSED,
+            ..DistributorConfig::default()
+        };
+        let limits = Limits {
+            ingestion_rate: 10.0,
+            ingestion_burst_size: 10,
+            ..Limits::default()
+        };
+        let d = Distributor::new(
+            cfg,
+            limits,
+            Arc::new(SingleIngesterRing::new("i", fake.clone())),
+            &mut registry,
+        )
+        .with_clock(ManualClock::new());
+        let mut app = router(Arc::new(d));
+        if case.with_tenant {
+            app = app.layer(Extension(tenant()));
+        }
+        let path = if name.contains("/api/v1/write") {
+            "/api/v1/write"
+        } else {
+            case.path
+        };
+        let mut req = Request::post(path);
+        for (k, v) in &case.headers {
+            req = req.header(*k, v);
+        }
+        let resp = app.oneshot(req.body(Body::from(case.body)).unwrap()).await.unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert_eq!(status, case.status, "case {name}: body {text}");
+        if status == StatusCode::OK {
+            assert!(text.is_empty(), "case {name}: success has an empty body, got {text}");
+        }
+        for part in &case.contains {
+            assert!(text.contains(part.as_str()), "case {name}: {part:?} not in {text:?}");
+        }
+        assert_eq!(fake.series().len(), case.forwarded, "case {name}: series forwarded");
+        let metrics = exposition(&registry);
+        let line = format!("heddle_distributor_requests_total{{status=\"{}\"}} 1", status.as_u16());
+        assert!(metrics.contains(&line), "case {name}: {line} not in\n{metrics}");
+    }
+}

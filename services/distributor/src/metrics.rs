@@ -1,0 +1,118 @@
+//! The distributor's metrics, registered on the registry passed to [`crate::Distributor::new`].
+
+use axum::http::StatusCode;
+use heddle_server::DiscardedSamples;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+
+/// Reason label for native histogram samples, which are counted and dropped.
+pub(crate) const REASON_NATIVE_HISTOGRAMS: &str = "native-histograms-unsupported";
+/// Reason label for exemplars, which are counted and dropped.
+pub(crate) const REASON_EXEMPLARS: &str = "exemplars-unsupported";
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabels {
+    tenant: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantReasonLabels {
+    tenant: String,
+    reason: String,
+}
+
+/// Handles to every distributor metric.
+#[derive(Debug, Clone)]
+pub(crate) struct Metrics {
+    received_samples: Family<TenantLabels, Counter>,
+    pub(crate) discarded: DiscardedSamples,
+    discarded_exemplars: Family<TenantReasonLabels, Counter>,
+    requests: Family<StatusLabels, Counter>,
+    duration: Histogram,
+    received_bytes: Counter,
+}
+
+impl Metrics {
+    /// Registers the distributor's metrics; `discarded` is the process-wide discarded-samples family (shared
+    /// with the ingester), already registered by whoever created it.
+    pub(crate) fn register(registry: &mut Registry, discarded: DiscardedSamples) -> Self {
+        let m = Self {
+            received_samples: Family::default(),
+            discarded,
+            discarded_exemplars: Family::default(),
+            requests: Family::default(),
+            // 1 ms .. ~16 s.
+            duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            received_bytes: Counter::default(),
+        };
+        registry.register(
+            "heddle_distributor_received_samples",
+            "Samples that passed validation and rate limiting and were forwarded to ingesters",
+            m.received_samples.clone(),
+        );
+        registry.register(
+            "heddle_distributor_discarded_exemplars",
+            "Exemplars dropped by the distributor, by tenant and reason",
+            m.discarded_exemplars.clone(),
+        );
+        registry.register(
+            "heddle_distributor_requests",
+            "Remote-write requests, by HTTP status of the response",
+            m.requests.clone(),
+        );
+        registry.register(
+            "heddle_distributor_request_duration_seconds",
+            "Time to handle a remote-write request, from body received to response",
+            m.duration.clone(),
+        );
+        registry.register(
+            "heddle_distributor_received_bytes",
+            "Compressed remote-write body bytes received",
+            m.received_bytes.clone(),
+        );
+        m
+    }
+
+    pub(crate) fn received_samples(&self, tenant: &str, n: u64) {
+        if n > 0 {
+            self.received_samples
+                .get_or_create(&TenantLabels {
+                    tenant: tenant.to_owned(),
+                })
+                .inc_by(n);
+        }
+    }
+
+    pub(crate) fn discarded_exemplars(&self, tenant: &str, reason: &str, n: u64) {
+        if n > 0 {
+            self.discarded_exemplars
+                .get_or_create(&TenantReasonLabels {
+                    tenant: tenant.to_owned(),
+                    reason: reason.to_owned(),
+                })
+                .inc_by(n);
+        }
+    }
+
+    pub(crate) fn received_bytes(&self, n: usize) {
+        self.received_bytes.inc_by(n as u64);
+    }
+
+    pub(crate) fn request(&self, status: StatusCode, took: Duration) {
+        self.requests
+            .get_or_create(&StatusLabels {
+                status: status.as_str().to_owned(),
+            })
+            .inc();
+        self.duration.observe(took.as_secs_f64());
+    }
+}
