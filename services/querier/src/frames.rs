@@ -126,9 +126,9 @@ pub(crate) fn series_frames(
     Ok(out.freeze())
 }
 
-/// Decodes a stream of frames back into messages, checking lengths and CRCs. Used by tests (here and in the
-/// integration helper's checks) to read what a client would read.
-pub fn decode_frames(mut buf: &[u8]) -> Result<Vec<ChunkedReadResponse>, String> {
+/// Decodes a stream of frames back into messages, checking lengths and CRCs.
+#[cfg(test)]
+pub(crate) fn decode_frames(mut buf: &[u8]) -> Result<Vec<ChunkedReadResponse>, String> {
     let mut out = Vec::new();
     while !buf.is_empty() {
         let (len, n) = read_uvarint(buf).ok_or("truncated frame length")?;
@@ -147,6 +147,7 @@ pub fn decode_frames(mut buf: &[u8]) -> Result<Vec<ChunkedReadResponse>, String>
     Ok(out)
 }
 
+#[cfg(test)]
 fn read_uvarint(buf: &[u8]) -> Option<(u64, usize)> {
     let mut v = 0u64;
     for (i, b) in buf.iter().enumerate().take(10) {

@@ -28,7 +28,6 @@ mod source;
 
 pub use config::QuerierConfig;
 pub use error::QuerierError;
-pub use frames::decode_frames;
 pub use http::{LABEL_VALUES_PATH, LABELS_PATH, READ_PATH, SERIES_PATH, router};
 pub use params::{MAX_TIME_MS, MIN_TIME_MS, parse_time};
 pub use querier::{Querier, SeriesChunks, SeriesSamples};

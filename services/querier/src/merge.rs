@@ -230,6 +230,42 @@ mod tests {
         assert_eq!(all_samples(&merge_chunks(input, 0, 10).unwrap()), [Sample::new(5, 1.0)]);
     }
 
+    proptest::proptest! {
+        /// Whatever replicas hold and however they cut chunks, the merge is the union of their samples inside
+        /// the range, in chunks that are sorted, disjoint and bounded by their first and last sample.
+        #[test]
+        fn merge_is_the_trimmed_union_of_replicas(
+            base in proptest::collection::btree_set(0i64..3000, 1..400),
+            replicas in proptest::collection::vec((proptest::bits::u64::ANY, 1usize..150), 1..4),
+            range in (0i64..3000, 0i64..3000),
+        ) {
+            let (start, end) = (range.0.min(range.1), range.0.max(range.1));
+            let base: Vec<i64> = base.into_iter().collect();
+            let mut input = Vec::new();
+            let mut want = std::collections::BTreeSet::new();
+            for (r, (mask, per_chunk)) in replicas.iter().enumerate() {
+                // Each replica misses the samples whose bit is clear (bits rotate per replica).
+                let held: Vec<Sample> = base
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| mask.rotate_left((i + r) as u32) & 1 == 1)
+                    .map(|(_, t)| Sample::new(*t, (*t as f64).sqrt()))
+                    .collect();
+                want.extend(held.iter().map(|s| s.t).filter(|t| *t >= start && *t <= end));
+                input.extend(held.chunks(*per_chunk).map(|p| chunks::encode_one(p).unwrap()));
+            }
+            let want: Vec<Sample> = want.into_iter().map(|t| Sample::new(t, (t as f64).sqrt())).collect();
+            proptest::prop_assert_eq!(merge_samples(&input, start, end).unwrap(), want.clone());
+            let merged = merge_chunks(input, start, end).unwrap();
+            proptest::prop_assert!(merged.windows(2).all(|w| w[0].max_time_ms < w[1].min_time_ms));
+            for c in &merged {
+                let s = chunks::decode(c).unwrap();
+                proptest::prop_assert_eq!((c.min_time_ms, c.max_time_ms), (s[0].t, s[s.len() - 1].t));
+            }
+            proptest::prop_assert_eq!(all_samples(&merged), want);
+        }
+    }
+
     #[test]
     fn group_by_labels_merges_replicas_and_sorts() {
         let lbl = |n: &str, v: &str| Label {

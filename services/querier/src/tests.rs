@@ -2,7 +2,7 @@
 
 mod fake;
 
-use crate::{Querier, QuerierConfig, STREAMED_CONTENT_TYPE, StaticIngesters, decode_frames, router};
+use crate::{Querier, QuerierConfig, STREAMED_CONTENT_TYPE, StaticIngesters, router};
 use axum::Extension;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -13,6 +13,8 @@ use heddle_proto::prometheus::{
     ChunkedReadResponse, LabelMatcher, Query, ReadRequest, ReadResponse, label_matcher::Type,
     read_request::ResponseType,
 };
+use heddle_testkit::codec::decode_chunked_frames;
+use heddle_testkit::xor::decode_xor_chunk;
 use http_body_util::BodyExt;
 use prometheus_client::registry::Registry;
 use prost::Message;
@@ -179,7 +181,7 @@ async fn remote_read_streamed_round_trip() {
     assert_eq!(a.content_type, STREAMED_CONTENT_TYPE);
     assert_eq!(a.content_encoding, None);
 
-    let frames: Vec<ChunkedReadResponse> = decode_frames(&a.body).unwrap();
+    let frames: Vec<ChunkedReadResponse> = decode_chunked_frames(&a.body).unwrap();
     assert!(
         frames.len() > 3,
         "a series of 800 samples is split over several 4 KiB frames"
@@ -193,7 +195,7 @@ async fn remote_read_streamed_round_trip() {
         let (start, end) = if f.query_index == 0 { (1005, 8994) } else { (0, 100) };
         let mut got = Vec::new();
         for c in &s.chunks {
-            let decoded = crate::chunks::decode(c).unwrap();
+            let decoded = decode_xor_chunk(&c.data).unwrap();
             assert!(c.min_time_ms >= start && c.max_time_ms <= end, "chunk inside the range");
             assert_eq!(c.min_time_ms, decoded[0].t);
             assert_eq!(c.max_time_ms, decoded[decoded.len() - 1].t);
@@ -253,7 +255,7 @@ async fn replicas_are_merged_and_deduplicated() {
         read_request(vec![query(0, 1000, m)], &[ResponseType::StreamedXorChunks]),
     )
     .await;
-    let frames = decode_frames(&a.body).unwrap();
+    let frames = decode_chunked_frames(&a.body).unwrap();
     let mut got = Vec::new();
     let mut chunks = Vec::new();
     for f in frames
@@ -262,7 +264,7 @@ async fn replicas_are_merged_and_deduplicated() {
     {
         for c in &f.chunked_series[0].chunks {
             chunks.push((c.min_time_ms, c.max_time_ms));
-            got.extend(crate::chunks::decode(c).unwrap());
+            got.extend(decode_xor_chunk(&c.data).unwrap());
         }
     }
     assert_eq!(got, samples(0..=300), "streamed chunks merged");
@@ -521,4 +523,20 @@ async fn metrics_are_exposed() {
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
+}
+
+#[tokio::test]
+async fn streamed_body_is_produced_series_by_series() {
+    let h = harness(QuerierConfig::default(), vec![Arc::new(standard_ingester())], 0);
+    let m = vec![matcher(Type::Re, "job", "a|b")];
+    let req = read_request(vec![query(0, 10_000, m)], &[ResponseType::StreamedXorChunks]);
+    let mut body = h.app.clone().oneshot(req).await.unwrap().into_body();
+    let mut pieces = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            pieces.push(decode_chunked_frames(&data).unwrap().len());
+        }
+    }
+    // Three series, each in its own body chunk of whole frames: encoded as the body is polled.
+    assert_eq!(pieces, [1, 1, 1]);
 }
