@@ -17,6 +17,8 @@ pub struct PushOutcome {
     pub status: u16,
     /// Response body (the error message for 4xx/5xx).
     pub body: String,
+    /// The `Retry-After` header, when given in seconds.
+    pub retry_after: Option<Duration>,
 }
 
 impl PushOutcome {
@@ -63,8 +65,18 @@ pub async fn push_body(
         detail: error_chain(&e),
     })?;
     let status = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
     let body = resp.text().await.unwrap_or_default();
-    Ok(PushOutcome { status, body })
+    Ok(PushOutcome {
+        status,
+        body,
+        retry_after,
+    })
 }
 
 /// Encodes and sends `req`; see [`push_body`].
