@@ -38,3 +38,49 @@ pub enum ChunkError {
         samples: u16,
     },
 }
+
+/// Errors of the head.
+///
+/// None of them is the sender's fault: an ingester answers HTTP 500 / gRPC `INTERNAL` (`UNAVAILABLE` for
+/// [`TsdbError::Closed`]), and the sender retries. Per-sample rejections are not errors: they are reported in
+/// [`crate::head::AppendOutcome::errors`].
+#[derive(Debug, thiserror::Error)]
+pub enum TsdbError {
+    /// Writing or replaying the WAL failed.
+    #[error(transparent)]
+    Wal(#[from] heddle_wal::WalError),
+    /// A file system call outside the WAL failed.
+    #[error("tsdb i/o error on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Stored data does not decode.
+    #[error("corrupt tsdb data in {what}: {reason}")]
+    Corruption {
+        /// Which file or record.
+        what: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The head was closed; nothing more can be appended.
+    #[error("head is closed")]
+    Closed,
+    /// The options given to the head are unusable.
+    #[error("invalid head options: {0}")]
+    InvalidOptions(String),
+}
+
+impl TsdbError {
+    /// Whether the same call may succeed later.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            TsdbError::Wal(e) => e.is_retryable(),
+            TsdbError::Io { .. } => true,
+            TsdbError::Corruption { .. } | TsdbError::Closed | TsdbError::InvalidOptions(_) => false,
+        }
+    }
+}

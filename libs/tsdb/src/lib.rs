@@ -1,10 +1,16 @@
 //! Per-tenant TSDB head in Prometheus' formats.
 //!
 //! Owns XOR chunk encoding (`chunkenc`), WAL record encoding (`record`), and the head: series, interned
-//! symbols, postings, appends, queries and WAL replay. It knows nothing of gRPC, HTTP or tenants' limits.
+//! symbols, postings, appends, queries and WAL replay. It knows nothing of gRPC, HTTP or tenants' limits,
+//! and nothing of the WAL's byte layout (`heddle-wal` owns that).
 
 pub mod chunkenc;
 mod error;
+pub mod head;
 pub mod record;
 
-pub use error::ChunkError;
+pub use error::{ChunkError, TsdbError};
+pub use head::{
+    AppendErrorKind, AppendOutcome, AppendSeries, ChunkData, Head, HeadOptions, HeadStats, ReplayStats,
+    SeriesAppendError, SeriesChunks,
+};

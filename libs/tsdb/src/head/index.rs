@@ -1,0 +1,186 @@
+//! The head's index: symbols, series by ref and by label hash, postings, and matcher selection.
+//!
+//! Guarded by one `RwLock` in [`super::Head`]. Lock order: the index lock may be held while a series' state
+//! lock is taken, never the other way round.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use heddle_model::{LabelRef, Labels, MatchType, Matcher};
+
+use super::postings::{Postings, intersect, union};
+use super::series::MemSeries;
+use super::symbols::SymbolTable;
+
+/// Labels that identify a series: empty values mean "no such label" and are ignored, as in Prometheus.
+pub(crate) fn effective<'s, 'a>(labels: &'s [LabelRef<'a>]) -> impl Iterator<Item = &'s LabelRef<'a>> + Clone {
+    labels.iter().filter(|l| !l.value.is_empty())
+}
+
+/// Hash of a label set, to find its series without building owned labels. Stable within a process only.
+pub(crate) fn hash_labels(labels: &[LabelRef<'_>]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for l in effective(labels) {
+        l.name.hash(&mut h);
+        l.value.hash(&mut h);
+    }
+    h.finish()
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct HeadIndex {
+    pub(crate) symbols: SymbolTable,
+    series: HashMap<u64, Arc<MemSeries>>,
+    /// Label hash -> the ref of the first series with that hash.
+    by_hash: HashMap<u64, u64>,
+    /// Label hash -> refs of further series whose labels collide on the hash.
+    collisions: HashMap<u64, Vec<u64>>,
+    pub(crate) postings: Postings,
+    next_ref: u64,
+}
+
+impl HeadIndex {
+    pub(crate) fn new() -> Self {
+        Self {
+            next_ref: 1,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// The ref the next new series gets.
+    #[cfg(test)]
+    pub(crate) fn next_ref(&self) -> u64 {
+        self.next_ref
+    }
+
+    pub(crate) fn get(&self, series_ref: u64) -> Option<&Arc<MemSeries>> {
+        self.series.get(&series_ref)
+    }
+
+    /// The series with exactly these labels.
+    pub(crate) fn find(&self, hash: u64, labels: &[LabelRef<'_>]) -> Option<&Arc<MemSeries>> {
+        let first = self.by_hash.get(&hash)?;
+        std::iter::once(first)
+            .chain(self.collisions.get(&hash).into_iter().flatten())
+            .filter_map(|r| self.series.get(r))
+            .find(|s| self.same_labels(s, labels))
+    }
+
+    fn same_labels(&self, s: &MemSeries, labels: &[LabelRef<'_>]) -> bool {
+        let mut want = effective(labels);
+        for &(n, v) in s.labels.iter() {
+            match want.next() {
+                Some(l) if self.symbols.resolve(n) == l.name && self.symbols.resolve(v) == l.value => {}
+                _ => return false,
+            }
+        }
+        want.next().is_none()
+    }
+
+    /// Adds a series, interning its strings. `series_ref` is given when replaying the WAL; otherwise the next
+    /// free ref is used. The caller checked that neither the labels nor the ref exist yet.
+    pub(crate) fn create(
+        &mut self,
+        hash: u64,
+        labels: &[LabelRef<'_>],
+        series_ref: Option<u64>,
+        logged: bool,
+    ) -> Arc<MemSeries> {
+        debug_assert!(
+            labels.windows(2).all(|w| w[0].name < w[1].name),
+            "labels must be sorted and unique"
+        );
+        let series_ref = series_ref.unwrap_or(self.next_ref);
+        debug_assert!(!self.series.contains_key(&series_ref), "series ref {series_ref} exists");
+        self.next_ref = self.next_ref.max(series_ref.saturating_add(1));
+        let ids: Box<[(u32, u32)]> = effective(labels)
+            .map(|l| (self.symbols.intern(l.name), self.symbols.intern(l.value)))
+            .collect();
+        self.postings.add(series_ref, &ids);
+        let series = Arc::new(MemSeries::new(series_ref, ids, logged));
+        self.series.insert(series_ref, Arc::clone(&series));
+        match self.by_hash.entry(hash) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(series_ref);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collisions.entry(hash).or_default().push(series_ref);
+            }
+        }
+        series
+    }
+
+    /// Notes a ref seen in the WAL, so new series never reuse it.
+    pub(crate) fn reserve_ref(&mut self, series_ref: u64) {
+        self.next_ref = self.next_ref.max(series_ref.saturating_add(1));
+    }
+
+    /// The owned labels of a series.
+    pub(crate) fn labels_of(&self, s: &MemSeries) -> Labels {
+        let pairs = s
+            .labels
+            .iter()
+            .map(|&(n, v)| (self.symbols.resolve(n), self.symbols.resolve(v)));
+        // Stored in the order the distributor validated (sorted); sorting again is only a fallback.
+        Labels::from_sorted(pairs.clone())
+            .or_else(|_| Labels::from_unsorted(pairs))
+            .unwrap_or_default()
+    }
+
+    /// Series selected by all `matchers` (Prometheus semantics: a missing label has the value "").
+    ///
+    /// Candidates come from postings: the intersection of the lists of the `name="value"` matchers, or,
+    /// without one, the union of the lists of the values matching the first matcher that does not match
+    /// the empty string (such a matcher needs the label present), or else every series. The remaining
+    /// matchers are checked against each candidate's labels.
+    pub(crate) fn select(&self, matchers: &[Matcher]) -> Vec<Arc<MemSeries>> {
+        let mut candidates: Option<Vec<u64>> = None;
+        let mut rest: Vec<&Matcher> = Vec::new();
+        for m in matchers {
+            if m.kind() == MatchType::Equal && !m.value().is_empty() {
+                let list = match (self.symbols.id(m.name()), self.symbols.id(m.value())) {
+                    (Some(n), Some(v)) => self.postings.get(n, v),
+                    _ => &[],
+                };
+                candidates = Some(match candidates {
+                    None => list.to_vec(),
+                    Some(c) => intersect(&c, list),
+                });
+            } else {
+                rest.push(m);
+            }
+        }
+        if candidates.is_none()
+            && let Some(pos) = rest.iter().position(|m| !m.matches_empty())
+        {
+            let m = rest.remove(pos);
+            candidates = Some(match self.symbols.id(m.name()) {
+                None => Vec::new(),
+                Some(name) => union(
+                    self.postings
+                        .values(name)
+                        .filter(|(v, _)| m.matches(self.symbols.resolve(*v)))
+                        .map(|(_, refs)| refs),
+                ),
+            });
+        }
+        let candidates = candidates.unwrap_or_else(|| self.postings.all().to_vec());
+        let rest: Vec<(&Matcher, Option<u32>)> = rest.into_iter().map(|m| (m, self.symbols.id(m.name()))).collect();
+        candidates
+            .into_iter()
+            .filter_map(|r| self.series.get(&r))
+            .filter(|s| {
+                rest.iter().all(|(m, name)| {
+                    let value = name.and_then(|n| s.value_of(n)).map_or("", |v| self.symbols.resolve(v));
+                    m.matches(value)
+                })
+            })
+            .cloned()
+            .collect()
+    }
+}

@@ -1,0 +1,599 @@
+use std::path::Path;
+use std::sync::Arc;
+
+use heddle_model::{LabelRef, Labels, MatchType, Matcher, STALE_NAN_BITS, Sample};
+
+use super::*;
+use crate::chunkenc::decode_xor;
+
+fn lbls<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<LabelRef<'a>> {
+    pairs.iter().map(|&(name, value)| LabelRef { name, value }).collect()
+}
+
+fn samples(ts: &[(i64, f64)]) -> Vec<Sample> {
+    ts.iter().map(|&(t, v)| Sample::new(t, v)).collect()
+}
+
+fn open(dir: &Path) -> (Head, ReplayStats) {
+    Head::open(dir, HeadOptions::default()).unwrap()
+}
+
+fn push(head: &Head, labels: &[(&str, &str)], ts: &[(i64, f64)]) -> AppendOutcome {
+    let l = lbls(labels);
+    let s = samples(ts);
+    head.append(&[AppendSeries {
+        labels: &l,
+        samples: &s,
+    }])
+    .unwrap()
+}
+
+/// Every series with every sample, as (labels, [(t, value bits)]).
+fn dump(head: &Head) -> Vec<(String, Vec<(i64, u64)>)> {
+    head.select(i64::MIN, i64::MAX, &[])
+        .into_iter()
+        .map(|s| {
+            let samples = s
+                .chunks
+                .iter()
+                .flat_map(|c| decode_xor(&c.data).unwrap())
+                .map(|x| (x.t, x.v.to_bits()))
+                .collect();
+            (s.labels.to_string(), samples)
+        })
+        .collect()
+}
+
+fn m(kind: MatchType, name: &str, value: &str) -> Matcher {
+    Matcher::new(kind, name, value).unwrap()
+}
+
+fn names(head: &Head, matchers: &[Matcher]) -> Vec<String> {
+    head.series(i64::MIN, i64::MAX, matchers)
+        .iter()
+        .map(Labels::to_string)
+        .collect()
+}
+
+fn seed(head: &Head) {
+    push(
+        head,
+        &[("__name__", "up"), ("job", "api"), ("zone", "a")],
+        &[(1000, 1.0)],
+    );
+    push(head, &[("__name__", "up"), ("job", "db")], &[(1000, 0.0)]);
+    push(
+        head,
+        &[("__name__", "up"), ("job", "web"), ("zone", "b")],
+        &[(2000, 1.0)],
+    );
+    push(head, &[("__name__", "cpu"), ("job", "api")], &[(3000, 0.5)]);
+}
+
+#[test]
+fn matchers_follow_prometheus_semantics() {
+    use MatchType::*;
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    seed(&head);
+    let api = r#"{__name__="up", job="api", zone="a"}"#;
+    let db = r#"{__name__="up", job="db"}"#;
+    let web = r#"{__name__="up", job="web", zone="b"}"#;
+    let cpu = r#"{__name__="cpu", job="api"}"#;
+    let cases: Vec<(&str, Vec<Matcher>, Vec<&str>)> = vec![
+        ("no matcher selects all", vec![], vec![cpu, api, db, web]),
+        ("equal", vec![m(Equal, "job", "api")], vec![cpu, api]),
+        (
+            "two equals intersect",
+            vec![m(Equal, "__name__", "up"), m(Equal, "job", "api")],
+            vec![api],
+        ),
+        ("equal unknown value", vec![m(Equal, "job", "nope")], vec![]),
+        ("equal unknown name", vec![m(Equal, "nope", "x")], vec![]),
+        (
+            "not equal",
+            vec![m(Equal, "__name__", "up"), m(NotEqual, "job", "api")],
+            vec![db, web],
+        ),
+        (
+            "not equal keeps absent",
+            vec![m(NotEqual, "zone", "a")],
+            vec![cpu, db, web],
+        ),
+        ("regex", vec![m(RegexMatch, "job", "a.*|w.*")], vec![cpu, api, web]),
+        ("regex is anchored", vec![m(RegexMatch, "job", "ap")], vec![]),
+        (
+            "negative regex",
+            vec![m(Equal, "__name__", "up"), m(RegexNoMatch, "job", "a.*")],
+            vec![db, web],
+        ),
+        (
+            "absent via equal empty",
+            vec![m(Equal, "__name__", "up"), m(Equal, "zone", "")],
+            vec![db],
+        ),
+        (
+            "present via not equal empty",
+            vec![m(NotEqual, "zone", "")],
+            vec![api, web],
+        ),
+        (
+            "present via regex .+",
+            vec![m(RegexMatch, "zone", ".+")],
+            vec![api, web],
+        ),
+        (
+            "regex matching empty includes absent",
+            vec![m(RegexMatch, "zone", "a|")],
+            vec![cpu, api, db],
+        ),
+        (
+            "absent via negative regex .+",
+            vec![m(RegexNoMatch, "zone", ".+")],
+            vec![cpu, db],
+        ),
+        (
+            "unknown label absent everywhere",
+            vec![m(Equal, "nope", "")],
+            vec![cpu, api, db, web],
+        ),
+        (
+            "only empty-matching matchers",
+            vec![m(RegexMatch, "job", ".*"), m(NotEqual, "job", "db")],
+            vec![cpu, api, web],
+        ),
+    ];
+    for (name, matchers, want) in cases {
+        assert_eq!(names(&head, &matchers), want, "case {name}");
+        let selected: Vec<String> = head
+            .select(i64::MIN, i64::MAX, &matchers)
+            .iter()
+            .map(|s| s.labels.to_string())
+            .collect();
+        assert_eq!(selected, want, "case {name} (select)");
+    }
+}
+
+#[test]
+fn time_ranges_filter_series_chunks_and_labels() {
+    use MatchType::*;
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    seed(&head);
+    assert_eq!(names(&head, &[m(Equal, "__name__", "up")]).len(), 3);
+    let late = head.series(1500, 2500, &[m(Equal, "__name__", "up")]);
+    assert_eq!(late.len(), 1);
+    assert_eq!(late[0].get("job"), Some("web"));
+    assert!(head.select(4000, 5000, &[]).is_empty());
+
+    assert_eq!(
+        head.label_names(i64::MIN, i64::MAX, &[]),
+        vec!["__name__", "job", "zone"]
+    );
+    assert_eq!(
+        head.label_names(3000, 3000, &[m(Equal, "job", "api")]),
+        vec!["__name__", "job"]
+    );
+    assert!(head.label_names(5000, 6000, &[]).is_empty());
+    assert_eq!(head.label_values("job", 0, 10_000, &[]), vec!["api", "db", "web"]);
+    assert_eq!(
+        head.label_values("job", 0, 10_000, &[m(Equal, "zone", "")]),
+        vec!["api", "db"]
+    );
+    assert_eq!(
+        head.label_values("zone", 0, 1500, &[m(Equal, "__name__", "up")]),
+        vec!["a"]
+    );
+    assert!(head.label_values("nope", 0, 10_000, &[]).is_empty());
+
+    let stats = head.stats();
+    assert_eq!(
+        stats,
+        HeadStats {
+            series: 4,
+            samples_appended: 4,
+            min_time: Some(1000),
+            max_time: Some(3000)
+        }
+    );
+}
+
+#[test]
+fn out_of_order_and_duplicates_are_judged_per_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    let series = [("__name__", "m")];
+    let out = push(&head, &series, &[(10, 1.0), (20, 2.0)]);
+    assert_eq!((out.samples_appended, out.series_created), (2, 1));
+    assert!(out.errors.is_empty());
+
+    // 15 is out of order, 20 with another value a duplicate timestamp, 20 with the same value a silent
+    // repeat; 30 after the rejected ones is still appended.
+    let out = push(&head, &series, &[(15, 9.0), (20, 2.0), (20, 3.0), (30, 4.0)]);
+    assert_eq!(out.samples_appended, 1);
+    assert_eq!(out.samples_deduplicated, 1);
+    assert_eq!(out.series_created, 0);
+    assert_eq!(
+        out.errors,
+        vec![SeriesAppendError {
+            index: 0,
+            reason: AppendErrorKind::OutOfOrder,
+            samples_rejected: 2,
+            first_rejected_t: 15,
+            last_accepted_t: 20,
+        }]
+    );
+    assert_eq!(out.errors[0].reason.id(), "err-heddle-sample-out-of-order");
+    assert!(out.errors[0].to_string().contains("ts=15"), "{}", out.errors[0]);
+
+    let out = push(&head, &series, &[(30, 5.0)]);
+    assert_eq!(out.errors[0].reason, AppendErrorKind::DuplicateTimestamp);
+    assert_eq!(out.errors[0].reason.id(), "err-heddle-sample-duplicate-timestamp");
+
+    // NaN repeats are judged by bits: the same stale marker twice is a repeat, another NaN is not.
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    assert_eq!(
+        push(&head, &series, &[(40, stale), (40, stale)]).samples_deduplicated,
+        1
+    );
+    let out = push(&head, &series, &[(40, f64::NAN)]);
+    assert_eq!(out.errors[0].reason, AppendErrorKind::DuplicateTimestamp);
+
+    let want: Vec<(i64, u64)> = [(10, 1.0), (20, 2.0), (30, 4.0), (40, stale)]
+        .iter()
+        .map(|&(t, v): &(i64, f64)| (t, v.to_bits()))
+        .collect();
+    assert_eq!(dump(&head), vec![(r#"{__name__="m"}"#.to_owned(), want)]);
+}
+
+#[test]
+fn a_series_repeated_in_a_batch_sees_its_earlier_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    let l = lbls(&[("__name__", "m")]);
+    let a = samples(&[(1, 1.0), (2, 2.0)]);
+    let b = samples(&[(2, 2.5), (3, 3.0)]);
+    let out = head
+        .append(&[
+            AppendSeries {
+                labels: &l,
+                samples: &a,
+            },
+            AppendSeries {
+                labels: &l,
+                samples: &b,
+            },
+        ])
+        .unwrap();
+    assert_eq!((out.samples_appended, out.series_created), (3, 1));
+    assert_eq!(out.errors.len(), 1);
+    assert_eq!(
+        (out.errors[0].index, out.errors[0].reason),
+        (1, AppendErrorKind::DuplicateTimestamp)
+    );
+}
+
+#[test]
+fn invalid_label_sets_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    for (name, labels) in [
+        ("empty", vec![]),
+        ("only empty values", vec![("a", "")]),
+        ("unsorted", vec![("b", "1"), ("a", "1")]),
+        ("repeated name", vec![("a", "1"), ("a", "2")]),
+    ] {
+        let out = push(&head, &labels, &[(1, 1.0)]);
+        assert_eq!(out.samples_appended, 0, "case {name}");
+        assert_eq!(out.errors[0].reason, AppendErrorKind::InvalidLabels, "case {name}");
+    }
+    assert_eq!(head.stats().series, 0);
+    // Empty values are dropped: {a="1", b=""} is {a="1"}.
+    push(&head, &[("a", "1"), ("b", "")], &[(1, 1.0)]);
+    assert_eq!(push(&head, &[("a", "1")], &[(1, 1.0)]).samples_deduplicated, 1);
+    assert_eq!(head.stats().series, 1);
+}
+
+#[test]
+fn chunks_are_cut_and_all_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    let ts: Vec<(i64, f64)> = (0..300).map(|i| (i * 15_000, i as f64)).collect();
+    push(&head, &[("__name__", "m")], &ts);
+    let all = head.select(i64::MIN, i64::MAX, &[]);
+    let ranges: Vec<(i64, i64)> = all[0].chunks.iter().map(|c| (c.min_time, c.max_time)).collect();
+    assert_eq!(
+        ranges,
+        vec![
+            (0, 119 * 15_000),
+            (120 * 15_000, 239 * 15_000),
+            (240 * 15_000, 299 * 15_000)
+        ]
+    );
+    // Only overlapping chunks come back.
+    let mid = head.select(130 * 15_000, 140 * 15_000, &[]);
+    assert_eq!(mid[0].chunks.len(), 1);
+    assert_eq!(mid[0].chunks[0].min_time, 120 * 15_000);
+    assert_eq!(dump(&head)[0].1.len(), 300);
+}
+
+#[test]
+fn reopening_restores_everything_with_or_without_close() {
+    for close in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let before = {
+            let (head, _) = open(dir.path());
+            seed(&head);
+            let ts: Vec<(i64, f64)> = (0..250).map(|i| (10_000 + i * 1000, (i % 7) as f64)).collect();
+            push(&head, &[("__name__", "long")], &ts);
+            push(
+                &head,
+                &[("__name__", "up"), ("job", "db")],
+                &[(5000, f64::from_bits(STALE_NAN_BITS))],
+            );
+            if close {
+                head.close().unwrap();
+                assert!(matches!(head.append(&[]), Err(TsdbError::Closed)));
+            }
+            (dump(&head), head.stats())
+            // Dropped here without close when `close` is false: like a killed process, only what
+            // `wal.log` handed to the OS survives, which is everything.
+        };
+        let (head, stats) = open(dir.path());
+        assert_eq!(stats.series, 5, "close {close}");
+        assert_eq!(stats.samples, 255, "close {close}");
+        assert_eq!(stats.unknown_ref_samples, 0, "close {close}");
+        assert_eq!(stats.wal_repaired, None, "close {close}");
+        assert_eq!(dump(&head), before.0, "close {close}");
+        assert_eq!(head.stats(), before.1, "close {close}");
+
+        // Refs continue after the replayed ones: a new series must not take an old ref.
+        let next = read(&head.index).next_ref();
+        assert_eq!(next, 6, "close {close}");
+        push(&head, &[("__name__", "new")], &[(1, 1.0)]);
+        let after = dump(&head);
+        drop(head);
+        let (head, _) = open(dir.path());
+        assert_eq!(dump(&head), after, "close {close}: second reopen");
+    }
+}
+
+/// The newest WAL segment file with data.
+fn last_segment(dir: &Path) -> std::path::PathBuf {
+    let wal = dir.join(WAL_DIR);
+    let mut segs: Vec<_> = std::fs::read_dir(&wal)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .collect();
+    segs.sort();
+    segs.pop().unwrap()
+}
+
+#[test]
+fn corrupt_or_torn_wal_tail_keeps_the_good_prefix() {
+    for (name, damage) in [("flipped byte", 0usize), ("torn write", 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let good = {
+            let (head, _) = open(dir.path());
+            push(&head, &[("__name__", "a")], &[(1, 1.0), (2, 2.0)]);
+            let good = dump(&head);
+            push(&head, &[("__name__", "a")], &[(3, 3.0)]);
+            push(&head, &[("__name__", "b")], &[(3, 3.0)]);
+            good
+        };
+        let seg = last_segment(dir.path());
+        let mut bytes = std::fs::read(&seg).unwrap();
+        // The last record is `b`'s samples; damage the series record before it too, for the flip.
+        match damage {
+            0 => {
+                let len = bytes.len();
+                bytes[len - 1] ^= 0xff;
+            }
+            _ => bytes.truncate(bytes.len() - 3),
+        }
+        std::fs::write(&seg, &bytes).unwrap();
+        let (head, stats) = open(dir.path());
+        assert!(stats.wal_repaired.is_some(), "case {name}");
+        let got = dump(&head);
+        // What came before the damaged record is kept: `a` fully (its third sample preceded `b`'s records).
+        assert_eq!(got[0].0, good[0].0, "case {name}");
+        assert_eq!(got[0].1.len(), 3, "case {name}");
+        assert!(
+            got.iter().all(|(l, s)| l != r#"{__name__="b"}"# || s.is_empty()),
+            "case {name}"
+        );
+        // The repaired head takes appends, and they survive another restart.
+        push(&head, &[("__name__", "c")], &[(9, 9.0)]);
+        let after = dump(&head);
+        drop(head);
+        let (head, stats) = open(dir.path());
+        assert_eq!(stats.wal_repaired, None, "case {name}");
+        assert_eq!(dump(&head), after, "case {name}");
+    }
+}
+
+#[test]
+fn a_failed_wal_write_stores_nothing_and_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = HeadOptions {
+        wal_segment_size: heddle_wal::PAGE_SIZE,
+        ..HeadOptions::default()
+    };
+    let (head, _) = Head::open(dir.path(), opts.clone()).unwrap();
+    let huge = "x".repeat(heddle_wal::PAGE_SIZE);
+    let ok = lbls(&[("__name__", "ok")]);
+    let bad = lbls(&[("__name__", "bad"), ("big", &huge)]);
+    let s = samples(&[(1, 1.0)]);
+    let err = head
+        .append(&[
+            AppendSeries {
+                labels: &ok,
+                samples: &s,
+            },
+            AppendSeries {
+                labels: &bad,
+                samples: &s,
+            },
+        ])
+        .unwrap_err();
+    assert!(matches!(err, TsdbError::Wal(_)), "{err}");
+    assert!(
+        head.select(i64::MIN, i64::MAX, &[]).is_empty(),
+        "no sample may be stored"
+    );
+    assert_eq!(head.stats().samples_appended, 0);
+    // `ok` was created but not logged: the next append logs its series record with the samples.
+    let out = head
+        .append(&[AppendSeries {
+            labels: &ok,
+            samples: &s,
+        }])
+        .unwrap();
+    assert_eq!((out.samples_appended, out.series_created), (1, 0));
+    drop(head);
+    let (head, stats) = Head::open(dir.path(), opts).unwrap();
+    assert_eq!(stats.unknown_ref_samples, 0);
+    assert_eq!(
+        dump(&head),
+        vec![(r#"{__name__="ok"}"#.to_owned(), vec![(1, 1.0f64.to_bits())])]
+    );
+}
+
+#[test]
+fn many_series_split_into_records_that_fit_small_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = HeadOptions {
+        wal_segment_size: heddle_wal::PAGE_SIZE,
+        ..HeadOptions::default()
+    };
+    let values: Vec<String> = (0..3000)
+        .map(|i| format!("instance-{i:05}-with-a-long-value"))
+        .collect();
+    let labels: Vec<Vec<LabelRef<'_>>> = values.iter().map(|v| lbls(&[("__name__", "m"), ("i", v)])).collect();
+    let s: Vec<Sample> = samples(&[(1, 1.0), (2, 2.0)]);
+    let batch: Vec<AppendSeries<'_>> = labels.iter().map(|l| AppendSeries { labels: l, samples: &s }).collect();
+    let before = {
+        let (head, _) = Head::open(dir.path(), opts.clone()).unwrap();
+        let out = head.append(&batch).unwrap();
+        assert_eq!((out.samples_appended, out.series_created), (6000, 3000));
+        dump(&head)
+    };
+    let (head, stats) = Head::open(dir.path(), opts).unwrap();
+    assert!(stats.wal_segments > 1, "records spread over segments: {stats:?}");
+    assert_eq!(dump(&head), before);
+}
+
+#[test]
+fn concurrent_appends_and_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    let head = Arc::new(head);
+    let threads = 4;
+    let rounds = 200i64;
+    let handles: Vec<_> = (0..threads)
+        .map(|w| {
+            let head = Arc::clone(&head);
+            std::thread::spawn(move || {
+                let worker = w.to_string();
+                for r in 0..rounds {
+                    let series: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+                    let labels: Vec<Vec<LabelRef<'_>>> = series
+                        .iter()
+                        .map(|i| lbls(&[("__name__", "m"), ("i", i), ("worker", &worker)]))
+                        .collect();
+                    let s = samples(&[(r * 10, r as f64)]);
+                    let shared = lbls(&[("__name__", "shared")]);
+                    let same = samples(&[(1, 1.0)]);
+                    let mut batch: Vec<AppendSeries<'_>> =
+                        labels.iter().map(|l| AppendSeries { labels: l, samples: &s }).collect();
+                    batch.push(AppendSeries {
+                        labels: &shared,
+                        samples: &same,
+                    });
+                    let out = head.append(&batch).unwrap();
+                    assert!(out.errors.is_empty(), "{:?}", out.errors);
+                    // Queries run alongside.
+                    let mine = head.select(0, r * 10, &[Matcher::equal("worker", worker.as_str())]);
+                    assert_eq!(mine.len(), 10);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = head.stats();
+    assert_eq!(stats.series, 41);
+    assert_eq!(stats.samples_appended, threads as u64 * rounds as u64 * 10 + 1);
+    let before = dump(&head);
+    for (labels, s) in &before {
+        let want = if labels.contains("shared") { 1 } else { rounds as usize };
+        assert_eq!(s.len(), want, "{labels}");
+        assert!(s.windows(2).all(|w| w[0].0 < w[1].0), "{labels} in order");
+    }
+    drop(head);
+    let (head, _) = open(dir.path());
+    assert_eq!(dump(&head), before);
+}
+
+#[test]
+fn samples_of_unknown_series_are_counted_and_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut wal = heddle_wal::Wal::open(&dir.path().join(WAL_DIR), heddle_wal::WalOptions::default()).unwrap();
+        let mut series = Vec::new();
+        let l = lbls(&[("__name__", "known")]);
+        crate::record::encode_series([(7u64, l.iter().copied())], &mut series);
+        let mut samples = Vec::new();
+        let refs = [
+            crate::record::RefSample {
+                series_ref: 7,
+                t: 1,
+                v: 1.0,
+            },
+            crate::record::RefSample {
+                series_ref: 99,
+                t: 1,
+                v: 1.0,
+            },
+            crate::record::RefSample {
+                series_ref: 7,
+                t: 0,
+                v: 1.0,
+            },
+        ];
+        crate::record::encode_samples(&refs, &mut samples);
+        wal.log(&[&series, &samples, b"\xffjunk"]).unwrap();
+        wal.close().unwrap();
+    }
+    let (head, stats) = open(dir.path());
+    assert_eq!(stats.series, 1);
+    assert_eq!(stats.samples, 1);
+    assert_eq!(stats.unknown_ref_samples, 1);
+    assert_eq!(stats.skipped_samples, 1);
+    assert_eq!(stats.undecodable_records + stats.ignored_records, 1);
+    assert_eq!(read(&head.index).next_ref(), 8);
+    assert_eq!(
+        dump(&head),
+        vec![(r#"{__name__="known"}"#.to_owned(), vec![(1, 1.0f64.to_bits())])]
+    );
+}
+
+#[test]
+fn invalid_options_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = HeadOptions {
+        chunk_target_samples: 0,
+        ..HeadOptions::default()
+    };
+    assert!(matches!(
+        Head::open(dir.path(), zero),
+        Err(TsdbError::InvalidOptions(_))
+    ));
+    let segment = HeadOptions {
+        wal_segment_size: 1000,
+        ..HeadOptions::default()
+    };
+    assert!(matches!(Head::open(dir.path(), segment), Err(TsdbError::Wal(_))));
+}
