@@ -18,8 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         generate_messages(Some(protoc_bin_vendored::protoc_bin_path()?))?;
     }
-    generate_ingester_service();
-    Ok(())
+    generate_ingester_service()
 }
 
 fn generate_messages(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn std::error::Error>> {
@@ -43,8 +42,9 @@ fn generate_messages(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn s
     Ok(())
 }
 
-/// Writes `$OUT_DIR/heddle.ingester.v1.Ingester.rs` (modules `ingester_client` and `ingester_server`).
-fn generate_ingester_service() {
+/// Writes `$OUT_DIR/heddle.ingester.v1.Ingester.rs` (modules `ingester_client` and `ingester_server`), after
+/// checking that the proto declares exactly the methods described here.
+fn generate_ingester_service() -> Result<(), Box<dyn std::error::Error>> {
     const PROST: &str = "tonic_prost::ProstCodec";
     let unary = |name: &str, route: &str, input: &str, output: &str, codec: &str| {
         Method::builder()
@@ -99,5 +99,27 @@ fn generate_ingester_service() {
             PROST,
         ))
         .build();
+    check_matches_proto(&["Push", "QueryStream", "LabelNames", "LabelValues", "Series"])?;
     Builder::new().compile(&[service]);
+    Ok(())
+}
+
+/// Fails the build when `service Ingester` in the proto and the manual description disagree on method names.
+fn check_matches_proto(described: &[&str]) -> Result<(), Box<dyn std::error::Error>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto/heddle/ingester.proto");
+    let proto = std::fs::read_to_string(&path)?;
+    let declared: Vec<&str> = proto
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("rpc "))
+        .filter_map(|rest| rest.split('(').next())
+        .map(str::trim)
+        .collect();
+    if declared != described {
+        return Err(format!(
+            "{} declares rpcs {declared:?} but build.rs describes {described:?}; update generate_ingester_service",
+            path.display()
+        )
+        .into());
+    }
+    Ok(())
 }
