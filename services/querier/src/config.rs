@@ -1,10 +1,11 @@
 //! The querier's configuration (YAML section `querier`).
 
-use serde::Deserialize;
+use heddle_server::{FlagKind, FlagSpec};
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Querier settings. Keys follow Mimir's names where the concept is the same.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QuerierConfig {
     /// Upper bound of one `ChunkedReadResponse` message in a streamed remote-read answer, in bytes (the frame
@@ -30,6 +31,35 @@ impl Default for QuerierConfig {
         }
     }
 }
+
+/// Flags for [`QuerierConfig`], keyed under `querier.`; the binary hands them to `heddle_server::load`.
+pub const QUERIER_FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        flag: "querier.max-bytes-in-frame",
+        key: "querier.max_bytes_in_frame",
+        kind: FlagKind::Value,
+        help: "Largest message of a streamed remote-read response, in bytes (Prometheus recommends 1 MiB)",
+    },
+    FlagSpec {
+        // Mimir's flag for the same setting.
+        flag: "querier.timeout",
+        key: "querier.query_timeout",
+        kind: FlagKind::Value,
+        help: "How long a query may run before it fails with 503",
+    },
+    FlagSpec {
+        flag: "querier.max-samples-per-query",
+        key: "querier.max_samples_per_query",
+        kind: FlagKind::Value,
+        help: "Most samples one remote-read query may return after replicas are merged (422 above); 0 = unlimited",
+    },
+    FlagSpec {
+        flag: "querier.max-read-request-bytes",
+        key: "querier.max_read_request_bytes",
+        kind: FlagKind::Value,
+        help: "Largest decompressed remote-read request body, in bytes, checked before allocating",
+    },
+];
 
 /// Smallest frame limit accepted: one XOR chunk (at most ~1 KiB) plus a generous label set must fit.
 const MIN_BYTES_IN_FRAME: usize = 4096;
@@ -75,6 +105,23 @@ mod tests {
             ..Default::default()
         };
         assert!(cfg.validate().unwrap_err().contains("querier.query_timeout"));
+    }
+
+    #[test]
+    fn every_key_has_a_flag() {
+        #[derive(Serialize, Default)]
+        struct Root {
+            querier: QuerierConfig,
+        }
+        let (keys_without_flag, flags_without_key) = heddle_server::uncovered_keys::<Root>(QUERIER_FLAGS);
+        assert!(
+            keys_without_flag.is_empty(),
+            "keys without a flag: {keys_without_flag:?}"
+        );
+        assert!(
+            flags_without_key.is_empty(),
+            "flags without a key: {flags_without_key:?}"
+        );
     }
 
     #[test]

@@ -26,7 +26,7 @@ mod remote_read;
 mod selector;
 mod source;
 
-pub use config::QuerierConfig;
+pub use config::{QUERIER_FLAGS, QuerierConfig};
 pub use error::QuerierError;
 pub use http::{LABEL_VALUES_PATH, LABELS_PATH, READ_PATH, SERIES_PATH, router};
 pub use params::{MAX_TIME_MS, MIN_TIME_MS, parse_time};
