@@ -113,9 +113,16 @@ impl Distributor {
         Ok(self.forward(tenant, prepared).await)
     }
 
+    /// Monotonic now, from the distributor's clock.
+    pub(crate) fn instant(&self) -> tokio::time::Instant {
+        self.clock.instant()
+    }
+
     /// Records a request refused before [`Distributor::push`] was reached (by the HTTP layer).
-    pub(crate) fn record_early_refusal(&self, e: &PushError) {
-        self.metrics.request(e.status(), Duration::ZERO);
+    pub(crate) fn record_early_refusal(&self, e: &PushError, start: tokio::time::Instant) {
+        tracing::debug!(error = %e, status = e.status().as_u16(), "push refused");
+        self.metrics
+            .request(e.status(), self.clock.instant().saturating_duration_since(start));
     }
 }
 
@@ -168,5 +175,7 @@ fn is_remote_write_v1(content_type: &str) -> bool {
     })
 }
 
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;

@@ -32,11 +32,12 @@ async fn push_handler(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let start = d.instant();
     let Some(Extension(tenant)) = tenant else {
-        return early_refusal(&d, PushError::NoTenant);
+        return early_refusal(&d, PushError::NoTenant, start);
     };
     if let Err(e) = check_headers(&headers, d.config()) {
-        return early_refusal(&d, e);
+        return early_refusal(&d, e, start);
     }
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -44,7 +45,7 @@ async fn push_handler(
         .and_then(|s| s.trim().parse::<usize>().ok());
     let body = match read_body(body, declared, d.config().max_recv_msg_size).await {
         Ok(body) => body,
-        Err(e) => return early_refusal(&d, e),
+        Err(e) => return early_refusal(&d, e, start),
     };
     match d.push(&tenant, &body, &headers).await {
         Ok(outcome) => outcome.into_response(),
@@ -52,8 +53,8 @@ async fn push_handler(
     }
 }
 
-fn early_refusal(d: &Distributor, e: PushError) -> Response {
-    d.record_early_refusal(&e);
+fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::Instant) -> Response {
+    d.record_early_refusal(&e, start);
     e.into_response()
 }
 

@@ -302,6 +302,20 @@ async fn invalid_series_are_dropped_and_valid_ones_forwarded() {
         text.contains(r#"heddle_distributor_requests_total{status="400"} 1"#),
         "{text}"
     );
+    assert!(
+        text.contains("heddle_distributor_request_duration_seconds_count 1"),
+        "{text}"
+    );
+    let sent = body(vec![
+        up("ok_1"),
+        series(&[("job", "a")], &[(NOW_MS, 1.0), (NOW_MS, 2.0)]),
+        up("ok_2"),
+    ])
+    .len();
+    assert!(
+        text.contains(&format!("heddle_distributor_received_bytes_total {sent}")),
+        "{text}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
