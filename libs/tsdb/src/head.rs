@@ -4,9 +4,9 @@
 //! Layout on disk: `<dir>/wal/` (Prometheus WAL segments). Completed chunks are still held in memory; they
 //! move to `chunks_head/` files later (see `series::HeadChunk`).
 //!
-//! Split by concern as Prometheus splits `head.go`: [`append`](self::AppendSeries) (batches, WAL, chunk
-//! appends), `read` (queries), `replay` (startup), `index` (symbols, series lookup, postings, matchers),
-//! `series` (one series' chunks and cut policy).
+//! Split by concern as Prometheus splits `head.go`: `append` (batches, WAL, chunk appends), `read`
+//! (queries), `replay` (startup), `index` (symbols, series lookup, postings, matchers), `series` (one
+//! series' chunks and cut policy).
 
 mod append;
 mod index;

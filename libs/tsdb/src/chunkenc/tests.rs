@@ -209,7 +209,7 @@ fn value() -> impl Strategy<Value = f64> {
 
 fn monotonic_series() -> impl Strategy<Value = Vec<(i64, f64)>> {
     let delta = prop_oneof![Just(15_000i64), 14_990i64..15_010, 0i64..100_000, 0i64..(1 << 40),];
-    (any::<i32>(), proptest::collection::vec((delta, value()), 0..300)).prop_map(|(start, steps)| {
+    (any::<i32>(), proptest::collection::vec((delta, value()), 0..240)).prop_map(|(start, steps)| {
         let mut t = i64::from(start);
         steps
             .into_iter()

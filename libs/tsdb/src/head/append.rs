@@ -1,6 +1,6 @@
 //! Appending a batch of samples: resolve series, judge samples, log to the WAL, then apply to chunks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -142,10 +142,11 @@ impl Head {
         // 1. Find or create each series; note those whose Series record must be logged.
         let mut resolved: Vec<Option<Arc<MemSeries>>> = Vec::with_capacity(batch.len());
         let mut to_log: Vec<(u64, usize)> = Vec::new();
+        let mut to_log_refs: HashSet<u64> = HashSet::new();
         for (index, entry) in batch.iter().enumerate() {
             let series = self.get_or_create(entry.labels, &mut out);
             match &series {
-                Some(s) if !s.is_logged() && !to_log.iter().any(|(r, _)| *r == s.series_ref) => {
+                Some(s) if !s.is_logged() && to_log_refs.insert(s.series_ref) => {
                     to_log.push((s.series_ref, index));
                 }
                 Some(_) => {}

@@ -597,3 +597,93 @@ fn invalid_options_are_refused() {
     };
     assert!(matches!(Head::open(dir.path(), segment), Err(TsdbError::Wal(_))));
 }
+
+mod model {
+    //! The head against a plain model: per series, the accepted samples in order.
+
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+
+    /// Batches of (series index, [(t, value index)]).
+    type Batches = Vec<Vec<(usize, Vec<(i64, usize)>)>>;
+
+    fn batches() -> impl Strategy<Value = Batches> {
+        let series = (0..NAMES.len(), proptest::collection::vec((0i64..400, 0usize..4), 0..40));
+        proptest::collection::vec(proptest::collection::vec(series, 0..4), 1..12)
+    }
+
+    fn value(i: usize) -> f64 {
+        [1.0, 2.0, f64::NAN, f64::from_bits(STALE_NAN_BITS)][i]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn head_matches_a_model_and_survives_restart(batches in batches(), target in 1u16..8) {
+            let dir = tempfile::tempdir().unwrap();
+            let opts = HeadOptions {
+                wal_segment_size: 2 * heddle_wal::PAGE_SIZE,
+                chunk_target_samples: target,
+                chunk_range_ms: 100,
+                ..HeadOptions::default()
+            };
+            let (head, _) = Head::open(dir.path(), opts.clone()).unwrap();
+            let mut model: BTreeMap<usize, Vec<(i64, u64)>> = BTreeMap::new();
+            for batch in &batches {
+                let labels: Vec<Vec<LabelRef<'_>>> =
+                    batch.iter().map(|(i, _)| lbls(&[("__name__", NAMES[*i])])).collect();
+                let samples: Vec<Vec<Sample>> = batch
+                    .iter()
+                    .map(|(_, s)| s.iter().map(|&(t, v)| Sample::new(t, value(v))).collect())
+                    .collect();
+                let req: Vec<AppendSeries<'_>> = labels
+                    .iter()
+                    .zip(&samples)
+                    .map(|(l, s)| AppendSeries { labels: l, samples: s })
+                    .collect();
+                let out = head.append(&req).unwrap();
+                let (mut appended, mut dedup, mut rejected) = (0u64, 0u64, 0u32);
+                for (i, s) in batch {
+                    let accepted = model.entry(*i).or_default();
+                    for &(t, v) in s {
+                        let bits = value(v).to_bits();
+                        match accepted.last() {
+                            Some(&(lt, lv)) if t == lt && bits == lv => dedup += 1,
+                            Some(&(lt, _)) if t <= lt => rejected += 1,
+                            _ => {
+                                accepted.push((t, bits));
+                                appended += 1;
+                            }
+                        }
+                    }
+                }
+                prop_assert_eq!(out.samples_appended, appended);
+                prop_assert_eq!(out.samples_deduplicated, dedup);
+                prop_assert_eq!(out.errors.iter().map(|e| e.samples_rejected).sum::<u32>(), rejected);
+            }
+            let want: Vec<(String, Vec<(i64, u64)>)> = model
+                .iter()
+                .filter(|(_, s)| !s.is_empty())
+                .map(|(i, s)| (format!("{{__name__={:?}}}", NAMES[*i]), s.clone()))
+                .collect();
+            let got = dump(&head);
+            prop_assert_eq!(&got, &want);
+            for s in head.select(i64::MIN, i64::MAX, &[]) {
+                for c in &s.chunks {
+                    let n = decode_xor(&c.data).unwrap().len();
+                    prop_assert!(n <= usize::from(target), "chunk of {} samples", n);
+                    prop_assert_eq!(c.min_time.div_euclid(100), c.max_time.div_euclid(100));
+                }
+            }
+            drop(head);
+            let (head, _) = Head::open(dir.path(), opts).unwrap();
+            prop_assert_eq!(dump(&head), want);
+        }
+    }
+}
