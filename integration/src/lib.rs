@@ -1,1 +1,1 @@
-//! Integration tests live in tests/.
+//! Integration tests live in tests/: they start real `heddle` and Prometheus processes.

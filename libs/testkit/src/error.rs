@@ -32,6 +32,12 @@ pub enum TestkitError {
     },
     #[error("{name} (pid {pid}) did not exit within {timeout:?} after SIGTERM")]
     StopTimeout { name: String, pid: u32, timeout: Duration },
+    #[error("{command} did not finish within {timeout:?} and was killed; stderr:\n{stderr}")]
+    CommandTimeout {
+        command: String,
+        timeout: Duration,
+        stderr: String,
+    },
     #[error("{name} is not running")]
     NotRunning { name: String },
     #[error("http request to {url} failed: {detail}")]

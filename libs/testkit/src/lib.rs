@@ -12,6 +12,7 @@
 mod cargo;
 pub mod client;
 pub mod codec;
+mod command;
 mod error;
 mod generate;
 mod heddle;
@@ -25,6 +26,7 @@ pub mod xor;
 
 pub use cargo::{WORKSPACE_BINS, cargo_bin, workspace_root};
 pub use client::{PushOutcome, ReadClient, ReadMode, SeriesSamples, eq, http_client, matcher, push, push_body, query};
+pub use command::{CommandOutput, run_bounded, run_loadtest};
 pub use error::TestkitError;
 pub use generate::{MAX_JITTER_MS, MIN_INTERVAL_FOR_JITTER_MS, SeriesGen, splitmix64};
 pub use heddle::{HeddleOptions, HeddleProcess};
