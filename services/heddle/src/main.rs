@@ -1,1 +1,52 @@
-fn main() {}
+//! `heddle`: every Heddle role in one binary, chosen by `--target`.
+//!
+//! With no flags it runs the single-process default: distributor, ingester and querier in one process, an
+//! in-memory ring holding this one ingester (replication factor 1), data under `./tsdb`.
+
+mod config;
+mod run;
+
+use config::Config;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let specs = config::flags();
+    let (cfg, source) = match heddle_server::load::<Config>(
+        "heddle",
+        "Heddle: a horizontally sharded Prometheus remote-write ingester (distributor, ingester, querier)",
+        &specs,
+        std::env::args(),
+    ) {
+        Ok(loaded) => loaded,
+        Err(heddle_server::LoadError::Cli(e)) => e.exit(),
+        Err(heddle_server::LoadError::Config(e)) => {
+            eprintln!("heddle: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = cfg.validate() {
+        eprintln!("heddle: invalid configuration: {e}");
+        return ExitCode::from(2);
+    }
+    heddle_server::init_logging(&cfg.server.log_level, cfg.server.log_format);
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), target = ?cfg.target, config = ?source, "starting heddle");
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("heddle: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run::run(cfg)) {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "heddle failed");
+            eprintln!("heddle: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The whole process's configuration: one struct per component, and the flag table covering every key.
+
+use heddle_distributor::{DistributorConfig, Limits};
+use heddle_ingester::{IngesterConfig, TsdbConfig};
+use heddle_querier::QuerierConfig;
+use heddle_server::{FlagKind, FlagSpec, LogFormat};
+use serde::{Deserialize, Serialize};
+
+/// Which roles this process runs (`-target`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// Every role in one process, with an in-memory ring of this one ingester.
+    #[default]
+    All,
+    Distributor,
+    Ingester,
+    Querier,
+}
+
+/// Top-level YAML, Mimir's layout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub target: Target,
+    /// Require `X-Scope-OrgID`; when false every request belongs to tenant `anonymous`.
+    pub multitenancy_enabled: bool,
+    pub server: ServerConfig,
+    pub distributor: DistributorConfig,
+    pub limits: Limits,
+    pub ingester: IngesterConfig,
+    pub querier: QuerierConfig,
+    pub blocks_storage: BlocksStorageConfig,
+}
+
+/// `server:`: listeners and logging.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Empty means every interface, as in Mimir.
+    pub http_listen_address: String,
+    pub http_listen_port: u16,
+    pub grpc_listen_address: String,
+    pub grpc_listen_port: u16,
+    pub log_level: String,
+    pub log_format: LogFormat,
+    /// Longest wait for in-flight requests and head closing after SIGTERM.
+    #[serde(with = "heddle_server::serde_duration")]
+    pub graceful_shutdown_timeout: std::time::Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            http_listen_address: String::new(),
+            http_listen_port: 8080,
+            grpc_listen_address: String::new(),
+            grpc_listen_port: 9095,
+            log_level: "info".into(),
+            log_format: LogFormat::Logfmt,
+            graceful_shutdown_timeout: std::time::Duration::from_secs(30),
+        }
+    }
+}
+
+/// `blocks_storage:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct BlocksStorageConfig {
+    pub tsdb: TsdbConfig,
+}
+
+/// Flags of the keys this crate owns.
+const OWN_FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        flag: "target",
+        key: "target",
+        kind: FlagKind::Value,
+        help: "Roles to run: all, distributor, ingester or querier",
+    },
+    FlagSpec {
+        flag: "auth.multitenancy-enabled",
+        key: "multitenancy_enabled",
+        kind: FlagKind::Bool,
+        help: "Require the X-Scope-OrgID header; when false all data belongs to tenant 'anonymous'",
+    },
+    FlagSpec {
+        flag: "server.http-listen-address",
+        key: "server.http_listen_address",
+        kind: FlagKind::Value,
+        help: "HTTP listen address; empty for every interface",
+    },
+    FlagSpec {
+        flag: "server.http-listen-port",
+        key: "server.http_listen_port",
+        kind: FlagKind::Value,
+        help: "HTTP listen port",
+    },
+    FlagSpec {
+        flag: "server.grpc-listen-address",
+        key: "server.grpc_listen_address",
+        kind: FlagKind::Value,
+        help: "gRPC listen address; empty for every interface",
+    },
+    FlagSpec {
+        flag: "server.grpc-listen-port",
+        key: "server.grpc_listen_port",
+        kind: FlagKind::Value,
+        help: "gRPC listen port",
+    },
+    FlagSpec {
+        flag: "log.level",
+        key: "server.log_level",
+        kind: FlagKind::Value,
+        help: "Log filter: error, warn, info, debug, or per-module directives like heddle_ingester=debug,info",
+    },
+    FlagSpec {
+        flag: "log.format",
+        key: "server.log_format",
+        kind: FlagKind::Value,
+        help: "Log format: logfmt or json",
+    },
+    FlagSpec {
+        flag: "server.graceful-shutdown-timeout",
+        key: "server.graceful_shutdown_timeout",
+        kind: FlagKind::Value,
+        help: "Longest wait for in-flight requests and for closing the heads after SIGTERM",
+    },
+];
+
+/// Every flag of the binary, in `--help` order.
+pub fn flags() -> Vec<FlagSpec> {
+    [
+        OWN_FLAGS,
+        heddle_ingester::TSDB_FLAGS,
+        heddle_ingester::INGESTER_FLAGS,
+        heddle_distributor::DISTRIBUTOR_FLAGS,
+        heddle_distributor::LIMITS_FLAGS,
+        heddle_querier::QUERIER_FLAGS,
+    ]
+    .concat()
+}
+
+impl Config {
+    /// Checks every component, naming the YAML key that is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        self.distributor.validate().map_err(|e| e.to_string())?;
+        self.limits.validate().map_err(|e| e.to_string())?;
+        self.blocks_storage.tsdb.validate()?;
+        self.querier.validate()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_yaml_key_has_exactly_one_flag() {
+        let specs = flags();
+        let (missing, dangling) = heddle_server::uncovered_keys::<Config>(&specs);
+        assert!(missing.is_empty(), "YAML keys without a flag: {missing:?}");
+        assert!(dangling.is_empty(), "flags naming no YAML key: {dangling:?}");
+        let mut names: Vec<_> = specs.iter().map(|s| s.flag).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(before, names.len(), "a flag is declared twice");
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn reference_doc_is_current() {
+        let generated = heddle_server::render_reference::<Config>(&flags());
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
+        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+        if std::env::var_os("HEDDLE_UPDATE_DOCS").is_some() {
+            let start = on_disk.find("| flag |").unwrap_or(on_disk.len());
+            std::fs::write(path, format!("{}{generated}", &on_disk[..start])).unwrap();
+            return;
+        }
+        assert!(
+            on_disk.contains(&generated),
+            "docs/configuration.md is stale: run `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle reference_doc`"
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! Wiring the roles together and running them until SIGTERM.
+
+use crate::config::{Config, Target};
+use anyhow::{Context, bail};
+use heddle_distributor::{Distributor, SingleIngesterRing};
+use heddle_ingester::Ingester;
+use heddle_querier::{Querier, StaticIngesters};
+use heddle_server::{DiscardedSamples, Readiness};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+fn listen_addr(address: &str, port: u16) -> String {
+    let host = if address.is_empty() { "0.0.0.0" } else { address };
+    format!("{host}:{port}")
+}
+
+/// Runs the configured roles until a signal (or a fatal error) stops them, then stops them in order: stop
+/// accepting requests, finish in-flight ones, close the heads (flushing the WAL).
+pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    let mut registry = Registry::default();
+    let readiness = Readiness::default();
+    let stop = CancellationToken::new();
+    tokio::spawn(heddle_server::shutdown_signal(stop.clone()));
+
+    let discarded = DiscardedSamples::register(&mut registry);
+    let ingester = match cfg.target {
+        Target::All | Target::Ingester => {
+            readiness.not_ready("ingester", "replaying the WAL");
+            Some(Ingester::new(
+                &cfg.ingester,
+                cfg.blocks_storage.tsdb.clone(),
+                &mut registry,
+                discarded.clone(),
+            ))
+        }
+        Target::Distributor | Target::Querier => bail!(
+            "--target={:?} needs the cluster ring to find ingesters, which this build does not have yet; \
+             run --target=all (single process) or --target=ingester",
+            cfg.target
+        ),
+    };
+
+    let mut api = axum::Router::new();
+    if let (Target::All, Some(ing)) = (cfg.target, &ingester) {
+        let client: Arc<dyn heddle_proto::IngesterClient> = ing.clone();
+        let ring = Arc::new(SingleIngesterRing::new("local", client.clone()));
+        let distributor = Distributor::with_discarded_samples(
+            cfg.distributor.clone(),
+            cfg.limits.clone(),
+            ring,
+            &mut registry,
+            discarded.clone(),
+        );
+        let querier = Querier::new(
+            cfg.querier.clone(),
+            Arc::new(StaticIngesters::new(vec![client])),
+            &mut registry,
+        );
+        api = api
+            .merge(heddle_distributor::router(Arc::new(distributor)))
+            .merge(heddle_querier::router(Arc::new(querier)));
+    }
+
+    let registry = Arc::new(registry);
+    let http = heddle_server::tenant_layer(api, cfg.multitenancy_enabled)
+        .merge(heddle_server::metrics_and_ready_routes(registry, readiness.clone()));
+    let http_addr = listen_addr(&cfg.server.http_listen_address, cfg.server.http_listen_port);
+    let http_listener = tokio::net::TcpListener::bind(&http_addr)
+        .await
+        .with_context(|| format!("cannot listen for HTTP on {http_addr}"))?;
+    let grpc_addr = listen_addr(&cfg.server.grpc_listen_address, cfg.server.grpc_listen_port);
+    let grpc_listener = tokio::net::TcpListener::bind(&grpc_addr)
+        .await
+        .with_context(|| format!("cannot listen for gRPC on {grpc_addr}"))?;
+    tracing::info!(http = %http_addr, grpc = %grpc_addr, "listening");
+
+    let http_task = tokio::spawn(heddle_server::serve_http(http_listener, http, stop.clone()));
+    let mut grpc = tonic::transport::Server::builder();
+    let grpc_router = match &ingester {
+        Some(ing) => {
+            let svc: Arc<dyn heddle_proto::IngesterClient> = ing.clone();
+            grpc.add_service(heddle_proto::ingester_service(svc))
+        }
+        None => bail!("no gRPC service to serve"),
+    };
+    let grpc_stop = stop.clone();
+    let grpc_task = tokio::spawn(grpc_router.serve_with_incoming_shutdown(
+        tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+        async move { grpc_stop.cancelled().await },
+    ));
+
+    if let Some(ing) = &ingester {
+        tokio::select! {
+            res = ing.open_existing() => {
+                res.context("opening the tenant heads")?;
+                readiness.ready("ingester");
+                tracing::info!("ready");
+            }
+            _ = stop.cancelled() => {}
+        }
+    }
+
+    stop.cancelled().await;
+    readiness.not_ready("server", "shutting down");
+    let timeout = cfg.server.graceful_shutdown_timeout;
+    let drain = async {
+        if let Ok(Err(e)) = http_task.await {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+        if let Ok(Err(e)) = grpc_task.await {
+            tracing::error!(error = %e, "gRPC server failed");
+        }
+    };
+    if tokio::time::timeout(timeout, drain).await.is_err() {
+        tracing::warn!(timeout = ?timeout, "in-flight requests did not finish in time; closing anyway");
+    }
+    if let Some(ing) = &ingester {
+        ing.close().await;
+    }
+    Ok(())
+}

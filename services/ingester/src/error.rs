@@ -1,0 +1,46 @@
+//! Ingester errors and their gRPC status.
+
+use heddle_model::TenantId;
+
+/// What can go wrong in the ingester outside per-sample rejections (those are data in `PushResponse`).
+#[derive(Debug, thiserror::Error)]
+pub enum IngesterError {
+    #[error("malformed write request: {0}")]
+    Decode(#[from] heddle_proto::DecodeError),
+    #[error("invalid matcher: {0}")]
+    Matcher(#[from] heddle_model::MatcherError),
+    #[error("invalid matcher type {0} (want 0=EQ, 1=NEQ, 2=RE, 3=NRE)")]
+    MatcherType(i32),
+    #[error("tsdb of tenant {tenant}: {source}")]
+    Tsdb {
+        tenant: TenantId,
+        source: heddle_tsdb::TsdbError,
+    },
+    #[error("ingester is not ready: {0}")]
+    NotReady(String),
+    #[error("ingester is shutting down")]
+    Stopping,
+    #[error("internal task failed: {0}")]
+    Task(String),
+}
+
+impl IngesterError {
+    /// The gRPC status a caller sees: caller mistakes are `InvalidArgument` (not retried), everything else
+    /// is `Unavailable` or `Internal` so the distributor answers 5xx and the sender retries.
+    pub fn to_status(&self) -> tonic::Status {
+        let msg = self.to_string();
+        match self {
+            IngesterError::Decode(_) | IngesterError::Matcher(_) | IngesterError::MatcherType(_) => {
+                tonic::Status::invalid_argument(msg)
+            }
+            IngesterError::NotReady(_) | IngesterError::Stopping => tonic::Status::unavailable(msg),
+            IngesterError::Tsdb { .. } | IngesterError::Task(_) => tonic::Status::internal(msg),
+        }
+    }
+}
+
+impl From<IngesterError> for tonic::Status {
+    fn from(e: IngesterError) -> Self {
+        e.to_status()
+    }
+}

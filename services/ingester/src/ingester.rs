@@ -1,0 +1,166 @@
+//! The tenant map and the ingester's lifecycle: open (replay every tenant found on disk), serve, close.
+
+use crate::config::{IngesterConfig, TsdbConfig};
+use crate::error::IngesterError;
+use crate::metrics::Metrics;
+use heddle_model::TenantId;
+use heddle_proto::ArenaPool;
+use heddle_server::DiscardedSamples;
+use heddle_tsdb::{Head, HeadOptions};
+use prometheus_client::registry::Registry;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, RwLock};
+
+const STARTING: u8 = 0;
+const RUNNING: u8 = 1;
+const STOPPING: u8 = 2;
+
+/// One ingester: a TSDB head per tenant under `blocks_storage.tsdb.dir/<tenant>/`.
+#[derive(Debug)]
+pub struct Ingester {
+    pub(crate) tsdb: TsdbConfig,
+    pub(crate) heads: RwLock<HashMap<TenantId, Arc<Head>>>,
+    /// Serializes the slow path that opens a new tenant's head, so two pushes never open it twice.
+    opening: tokio::sync::Mutex<()>,
+    pub(crate) arenas: ArenaPool,
+    pub(crate) metrics: Metrics,
+    pub(crate) discarded: DiscardedSamples,
+    state: AtomicU8,
+}
+
+impl Ingester {
+    /// Creates the ingester and registers its metrics; no I/O until [`Ingester::open_existing`].
+    pub fn new(
+        cfg: &IngesterConfig,
+        tsdb: TsdbConfig,
+        registry: &mut Registry,
+        discarded: DiscardedSamples,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            tsdb,
+            heads: RwLock::new(HashMap::new()),
+            opening: tokio::sync::Mutex::new(()),
+            arenas: ArenaPool::new(cfg.arena_pool_size, cfg.arena_max_retained_bytes),
+            metrics: Metrics::register(registry),
+            discarded,
+            state: AtomicU8::new(STARTING),
+        })
+    }
+
+    /// Opens the head of every tenant directory found under the TSDB dir, replaying their WALs in parallel
+    /// (one blocking task per tenant), then starts accepting pushes. Until it returns, pushes are refused
+    /// with `Unavailable` so senders retry.
+    pub async fn open_existing(&self) -> Result<(), IngesterError> {
+        let dir = self.tsdb.dir.clone();
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|e| IngesterError::NotReady(format!("cannot create {}: {e}", dir.display())))?;
+        let mut tenants = Vec::new();
+        let mut entries = tokio::fs::read_dir(&dir)
+            .await
+            .map_err(|e| IngesterError::NotReady(format!("cannot list {}: {e}", dir.display())))?;
+        while let Ok(Some(entry)) = entries.next_entry().await {
+            let is_dir = entry.file_type().await.map(|t| t.is_dir()).unwrap_or(false);
+            let name = entry.file_name();
+            match (is_dir, name.to_str().map(TenantId::new)) {
+                (true, Some(Ok(tenant))) => tenants.push(tenant),
+                _ => tracing::warn!(path = %entry.path().display(), "ignoring entry that is not a tenant directory"),
+            }
+        }
+        let started = std::time::Instant::now();
+        let opened = futures::future::join_all(tenants.into_iter().map(|t| self.open_head(t))).await;
+        for result in opened {
+            result?;
+        }
+        tracing::info!(
+            tenants = self.heads.read().unwrap_or_else(|e| e.into_inner()).len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "replayed tenant heads"
+        );
+        self.state.store(RUNNING, Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether replay has finished and the ingester accepts writes.
+    pub fn is_running(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RUNNING
+    }
+
+    /// Refuses new pushes, then closes every head (flushing the WAL's last page and syncing it).
+    pub async fn close(&self) {
+        self.state.store(STOPPING, Ordering::Release);
+        let heads: Vec<(TenantId, Arc<Head>)> = self
+            .heads
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(t, h)| (t.clone(), h.clone()))
+            .collect();
+        for (tenant, head) in heads {
+            let result = tokio::task::spawn_blocking(move || head.close()).await;
+            match result {
+                Ok(Ok(())) => tracing::info!(%tenant, "closed tenant head"),
+                Ok(Err(e)) => tracing::error!(%tenant, error = %e, "closing tenant head failed"),
+                Err(e) => tracing::error!(%tenant, error = %e, "closing tenant head panicked"),
+            }
+        }
+    }
+
+    pub(crate) fn check_accepting(&self) -> Result<(), IngesterError> {
+        match self.state.load(Ordering::Acquire) {
+            RUNNING => Ok(()),
+            STARTING => Err(IngesterError::NotReady("replaying the WAL".into())),
+            _ => Err(IngesterError::Stopping),
+        }
+    }
+
+    /// The head of `tenant` if it exists (reads never create one).
+    pub(crate) fn head(&self, tenant: &TenantId) -> Option<Arc<Head>> {
+        self.heads
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tenant)
+            .cloned()
+    }
+
+    /// The head of `tenant`, opened (and its WAL replayed) on first use.
+    pub(crate) async fn head_or_open(&self, tenant: &TenantId) -> Result<Arc<Head>, IngesterError> {
+        if let Some(h) = self.head(tenant) {
+            return Ok(h);
+        }
+        self.open_head(tenant.clone()).await
+    }
+
+    async fn open_head(&self, tenant: TenantId) -> Result<Arc<Head>, IngesterError> {
+        let _guard = self.opening.lock().await;
+        if let Some(h) = self.head(&tenant) {
+            return Ok(h);
+        }
+        let dir = self.tsdb.dir.join(tenant.as_str());
+        let opts = HeadOptions {
+            wal_compression: self.tsdb.wal_compression_enabled,
+            wal_segment_size: self.tsdb.wal_segment_size_bytes,
+            ..HeadOptions::default()
+        };
+        let t = tenant.clone();
+        let (head, stats) = tokio::task::spawn_blocking(move || Head::open(&dir, opts))
+            .await
+            .map_err(|e| IngesterError::Task(e.to_string()))?
+            .map_err(|source| IngesterError::Tsdb { tenant: t, source })?;
+        if let Some(c) = &stats.wal_repaired {
+            self.metrics.wal_corruptions_repaired.inc();
+            tracing::warn!(%tenant, segment = c.segment, offset = c.offset, reason = %c.reason, "repaired a corrupt WAL tail; records after it were dropped");
+        }
+        self.metrics.replayed_records.inc_by(stats.wal_records);
+        self.metrics.memory_series.inc_by(stats.series as i64);
+        self.metrics.tenants.inc();
+        tracing::info!(%tenant, series = stats.series, samples = stats.samples, records = stats.wal_records, "opened tenant head");
+        let head = Arc::new(head);
+        self.heads
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tenant, head.clone());
+        Ok(head)
+    }
+}
