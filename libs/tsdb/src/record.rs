@@ -293,4 +293,6 @@ impl<'a> Decoder<'a> {
 }
 
 #[cfg(test)]
+mod compat_tests;
+#[cfg(test)]
 mod tests;
