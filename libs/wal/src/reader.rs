@@ -54,6 +54,8 @@ pub struct SegmentReader<R> {
     dec: Vec<u8>,
     decoder: snap::raw::Decoder,
     last: Option<(u64, u64, bool)>,
+    /// Where padding that closed the segment started (zeros with room for a fragment header left in the page).
+    closed_at: Option<u64>,
     /// The file's path, for error messages.
     path: Option<PathBuf>,
 }
@@ -100,6 +102,7 @@ impl<R: Read> SegmentReader<R> {
             dec: Vec::new(),
             decoder: snap::raw::Decoder::new(),
             last: None,
+            closed_at: None,
             path: None,
         }
     }
@@ -169,8 +172,19 @@ impl<R: Read> SegmentReader<R> {
                     let at = here + i as u64;
                     return Err(self.corruption(here, format!("non-zero byte at offset {at} in page padding")));
                 }
+                // Padding with room for a header left is written only when a segment is closed: nothing but
+                // zeros may follow it in this segment.
+                if page.len() >= HEADER_SIZE && self.closed_at.is_none() {
+                    self.closed_at = Some(here);
+                }
                 self.pos = self.page_len;
                 continue;
+            }
+            if let Some(closed_at) = self.closed_at {
+                return Err(self.corruption(
+                    closed_at,
+                    format!("data at offset {here} after the segment was closed by zero padding at offset {closed_at}"),
+                ));
             }
             if page.len() < HEADER_SIZE {
                 let reason = if self.page_len == PAGE_SIZE {

@@ -32,7 +32,8 @@ pub struct Corruption {
 
 /// Reads every record of every segment of `dir` in order and calls `f` with each.
 ///
-/// A torn or corrupt tail (bad CRC, bad fragment type, truncated fragment, unexpected padding, missing segment)
+/// A torn or corrupt tail (bad CRC, bad fragment type, truncated fragment, zeros inside a record or data after
+/// the padding that closes a segment, a missing segment)
 /// ends the replay and is repaired as Prometheus does: the segment is cut at the start of the bad record (its
 /// last page zero-padded), later segments are deleted, and the report says where and why. Records after a
 /// corruption are lost even if readable, because later records may depend on earlier ones. A missing directory

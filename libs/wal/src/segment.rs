@@ -6,7 +6,8 @@
 //! wal/00000000 00000001 ...        segments, named %08d, no header, at most `segment_size` bytes
 //! segment  = page*                  32 KiB pages; only the newest segment's last page may be short
 //! page     = fragment* zero*        a page ends with zeros when fewer than 7 bytes remain, or when a
-//!                                   segment is closed (the writer pads its last page)
+//!                                   segment is closed (the writer pads its last page); zeros with room for
+//!                                   a header left therefore end the segment: only zeros may follow them
 //! fragment = type u8 | len u16 | crc32c u32 (of data) | data[len]
 //! type     = bits 0-2: 1 full, 2 first, 3 middle, 4 last (0 = rest of page is zeros)
 //!            bit 3 (0x08): the record was snappy-compressed (block format) as a whole before it was split

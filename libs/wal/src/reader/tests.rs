@@ -40,16 +40,20 @@ fn reads_fragments_and_positions() {
     let compressed = snap::raw::Encoder::new().compress_vec(&[b'z'; 300]).unwrap();
     frag(&mut seg, TYPE_FULL | FLAG_SNAPPY, &compressed);
     let end = seg.len() as u64;
+    // A filler record leaves 3 bytes in the page: zeros, and the next record starts on the next page.
+    let filler = vec![9u8; PAGE_SIZE - seg.len() - HEADER_SIZE - 3];
+    frag(&mut seg, TYPE_FULL, &filler);
     seg.resize(PAGE_SIZE, 0);
     frag(&mut seg, TYPE_FULL, b"");
     let (recs, err) = read_all(seg);
     assert!(err.is_none(), "{err:?}");
     let data: Vec<&[u8]> = recs.iter().map(|r| r.0.as_slice()).collect();
-    assert_eq!(data, vec![&b"one"[..], b"two-parts", &[b'z'; 300], b""]);
+    assert_eq!(data, vec![&b"one"[..], b"two-parts", &[b'z'; 300], &filler, b""]);
     assert_eq!((recs[0].1, recs[0].2), (0, 10));
     assert_eq!((recs[1].1, recs[1].2), (10, 10 + 3 * 7 + 9));
     assert_eq!(recs[2].2, end);
-    assert_eq!((recs[3].1, recs[3].2), (PAGE_SIZE as u64, PAGE_SIZE as u64 + 7));
+    assert_eq!((recs[3].1, recs[3].2), (end, PAGE_SIZE as u64 - 3));
+    assert_eq!((recs[4].1, recs[4].2), (PAGE_SIZE as u64, PAGE_SIZE as u64 + 7));
 }
 
 /// Named corruption cases: the bytes after one good record, and the reason fragment expected.
@@ -145,6 +149,33 @@ fn header_crossing_a_full_page_is_corruption() {
         matches!(&err, Some(WalError::Corruption { offset, reason, .. }) if *offset == at && reason.contains("crosses")),
         "{err:?}"
     );
+}
+
+#[test]
+fn data_after_closing_padding_is_corruption() {
+    // A zero page, or zeros with room for a header left, close a segment: the writer never writes after them.
+    for (name, pad_from) in [("mid-page padding", 100usize), ("zero page", PAGE_SIZE)] {
+        let mut seg = Vec::new();
+        frag(&mut seg, TYPE_FULL, &vec![1u8; 100 - HEADER_SIZE]);
+        seg.resize(pad_from, 0);
+        seg.resize(seg.len().next_multiple_of(PAGE_SIZE), 0);
+        frag(&mut seg, TYPE_FULL, b"later");
+        let (recs, err) = read_all(seg);
+        assert_eq!(recs.len(), 1, "{name}");
+        assert!(
+            matches!(&err, Some(WalError::Corruption { offset: 100, reason, .. }) if reason.contains("after the segment was closed")),
+            "{name}: {err:?}"
+        );
+    }
+    // Fewer than 7 bytes of padding end a page, not the segment.
+    let mut seg = Vec::new();
+    frag(&mut seg, TYPE_FULL, &vec![1u8; PAGE_SIZE - HEADER_SIZE - 6]);
+    seg.resize(PAGE_SIZE, 0);
+    frag(&mut seg, TYPE_FULL, b"next page");
+    seg.resize(2 * PAGE_SIZE, 0);
+    let (recs, err) = read_all(seg);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(recs[1].0, b"next page");
 }
 
 #[test]
