@@ -156,7 +156,7 @@ fn data_after_closing_padding_is_corruption() {
     // A zero page, or zeros with room for a header left, close a segment: the writer never writes after them.
     for (name, pad_from) in [("mid-page padding", 100usize), ("zero page", PAGE_SIZE)] {
         let mut seg = Vec::new();
-        frag(&mut seg, TYPE_FULL, &vec![1u8; 100 - HEADER_SIZE]);
+        frag(&mut seg, TYPE_FULL, &[1u8; 100 - HEADER_SIZE]);
         seg.resize(pad_from, 0);
         seg.resize(seg.len().next_multiple_of(PAGE_SIZE), 0);
         frag(&mut seg, TYPE_FULL, b"later");
