@@ -17,6 +17,19 @@ mod writer;
 
 pub use error::WalError;
 pub use reader::{Position, Reader, Record, SegmentReader};
-pub use replay::{Corruption, ReplayReport, repair, replay};
+pub use replay::{Corruption, ReplayReport, repair, replay, replay_from};
 pub use segment::{DEFAULT_SEGMENT_SIZE, HEADER_SIZE, PAGE_SIZE, list_segments, segment_path, segment_range};
 pub use writer::{Wal, WalOptions};
+
+#[cfg(test)]
+mod tests {
+    /// The writer and readers move into `spawn_blocking` and across threads.
+    #[test]
+    fn types_are_send() {
+        fn send<T: Send>() {}
+        send::<crate::Wal>();
+        send::<crate::Reader>();
+        send::<crate::SegmentReader<std::fs::File>>();
+        send::<crate::WalError>();
+    }
+}

@@ -1,11 +1,12 @@
 //! Replay: read a whole WAL once at startup, repairing a torn or corrupt tail.
 
+use std::fmt;
 use std::fs::OpenOptions;
 use std::io;
 use std::path::Path;
 
 use crate::WalError;
-use crate::reader::Reader;
+use crate::reader::{Position, Reader};
 use crate::segment::{PAGE_SIZE, list_segments, segment_path, sync_dir};
 
 /// What a [`replay`] read and repaired.
@@ -30,6 +31,12 @@ pub struct Corruption {
     pub reason: String,
 }
 
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "segment {:08} offset {}: {}", self.segment, self.offset, self.reason)
+    }
+}
+
 /// Reads every record of every segment of `dir` in order and calls `f` with each.
 ///
 /// A torn or corrupt tail (bad CRC, bad fragment type, truncated fragment, zeros inside a record or data after
@@ -41,12 +48,22 @@ pub struct Corruption {
 ///
 /// The callback's error stops the replay at once (nothing is repaired) and is returned; WAL errors are
 /// converted into the same type, so `E` is typically the caller's crate error with a `From<WalError>`.
-pub fn replay<E, F>(dir: &Path, mut f: F) -> Result<ReplayReport, E>
+pub fn replay<E, F>(dir: &Path, f: F) -> Result<ReplayReport, E>
 where
     F: FnMut(&[u8]) -> Result<(), E>,
     E: From<WalError>,
 {
-    let mut reader = Reader::open(dir)?;
+    replay_from(dir, Position::default(), f)
+}
+
+/// [`replay`] from `from` on: segments before `from.segment` are skipped and `from.segment` is read from
+/// `from.offset`, a record boundary such as the position a chunk snapshot was taken at. Repairs like [`replay`].
+pub fn replay_from<E, F>(dir: &Path, from: Position, mut f: F) -> Result<ReplayReport, E>
+where
+    F: FnMut(&[u8]) -> Result<(), E>,
+    E: From<WalError>,
+{
+    let mut reader = Reader::open_from(dir, from)?;
     let mut report = ReplayReport::default();
     loop {
         match reader.next_record() {

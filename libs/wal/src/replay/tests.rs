@@ -243,3 +243,52 @@ fn callback_error_stops_without_repair() {
     assert!(matches!(err, MyError::Stop(3)), "{err:?}");
     assert_eq!(std::fs::read(segment_path(dir.path(), 0)).unwrap(), before);
 }
+
+#[test]
+fn replay_from_a_position_skips_earlier_records_and_repairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, starts) = write_wal(dir.path(), 14, false);
+    // Resume at the start of record 5 (a record boundary, like a snapshot position).
+    let (seg, offset) = starts[5];
+    let mut got = Vec::new();
+    let report = replay_from(
+        dir.path(),
+        crate::Position { segment: seg, offset },
+        |r: &[u8]| -> Result<(), WalError> {
+            got.push(r.to_vec());
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(got, recs[5..]);
+    assert_eq!(report.records, 9);
+    assert_eq!(report.repaired, None);
+
+    // A torn tail after the position is repaired as in a full replay.
+    let (last_seg, last_start) = starts[13];
+    let path = segment_path(dir.path(), last_seg);
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(last_start + 5)
+        .unwrap();
+    let mut got = Vec::new();
+    let report = replay_from(
+        dir.path(),
+        crate::Position { segment: seg, offset },
+        |r: &[u8]| -> Result<(), WalError> {
+            got.push(r.to_vec());
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(got, recs[5..13]);
+    let c = report.repaired.unwrap();
+    assert_eq!((c.segment, c.offset), (last_seg, last_start));
+    assert!(
+        c.to_string()
+            .starts_with(&format!("segment {last_seg:08} offset {last_start}: ")),
+        "{c}"
+    );
+}
