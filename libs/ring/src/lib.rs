@@ -1,0 +1,24 @@
+//! The ingester hash ring (dskit's `ring` package, one concept per file).
+//!
+//! Owns: the ring model ([`InstanceDesc`], [`RingDesc`]), tokens and the tokens file, the sorted token table
+//! and replica-set selection ([`RingSnapshot`], [`Operation`]), the lock-free [`Ring`] handle, membership
+//! backends (in-memory and gossip over chitchat), the ingester [`Lifecycler`] and their configuration.
+//! Does not own: gRPC clients to the instances, or what the distributor and querier do with replica sets.
+
+mod desc;
+mod error;
+mod instance;
+mod replication;
+mod ring;
+mod snapshot;
+mod token_table;
+mod tokens;
+
+pub use desc::{MembershipView, RingDesc};
+pub use error::RingError;
+pub use instance::{InstanceDesc, InstanceState};
+pub use replication::{Operation, ReplicaBuf, ReplicationConfig, min_success};
+pub use ring::{Ring, now_ms};
+pub use snapshot::{ReadSet, ReplicaSet, RingSnapshot};
+pub use token_table::TokenTable;
+pub use tokens::{generate_tokens, load_tokens, store_tokens};
