@@ -27,6 +27,7 @@ pub use heddle::ingester::v1 as ingester;
 pub mod arena;
 mod client;
 mod codec;
+mod convert;
 mod error;
 pub mod transport;
 
@@ -36,5 +37,6 @@ pub use arena::{
 };
 pub use client::{IngesterClient, QueryStream};
 pub use codec::{PushDecoder, PushEncoder, PushWire, RawPushCodec};
+pub use convert::{MatcherConvertError, labels_to_proto, matcher_from_proto, matcher_to_proto, matchers_from_proto};
 pub use error::{DecodeError, SnappyError};
 pub use transport::{GrpcIngesterClient, IngesterAdapter, TENANT_METADATA, ingester_service, tenant_from_metadata};

@@ -8,9 +8,7 @@ pub enum IngesterError {
     #[error("malformed write request: {0}")]
     Decode(#[from] heddle_proto::DecodeError),
     #[error("invalid matcher: {0}")]
-    Matcher(#[from] heddle_model::MatcherError),
-    #[error("invalid matcher type {0} (want 0=EQ, 1=NEQ, 2=RE, 3=NRE)")]
-    MatcherType(i32),
+    Matcher(#[from] heddle_proto::MatcherConvertError),
     #[error("tsdb of tenant {tenant}: {source}")]
     Tsdb {
         tenant: TenantId,
@@ -20,6 +18,11 @@ pub enum IngesterError {
     NotReady(String),
     #[error("ingester is shutting down")]
     Stopping,
+    #[error(
+        "err-heddle-ingester-instance-limit: this ingester reached its limit `ingester.instance_limits.{limit}` \
+         of {value}; retry with backoff, or raise the limit or add ingesters"
+    )]
+    InstanceLimit { limit: &'static str, value: String },
     #[error("internal task failed: {0}")]
     Task(String),
 }
@@ -30,10 +33,10 @@ impl IngesterError {
     pub fn to_status(&self) -> tonic::Status {
         let msg = self.to_string();
         match self {
-            IngesterError::Decode(_) | IngesterError::Matcher(_) | IngesterError::MatcherType(_) => {
-                tonic::Status::invalid_argument(msg)
+            IngesterError::Decode(_) | IngesterError::Matcher(_) => tonic::Status::invalid_argument(msg),
+            IngesterError::NotReady(_) | IngesterError::Stopping | IngesterError::InstanceLimit { .. } => {
+                tonic::Status::unavailable(msg)
             }
-            IngesterError::NotReady(_) | IngesterError::Stopping => tonic::Status::unavailable(msg),
             IngesterError::Tsdb { .. } | IngesterError::Task(_) => tonic::Status::internal(msg),
         }
     }

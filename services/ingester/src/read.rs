@@ -4,32 +4,22 @@ use crate::convert::matchers;
 use crate::error::IngesterError;
 use crate::ingester::Ingester;
 use bytes::Bytes;
-use heddle_model::{Labels, TenantId};
+use heddle_model::TenantId;
 use heddle_proto::ingester::{
     LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
     QueryStreamResponse, SeriesRequest, SeriesResponse,
 };
 use heddle_proto::prometheus::{self as pb, chunk::Encoding};
-use heddle_proto::{IngesterClient, QueryStream};
+use heddle_proto::{IngesterClient, QueryStream, labels_to_proto};
 use heddle_tsdb::SeriesChunks;
 use std::collections::BTreeSet;
 
 /// Series per `QueryStreamResponse` message: keeps messages well under gRPC's 4 MiB default.
 const SERIES_PER_MESSAGE: usize = 128;
 
-fn labels_to_pb(labels: &Labels) -> Vec<pb::Label> {
-    labels
-        .iter()
-        .map(|l| pb::Label {
-            name: l.name.to_owned(),
-            value: l.value.to_owned(),
-        })
-        .collect()
-}
-
 fn chunked(series: SeriesChunks) -> pb::ChunkedSeries {
     pb::ChunkedSeries {
-        labels: labels_to_pb(&series.labels),
+        labels: labels_to_proto(&series.labels),
         chunks: series
             .chunks
             .into_iter()
@@ -107,7 +97,7 @@ impl IngesterClient for Ingester {
             series: all
                 .iter()
                 .map(|l| pb::Labels {
-                    labels: labels_to_pb(l),
+                    labels: labels_to_proto(l),
                 })
                 .collect(),
         })

@@ -1,0 +1,102 @@
+//! Mapping between wire types and the model, used at every edge that speaks protobuf.
+
+use crate::prometheus::{Label, LabelMatcher, label_matcher::Type};
+use heddle_model::{Labels, MatchType, Matcher, MatcherError};
+
+/// A wire matcher that cannot become a model matcher.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MatcherConvertError {
+    #[error("unknown label matcher type {kind} for label {name:?}; expected 0 (EQ), 1 (NEQ), 2 (RE) or 3 (NRE)")]
+    UnknownType { kind: i32, name: String },
+    #[error(transparent)]
+    Invalid(#[from] MatcherError),
+}
+
+/// A wire matcher as a model matcher; regexes are compiled (and checked) here.
+pub fn matcher_from_proto(m: &LabelMatcher) -> Result<Matcher, MatcherConvertError> {
+    let kind = match Type::try_from(m.r#type) {
+        Ok(Type::Eq) => MatchType::Equal,
+        Ok(Type::Neq) => MatchType::NotEqual,
+        Ok(Type::Re) => MatchType::RegexMatch,
+        Ok(Type::Nre) => MatchType::RegexNoMatch,
+        Err(_) => {
+            return Err(MatcherConvertError::UnknownType {
+                kind: m.r#type,
+                name: m.name.clone(),
+            });
+        }
+    };
+    Ok(Matcher::new(kind, m.name.as_str(), m.value.as_str())?)
+}
+
+/// Every wire matcher of a query as model matchers.
+pub fn matchers_from_proto(wire: &[LabelMatcher]) -> Result<Vec<Matcher>, MatcherConvertError> {
+    wire.iter().map(matcher_from_proto).collect()
+}
+
+/// A model matcher as sent on the wire.
+pub fn matcher_to_proto(m: &Matcher) -> LabelMatcher {
+    let kind = match m.kind() {
+        MatchType::Equal => Type::Eq,
+        MatchType::NotEqual => Type::Neq,
+        MatchType::RegexMatch => Type::Re,
+        MatchType::RegexNoMatch => Type::Nre,
+    };
+    LabelMatcher {
+        r#type: kind as i32,
+        name: m.name().to_owned(),
+        value: m.value().to_owned(),
+    }
+}
+
+/// A label set on the wire, in its (sorted) order.
+pub fn labels_to_proto(labels: &Labels) -> Vec<Label> {
+    labels
+        .iter()
+        .map(|l| Label {
+            name: l.name.to_owned(),
+            value: l.value.to_owned(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matcher_round_trip_and_errors() {
+        for (t, kind) in [
+            (Type::Eq, MatchType::Equal),
+            (Type::Neq, MatchType::NotEqual),
+            (Type::Re, MatchType::RegexMatch),
+            (Type::Nre, MatchType::RegexNoMatch),
+        ] {
+            let p = LabelMatcher {
+                r#type: t as i32,
+                name: "job".into(),
+                value: "a.*".into(),
+            };
+            let m = matcher_from_proto(&p).unwrap();
+            assert_eq!(m.kind(), kind, "type {t:?}");
+            assert_eq!(matcher_to_proto(&m), p, "type {t:?}");
+        }
+        let bad = LabelMatcher {
+            r#type: Type::Re as i32,
+            name: "job".into(),
+            value: "(".into(),
+        };
+        assert!(matches!(matcher_from_proto(&bad), Err(MatcherConvertError::Invalid(_))));
+        let unknown = LabelMatcher {
+            r#type: 9,
+            name: "job".into(),
+            value: "x".into(),
+        };
+        let err = matcher_from_proto(&unknown).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown label matcher type 9 for label \"job\""),
+            "{err}"
+        );
+    }
+}
