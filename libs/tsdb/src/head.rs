@@ -1,8 +1,8 @@
 //! The in-memory head of one tenant's TSDB: series with their chunks, the index that finds them, and the
 //! WAL that makes appends durable.
 //!
-//! Layout on disk: `<dir>/wal/` (Prometheus WAL segments). Completed chunks are still held in memory; they
-//! move to `chunks_head/` files later (see `series::HeadChunk`).
+//! Layout on disk: `<dir>/wal/` (Prometheus WAL segments) and `<dir>/chunks_head/` (completed chunks, memory
+//! mapped for reads; see [`crate::chunks_head`]). A series holds only its open chunk in memory.
 //!
 //! Split by concern as Prometheus splits `head.go`: `append` (batches, WAL, chunk appends), `read`
 //! (queries), `replay` (startup), `index` (symbols, series lookup, postings, matchers), `series` (one
@@ -17,11 +17,13 @@ mod series;
 mod symbols;
 
 #[cfg(test)]
+mod mmap_tests;
+#[cfg(test)]
 mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use append::{AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError};
 pub use read::{ChunkData, HeadStats, SeriesChunks};
@@ -31,7 +33,9 @@ use append::Appender;
 use index::HeadIndex;
 use series::CutPolicy;
 
+use crate::chunks_head::{CHUNKS_HEAD_DIR, ChunkDiskMapper};
 use crate::error::TsdbError;
+use crate::file::{FileCreator, StdFiles};
 
 /// Name of the WAL directory inside a head directory.
 pub const WAL_DIR: &str = "wal";
@@ -47,6 +51,8 @@ pub struct HeadOptions {
     pub chunk_target_samples: u16,
     /// Chunks never cross a multiple of this range (ms). Default 2 h, the block range.
     pub chunk_range_ms: i64,
+    /// Maximum size of a `chunks_head/` file. Default 128 MiB, as Prometheus.
+    pub chunks_head_file_size: u64,
 }
 
 impl Default for HeadOptions {
@@ -56,6 +62,7 @@ impl Default for HeadOptions {
             wal_segment_size: heddle_wal::DEFAULT_SEGMENT_SIZE,
             chunk_target_samples: 120,
             chunk_range_ms: 2 * 60 * 60 * 1000,
+            chunks_head_file_size: crate::chunks_head::DEFAULT_MAX_FILE_SIZE,
         }
     }
 }
@@ -84,6 +91,7 @@ pub struct Head {
     dir: PathBuf,
     policy: CutPolicy,
     index: RwLock<HeadIndex>,
+    chunks: ChunkDiskMapper,
     appender: Mutex<Appender>,
     num_series: AtomicU64,
     samples_appended: AtomicU64,
@@ -92,14 +100,28 @@ pub struct Head {
 }
 
 impl Head {
-    /// Opens the head in `dir` (created if missing): replays `dir/wal`, repairing a corrupt tail, then opens the
-    /// WAL for appending in a new segment.
+    /// Opens the head in `dir` (created if missing): scans `chunks_head/` (cutting off a corrupt tail), replays
+    /// `dir/wal` (repairing a corrupt tail) skipping samples already in those chunks, then opens the WAL for
+    /// appending in a new segment.
     pub fn open(dir: &Path, opts: HeadOptions) -> Result<(Head, ReplayStats), TsdbError> {
+        Self::open_with_files(dir, opts, Arc::new(StdFiles))
+    }
+
+    /// [`Head::open`] with the file interface `chunks_head/` files are written through (tests inject faults).
+    pub fn open_with_files(
+        dir: &Path,
+        opts: HeadOptions,
+        files: Arc<dyn FileCreator>,
+    ) -> Result<(Head, ReplayStats), TsdbError> {
         opts.validate()?;
         std::fs::create_dir_all(dir).map_err(|source| TsdbError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
+        let started = std::time::Instant::now();
+        let chunks_dir = dir.join(CHUNKS_HEAD_DIR);
+        let scanned = crate::chunks_head::scan(&chunks_dir)?;
+        let chunks = ChunkDiskMapper::open(&chunks_dir, opts.chunks_head_file_size, files, &scanned)?;
         let head = Head {
             dir: dir.to_path_buf(),
             policy: CutPolicy {
@@ -107,6 +129,7 @@ impl Head {
                 range_ms: opts.chunk_range_ms,
             },
             index: RwLock::new(HeadIndex::new()),
+            chunks,
             appender: Mutex::new(Appender::default()),
             num_series: AtomicU64::new(0),
             samples_appended: AtomicU64::new(0),
@@ -114,16 +137,23 @@ impl Head {
             max_time: AtomicI64::new(i64::MIN),
         };
         let wal_dir = dir.join(WAL_DIR);
-        let started = std::time::Instant::now();
-        let stats = head.replay_wal(&wal_dir)?;
+        let mut stats = ReplayStats {
+            mmapped_chunks: scanned.num_chunks,
+            chunks_head_repaired: scanned.corruption.clone(),
+            ..ReplayStats::default()
+        };
+        head.replay_wal(&wal_dir, scanned.chunks, &mut stats)?;
         tracing::info!(
             dir = %dir.display(),
             series = stats.series,
             samples = stats.samples,
+            mmapped_chunks = stats.mmapped_chunks,
+            samples_in_mmapped_chunks = stats.samples_in_mmapped_chunks,
             unknown_ref_samples = stats.unknown_ref_samples,
-            repaired = stats.wal_repaired.is_some(),
+            wal_repaired = stats.wal_repaired.is_some(),
+            chunks_head_repaired = stats.chunks_head_repaired.is_some(),
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "head replayed its wal"
+            "head replayed chunks_head and its wal"
         );
         let wal = heddle_wal::Wal::open(
             &wal_dir,
@@ -141,20 +171,29 @@ impl Head {
         &self.dir
     }
 
-    /// Fsyncs the WAL.
+    /// Fsyncs the WAL (and writes buffered `chunks_head/` chunks to their file).
     pub fn sync(&self) -> Result<(), TsdbError> {
+        self.chunks.flush()?;
         let mut app = lock(&self.appender);
         let wal = app.wal.as_mut().ok_or(TsdbError::Closed)?;
         Ok(wal.sync()?)
     }
 
-    /// Closes the WAL (padding and fsyncing it). Later appends fail with [`TsdbError::Closed`]; queries still
-    /// work. Closing twice is a no-op.
+    /// Closes the WAL (padding and fsyncing it) and flushes `chunks_head/`. Later appends fail with
+    /// [`TsdbError::Closed`]; queries still work. Closing twice is a no-op.
     pub fn close(&self) -> Result<(), TsdbError> {
         let wal = lock(&self.appender).wal.take();
+        self.chunks.close()?;
         match wal {
             Some(wal) => Ok(wal.close()?),
             None => Ok(()),
+        }
+    }
+
+    fn sink(&self) -> series::ChunkSink<'_> {
+        series::ChunkSink {
+            policy: self.policy,
+            mapper: &self.chunks,
         }
     }
 
@@ -169,14 +208,14 @@ impl Head {
 }
 
 /// Locks a mutex; a panic elsewhere while it was held does not make the head unusable.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(PoisonError::into_inner)
 }

@@ -5,10 +5,13 @@
 //! and nothing of the WAL's byte layout (`heddle-wal` owns that).
 
 pub mod chunkenc;
+pub mod chunks_head;
 mod error;
+pub mod file;
 pub mod head;
 pub mod record;
 
+pub use chunks_head::ChunksHeadCorruption;
 pub use error::{ChunkError, TsdbError};
 pub use head::{
     AppendErrorKind, AppendOutcome, AppendSeries, ChunkData, Head, HeadOptions, HeadStats, ReplayStats,

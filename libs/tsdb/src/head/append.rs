@@ -244,7 +244,7 @@ impl Head {
             }
             let mut state = lock(&series.state);
             for s in samples {
-                if let Err(e) = state.append(s.t, s.v, self.policy) {
+                if let Err(e) = state.append(series.series_ref, s.t, s.v, self.sink()) {
                     // Unreachable with a cut policy below the chunk's capacity; the sample is in the WAL.
                     tracing::error!(series_ref = series.series_ref, t = s.t, error = %e, "cannot store sample");
                     continue;

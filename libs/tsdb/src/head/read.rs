@@ -54,7 +54,7 @@ impl Head {
         let with_chunks: Vec<(Arc<MemSeries>, Vec<ChunkData>)> = selected
             .into_iter()
             .filter_map(|s| {
-                let chunks = lock(&s.state).chunks(mint, maxt);
+                let chunks = lock(&s.state).chunks(mint, maxt, &self.chunks);
                 (!chunks.is_empty()).then_some((s, chunks))
             })
             .collect();

@@ -15,6 +15,7 @@ use heddle_model::LabelRef;
 use super::index::hash_labels;
 use super::series::{Verdict, judge};
 use super::{Head, lock, read, write};
+use crate::chunks_head::MappedChunk;
 use crate::error::TsdbError;
 use crate::record::{self, Record, RefSample, RefSeries};
 
@@ -46,18 +47,32 @@ pub struct ReplayStats {
     pub undecodable_records: u64,
     /// Records of types the head does not replay (tombstones, exemplars, metadata...).
     pub ignored_records: u64,
+    /// Chunks found in `chunks_head/`.
+    pub mmapped_chunks: u64,
+    /// Chunks in `chunks_head/` of series no WAL record names (dropped).
+    pub orphan_mmapped_chunks: u64,
+    /// WAL samples skipped because a chunk in `chunks_head/` already holds them.
+    pub samples_in_mmapped_chunks: u64,
+    /// The corrupt tail of `chunks_head/` that was cut off, if any (the WAL replayed its samples).
+    pub chunks_head_repaired: Option<crate::ChunksHeadCorruption>,
 }
 
 impl Head {
-    pub(super) fn replay_wal(&self, wal_dir: &Path) -> Result<ReplayStats, TsdbError> {
-        let mut stats = ReplayStats::default();
+    /// Replays `wal_dir` into the head. `mapped` holds the chunks found in `chunks_head/` by series ref; each is
+    /// given to its series when the series is created, and WAL samples they already hold are skipped.
+    pub(super) fn replay_wal(
+        &self,
+        wal_dir: &Path,
+        mut mapped: HashMap<u64, Vec<MappedChunk>>,
+        stats: &mut ReplayStats,
+    ) -> Result<(), TsdbError> {
         // Refs of duplicate series records -> the ref of the series that has those labels.
         let mut aliases: HashMap<u64, u64> = HashMap::new();
         let mut range = (i64::MAX, i64::MIN);
         let report = heddle_wal::replay(wal_dir, |rec: &[u8]| -> Result<(), TsdbError> {
             match record::decode(rec) {
-                Ok(Record::Series(series)) => self.replay_series(&series, &mut aliases, &mut stats),
-                Ok(Record::Samples(samples)) => self.replay_samples(&samples, &aliases, &mut stats, &mut range),
+                Ok(Record::Series(series)) => self.replay_series(&series, &mut aliases, &mut mapped, stats),
+                Ok(Record::Samples(samples)) => self.replay_samples(&samples, &aliases, stats, &mut range),
                 Ok(_) => stats.ignored_records += 1,
                 Err(e) => {
                     if stats.undecodable_records == 0 {
@@ -72,11 +87,18 @@ impl Head {
         stats.wal_segments = report.segments;
         stats.wal_bytes = report.bytes;
         stats.wal_repaired = report.repaired;
+        stats.orphan_mmapped_chunks = mapped.values().map(|c| c.len() as u64).sum();
         self.note_samples(stats.samples, range.0, range.1);
-        Ok(stats)
+        Ok(())
     }
 
-    fn replay_series(&self, records: &[RefSeries], aliases: &mut HashMap<u64, u64>, stats: &mut ReplayStats) {
+    fn replay_series(
+        &self,
+        records: &[RefSeries],
+        aliases: &mut HashMap<u64, u64>,
+        mapped: &mut HashMap<u64, Vec<MappedChunk>>,
+        stats: &mut ReplayStats,
+    ) {
         let mut index = write(&self.index);
         for rec in records {
             let labels: Vec<LabelRef<'_>> = rec.labels.iter().collect();
@@ -93,7 +115,15 @@ impl Head {
                 stats.conflicting_series += 1;
                 continue;
             }
-            index.create(hash, &labels, Some(rec.series_ref), true);
+            let series = index.create(hash, &labels, Some(rec.series_ref), true);
+            if let Some(chunks) = mapped.remove(&rec.series_ref) {
+                let (lo, hi) = (chunks.first().map(|c| c.min_time), chunks.last().map(|c| c.max_time));
+                lock(&series.state).attach_mapped(chunks, &self.chunks);
+                if let (Some(lo), Some(hi)) = (lo, hi) {
+                    self.min_time.fetch_min(lo, Ordering::Relaxed);
+                    self.max_time.fetch_max(hi, Ordering::Relaxed);
+                }
+            }
             stats.series += 1;
         }
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
@@ -122,12 +152,17 @@ impl Head {
                 continue;
             };
             let mut state = lock(&series.state);
+            let covered = state.mapped_max_time();
             for s in run_samples {
+                if s.t <= covered {
+                    stats.samples_in_mmapped_chunks += 1;
+                    continue;
+                }
                 if judge(state.last(), s.t, s.v.to_bits()) != Verdict::Append {
                     stats.skipped_samples += 1;
                     continue;
                 }
-                match state.append(s.t, s.v, self.policy) {
+                match state.append(series.series_ref, s.t, s.v, self.sink()) {
                     Ok(_) => {
                         stats.samples += 1;
                         range.0 = range.0.min(s.t);

@@ -1,5 +1,5 @@
-//! One series in the head: its labels (as symbol ids), its open XOR chunk, its completed chunks, and the last
-//! sample, which decides whether the next one is in order.
+//! One series in the head: its labels (as symbol ids), its open XOR chunk, references to its completed chunks
+//! in `chunks_head/`, and the last sample, which decides whether the next one is in order.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,19 +7,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 
 use super::read::ChunkData;
-use crate::chunkenc::XorChunk;
+use crate::chunkenc::{XorChunk, XorIter};
+use crate::chunks_head::{ChunkDiskMapper, MappedChunk};
 use crate::error::ChunkError;
 
 /// Hard cap on an open XOR chunk's size: a chunk of this many bytes or more is cut before the next sample,
-/// so no chunk exceeds 1024 bytes (one sample adds at most 19 bytes). Prometheus' rule since PR #12054.
+/// so no chunk exceeds 1024 bytes (one sample adds at most 19 bytes). Prometheus caps XOR chunks at 1024
+/// bytes (PR #12054); cutting before a sample could cross it keeps the same bound without re-encoding.
 pub(crate) const MAX_XOR_CHUNK_BYTES: usize = 1005;
 
-/// When to cut the open chunk.
+/// When to cut the open chunk, as Prometheus' `head_append.go` does:
 ///
-/// Simplified from Prometheus (`head_append.go`): it cuts at the target count (120) exactly, while
-/// Prometheus predicts, from the first quarter of the chunk, a cut time that spreads samples evenly over the
-/// chunk range (and cuts at twice the target at the latest). Like Prometheus it also cuts at the byte cap
-/// and never lets a chunk cross a chunk-range boundary, so a block never needs to split a head chunk.
+/// - a new chunk may run until the end of its chunk range (chunks never cross a multiple of `range_ms`, so a
+///   block never splits a head chunk);
+/// - once it holds a quarter of the target (30 of 120), the cut time is predicted so that the rest of the
+///   chunk range is split evenly into chunks of about the target size, at the observed sample rate
+///   (`computeChunkEndTime`);
+/// - it is cut at twice the target at the latest (the rate went up since the prediction);
+/// - and before the byte cap would be crossed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CutPolicy {
     pub(crate) target_samples: u16,
@@ -35,42 +40,14 @@ impl CutPolicy {
     }
 }
 
-/// A completed chunk of a series.
-///
-/// The seam for `chunks_head/`: completed chunks will be written to memory-mapped files and referred to by
-/// file position instead of being held here.
-#[derive(Debug, Clone)]
-pub(crate) enum HeadChunk {
-    /// Bytes held in memory.
-    InMemory { min_time: i64, max_time: i64, data: Bytes },
-}
-
-impl HeadChunk {
-    fn min_time(&self) -> i64 {
-        match self {
-            HeadChunk::InMemory { min_time, .. } => *min_time,
-        }
+/// Prometheus' `computeChunkEndTime(start, cur, max, 4)`: the chunk holding samples from `start` to `cur` is
+/// a quarter full; split [start, max) into equal chunks at that rate and end this one after the first.
+fn compute_chunk_end(start: i64, cur: i64, max: i64) -> i64 {
+    let n = (max as f64 - start as f64) / ((cur as f64 - start as f64 + 1.0) * 4.0);
+    if n <= 1.0 {
+        return max;
     }
-
-    fn max_time(&self) -> i64 {
-        match self {
-            HeadChunk::InMemory { max_time, .. } => *max_time,
-        }
-    }
-
-    fn to_data(&self) -> ChunkData {
-        match self {
-            HeadChunk::InMemory {
-                min_time,
-                max_time,
-                data,
-            } => ChunkData {
-                min_time: *min_time,
-                max_time: *max_time,
-                data: data.clone(),
-            },
-        }
-    }
+    (start as f64 + (max as f64 - start as f64) / n.floor()) as i64
 }
 
 /// A series: immutable identity plus mutable sample state behind its own lock.
@@ -113,9 +90,13 @@ impl MemSeries {
 #[derive(Debug, Default)]
 pub(crate) struct SeriesState {
     open: XorChunk,
-    /// Timestamps from here on go to a new chunk (end of the open chunk's chunk range).
-    open_end: i64,
-    completed: Vec<HeadChunk>,
+    /// Timestamps from here on go to a new chunk.
+    next_at: i64,
+    /// Completed chunks in `chunks_head/`, oldest first.
+    mapped: Vec<MappedChunk>,
+    /// Completed chunks whose write to `chunks_head/` failed, kept in memory (normally `None`).
+    #[allow(clippy::box_collection)] // 8 bytes per series instead of 24 for a field that is almost always empty.
+    unwritten: Option<Box<Vec<ChunkData>>>,
     /// Timestamp and value bits of the newest sample.
     last: Option<(i64, u64)>,
 }
@@ -147,56 +128,103 @@ pub(crate) fn judge(last: Option<(i64, u64)>, t: i64, v: u64) -> Verdict {
     }
 }
 
+/// Where cut chunks go.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChunkSink<'a> {
+    pub(crate) policy: CutPolicy,
+    pub(crate) mapper: &'a ChunkDiskMapper,
+}
+
 impl SeriesState {
     pub(crate) fn last(&self) -> Option<(i64, u64)> {
         self.last
     }
 
+    /// End time of the newest chunk in `chunks_head/` (`i64::MIN` without one): WAL replay skips samples up to
+    /// it, since they are already in those chunks.
+    pub(crate) fn mapped_max_time(&self) -> i64 {
+        self.mapped.last().map_or(i64::MIN, |c| c.max_time)
+    }
+
+    /// Gives a series with no samples yet its chunks found in `chunks_head/` at startup. Its newest sample is
+    /// read from the last of them, so appends are judged against it.
+    pub(crate) fn attach_mapped(&mut self, chunks: Vec<MappedChunk>, mapper: &ChunkDiskMapper) {
+        debug_assert!(
+            self.open.is_empty() && self.mapped.is_empty(),
+            "series already has samples"
+        );
+        let Some(newest) = chunks.last() else { return };
+        self.last = mapper
+            .chunk(newest.chunk_ref)
+            .ok()
+            .and_then(|data| XorIter::new(&data).last())
+            .map(|s| (s.t, s.v.to_bits()))
+            .or(Some((newest.max_time, f64::NAN.to_bits())));
+        self.mapped = chunks;
+        self.mapped.shrink_to_fit();
+    }
+
     /// Appends a sample the caller has judged [`Verdict::Append`], cutting the open chunk first when the
     /// policy says so. Returns whether a chunk was cut.
-    pub(crate) fn append(&mut self, t: i64, v: f64, policy: CutPolicy) -> Result<bool, ChunkError> {
+    pub(crate) fn append(&mut self, series_ref: u64, t: i64, v: f64, sink: ChunkSink<'_>) -> Result<bool, ChunkError> {
         debug_assert_eq!(
             judge(self.last, t, v.to_bits()),
             Verdict::Append,
             "sample at {t} is not in order"
         );
+        let policy = sink.policy;
         let mut cut = false;
-        if !self.open.is_empty()
-            && (self.open.num_samples() >= policy.target_samples
+        if !self.open.is_empty() {
+            let n = self.open.num_samples();
+            if n == policy.target_samples / 4
+                && let (Some(lo), Some(hi)) = (self.open.min_time(), self.open.max_time())
+            {
+                self.next_at = compute_chunk_end(lo, hi, self.next_at);
+            }
+            if t >= self.next_at
+                || n >= policy.target_samples.saturating_mul(2)
                 || self.open.bytes().len() >= MAX_XOR_CHUNK_BYTES
-                || t >= self.open_end)
-        {
-            self.cut();
-            cut = true;
+            {
+                self.cut(series_ref, sink.mapper);
+                cut = true;
+            }
         }
         if self.open.is_empty() {
-            self.open_end = policy.range_end(t);
+            self.next_at = policy.range_end(t);
         }
         self.open.append(t, v)?;
         self.last = Some((t, v.to_bits()));
         Ok(cut)
     }
 
-    fn cut(&mut self) {
+    /// Moves the open chunk to `chunks_head/` (or, if that write fails, to memory).
+    fn cut(&mut self, series_ref: u64, mapper: &ChunkDiskMapper) {
         let done = std::mem::take(&mut self.open);
-        if let (Some(min_time), Some(max_time)) = (done.min_time(), done.max_time()) {
-            let mut data = done.into_bytes();
-            data.shrink_to_fit();
-            self.completed.push(HeadChunk::InMemory {
+        let (Some(min_time), Some(max_time)) = (done.min_time(), done.max_time()) else {
+            return;
+        };
+        match mapper.write_chunk(series_ref, min_time, max_time, done.bytes()) {
+            Ok(chunk_ref) => self.mapped.push(MappedChunk {
+                chunk_ref,
                 min_time,
                 max_time,
-                data: Bytes::from(data),
-            });
+            }),
+            Err(e) => {
+                tracing::error!(series_ref, error = %e, "cannot write chunk to chunks_head, keeping it in memory");
+                self.unwritten.get_or_insert_default().push(ChunkData {
+                    min_time,
+                    max_time,
+                    data: Bytes::from(done.into_bytes()),
+                });
+            }
         }
     }
 
     /// Oldest and newest sample timestamps.
     pub(crate) fn time_range(&self) -> Option<(i64, i64)> {
-        let min = self
-            .completed
-            .first()
-            .map(HeadChunk::min_time)
-            .or(self.open.min_time())?;
+        let mapped = self.mapped.first().map(|c| c.min_time);
+        let unwritten = self.unwritten.as_ref().and_then(|u| u.first()).map(|c| c.min_time);
+        let min = [mapped, unwritten, self.open.min_time()].into_iter().flatten().min()?;
         let max = self.last.map(|(t, _)| t)?;
         Some((min, max))
     }
@@ -206,17 +234,27 @@ impl SeriesState {
         self.time_range().is_some_and(|(lo, hi)| lo <= maxt && hi >= mint)
     }
 
-    /// Completed and open chunks that overlap [mint, maxt], oldest first; the open chunk is copied.
-    pub(crate) fn chunks(&self, mint: i64, maxt: i64) -> Vec<ChunkData> {
-        let mut out: Vec<ChunkData> = self
-            .completed
-            .iter()
-            .filter(|c| c.min_time() <= maxt && c.max_time() >= mint)
-            .map(HeadChunk::to_data)
-            .collect();
+    /// Chunks that overlap [mint, maxt], oldest first; the open chunk is copied. A chunk that cannot be read
+    /// back from `chunks_head/` (damaged on disk) is left out and logged: a corrupt sample is never served.
+    pub(crate) fn chunks(&self, mint: i64, maxt: i64, mapper: &ChunkDiskMapper) -> Vec<ChunkData> {
+        let overlaps = |lo: i64, hi: i64| lo <= maxt && hi >= mint;
+        let mut out: Vec<ChunkData> = Vec::new();
+        for c in self.mapped.iter().filter(|c| overlaps(c.min_time, c.max_time)) {
+            match mapper.chunk(c.chunk_ref) {
+                Ok(data) => out.push(ChunkData {
+                    min_time: c.min_time,
+                    max_time: c.max_time,
+                    data,
+                }),
+                Err(e) => tracing::error!(chunk_ref = c.chunk_ref, error = %e, "skipping unreadable head chunk"),
+            }
+        }
+        if let Some(unwritten) = &self.unwritten {
+            out.extend(unwritten.iter().filter(|c| overlaps(c.min_time, c.max_time)).cloned());
+            out.sort_by_key(|c| c.min_time);
+        }
         if let (Some(lo), Some(hi)) = (self.open.min_time(), self.open.max_time())
-            && lo <= maxt
-            && hi >= mint
+            && overlaps(lo, hi)
         {
             out.push(ChunkData {
                 min_time: lo,
@@ -225,12 +263,6 @@ impl SeriesState {
             });
         }
         out
-    }
-
-    /// Number of chunks, the open one included.
-    #[cfg(test)]
-    pub(crate) fn num_chunks(&self) -> usize {
-        self.completed.len() + usize::from(!self.open.is_empty())
     }
 }
 
@@ -259,36 +291,99 @@ mod tests {
         }
     }
 
+    /// A mapper writing to a fresh temporary directory.
+    fn mapper() -> (tempfile::TempDir, ChunkDiskMapper) {
+        let dir = tempfile::tempdir().unwrap();
+        let m = ChunkDiskMapper::open(
+            dir.path(),
+            crate::chunks_head::DEFAULT_MAX_FILE_SIZE,
+            std::sync::Arc::new(crate::file::StdFiles),
+            &Default::default(),
+        )
+        .unwrap();
+        (dir, m)
+    }
+
+    fn counts(chunks: &[ChunkData]) -> Vec<usize> {
+        chunks.iter().map(|c| decode_xor(&c.data).unwrap().len()).collect()
+    }
+
     #[test]
-    fn cuts_at_target_samples() {
+    fn predicted_cuts_spread_samples_over_the_chunk_range() {
+        let (_d, m) = mapper();
+        let sink = ChunkSink {
+            policy: POLICY,
+            mapper: &m,
+        };
         let mut s = SeriesState::default();
-        for i in 0..250 {
-            s.append(i * 1000, i as f64, POLICY).unwrap();
+        // 15 s interval over one 2 h range: 480 samples, cut into 4 chunks of 120 as in Prometheus.
+        for i in 0..480 {
+            s.append(1, i * 15_000, i as f64, sink).unwrap();
         }
-        assert_eq!(s.num_chunks(), 3);
-        let chunks = s.chunks(i64::MIN, i64::MAX);
-        let counts: Vec<usize> = chunks.iter().map(|c| decode_xor(&c.data).unwrap().len()).collect();
-        assert_eq!(counts, vec![120, 120, 10]);
-        assert_eq!((chunks[1].min_time, chunks[1].max_time), (120_000, 239_000));
-        assert_eq!(s.time_range(), Some((0, 249_000)));
+        let chunks = s.chunks(i64::MIN, i64::MAX, &m);
+        assert_eq!(counts(&chunks), vec![120, 120, 120, 120]);
+        assert_eq!((chunks[1].min_time, chunks[1].max_time), (1_800_000, 3_585_000));
+        assert_eq!(s.time_range(), Some((0, 479 * 15_000)));
+        assert_eq!(s.mapped_max_time(), 359 * 15_000, "three chunks are in chunks_head");
+        // 1 s interval: the prediction at 30 samples gives ~117-sample chunks that end exactly at the range end.
+        let mut s = SeriesState::default();
+        for i in 0..7_200 {
+            s.append(2, i * 1000, 1.0, sink).unwrap();
+        }
+        let chunks = s.chunks(i64::MIN, i64::MAX, &m);
+        let c = counts(&chunks);
+        assert!(c.iter().all(|&n| (100..=125).contains(&n)), "chunk sizes {c:?}");
+        assert_eq!(c.iter().sum::<usize>(), 7_200);
+    }
+
+    #[test]
+    fn compute_chunk_end_matches_prometheus() {
+        for (name, start, cur, max, want) in [
+            ("quarter of a 2h range at 1s", 0, 29_000, 7_200_000, 116_129),
+            ("already past a quarter", 0, 3_000_000, 7_200_000, 7_200_000),
+            ("at 15s", 0, 435_000, 7_200_000, 1_800_000),
+        ] {
+            assert_eq!(compute_chunk_end(start, cur, max), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn cuts_at_twice_the_target_when_the_rate_rises() {
+        let (_d, m) = mapper();
+        let sink = ChunkSink {
+            policy: POLICY,
+            mapper: &m,
+        };
+        let mut s = SeriesState::default();
+        // 30 samples at 60 s predict a chunk of 1 h; then samples arrive every 10 ms.
+        for i in 0..30 {
+            s.append(1, i * 60_000, 0.0, sink).unwrap();
+        }
+        for i in 0..600 {
+            s.append(1, 1_800_000 + i * 10, 0.0, sink).unwrap();
+        }
+        let c = counts(&s.chunks(i64::MIN, i64::MAX, &m));
+        assert_eq!(c[0], 240, "chunk sizes {c:?}");
     }
 
     #[test]
     fn cuts_at_byte_cap() {
-        let mut s = SeriesState::default();
+        let (_d, m) = mapper();
         let policy = CutPolicy {
             target_samples: 1000,
             ..POLICY
         };
+        let sink = ChunkSink { policy, mapper: &m };
+        let mut s = SeriesState::default();
         // Random value bits need ~70 bits a sample: the byte cap cuts long before the sample target.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..300i64 {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            s.append(i, f64::from_bits(x), policy).unwrap();
+            s.append(1, i, f64::from_bits(x), sink).unwrap();
         }
-        let chunks = s.chunks(i64::MIN, i64::MAX);
+        let chunks = s.chunks(i64::MIN, i64::MAX, &m);
         assert!(chunks.len() >= 3, "expected byte-cap cuts, got {} chunks", chunks.len());
         for c in &chunks {
             assert!(c.data.len() <= 1024, "chunk of {} bytes", c.data.len());
@@ -297,22 +392,26 @@ mod tests {
             chunks[0].data.len() > MAX_XOR_CHUNK_BYTES,
             "the first chunk was filled to the cap"
         );
-        let total: usize = chunks.iter().map(|c| decode_xor(&c.data).unwrap().len()).sum();
-        assert_eq!(total, 300);
+        assert_eq!(counts(&chunks).iter().sum::<usize>(), 300);
     }
 
     #[test]
     fn never_crosses_a_chunk_range_boundary() {
+        let (_d, m) = mapper();
+        let sink = ChunkSink {
+            policy: POLICY,
+            mapper: &m,
+        };
         let mut s = SeriesState::default();
         for t in [7_199_000, 7_199_500, 7_200_000, 7_201_000] {
-            s.append(t, 1.0, POLICY).unwrap();
+            s.append(1, t, 1.0, sink).unwrap();
         }
-        let chunks = s.chunks(i64::MIN, i64::MAX);
+        let chunks = s.chunks(i64::MIN, i64::MAX, &m);
         let ranges: Vec<(i64, i64)> = chunks.iter().map(|c| (c.min_time, c.max_time)).collect();
         assert_eq!(ranges, vec![(7_199_000, 7_199_500), (7_200_000, 7_201_000)]);
         // Time filtering keeps only overlapping chunks.
-        assert_eq!(s.chunks(7_200_500, 7_300_000).len(), 1);
-        assert_eq!(s.chunks(0, 10).len(), 0);
+        assert_eq!(s.chunks(7_200_500, 7_300_000, &m).len(), 1);
+        assert_eq!(s.chunks(0, 10, &m).len(), 0);
         assert!(s.overlaps(7_201_000, 7_201_000));
         assert!(!s.overlaps(7_201_001, i64::MAX));
     }

@@ -1,0 +1,169 @@
+//! Startup scan of `chunks_head/`: validate every chunk, cut the files at the first bad one, and list each
+//! series' chunks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use super::format::{ENC_XOR, FILE_HEADER_LEN, OOO_FLAG, check_file_header, chunk_ref, decode_chunk};
+use super::{MappedChunk, file_path, map_file};
+use crate::error::TsdbError;
+use crate::file::sync_dir;
+
+/// Where `chunks_head/` stopped being readable, and what was cut off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunksHeadCorruption {
+    /// Sequence number of the file (its name).
+    pub file: u32,
+    /// Byte offset of the first bad chunk; the file was cut there (a file with a bad header is deleted).
+    pub offset: u64,
+    /// What was wrong.
+    pub reason: String,
+    /// Later files deleted with it.
+    pub files_deleted: u32,
+}
+
+/// What a scan found.
+#[derive(Debug, Default)]
+pub(crate) struct ScanReport {
+    /// Files kept, ascending.
+    pub(crate) files: Vec<u32>,
+    /// Chunks by series ref, in file order (which is time order within a series).
+    pub(crate) chunks: HashMap<u64, Vec<MappedChunk>>,
+    /// Newest chunk end per file.
+    pub(crate) file_maxt: BTreeMap<u32, i64>,
+    /// Chunks listed.
+    pub(crate) num_chunks: u64,
+    /// Valid chunks that are not in-order XOR chunks (out-of-order or histogram chunks written by Prometheus).
+    pub(crate) skipped_chunks: u64,
+    /// The repaired corruption, if any.
+    pub(crate) corruption: Option<ChunksHeadCorruption>,
+}
+
+/// Sequence numbers of the chunk files in `dir`, ascending; a missing directory has none.
+fn list_files(dir: &Path) -> Result<Vec<u32>, TsdbError> {
+    let io = |source| TsdbError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(seq) = name.parse::<u32>()
+            && entry.file_type().map_err(io)?.is_file()
+        {
+            out.push(seq);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Reads every chunk of every file in `dir`, checking CRCs. At the first unreadable chunk (torn write, CRC
+/// mismatch, bad header) the file is cut there and later files are deleted: their chunks' samples are still in
+/// the WAL, which the head replays next.
+pub(crate) fn scan(dir: &Path) -> Result<ScanReport, TsdbError> {
+    let files = list_files(dir)?;
+    let mut report = ScanReport::default();
+    let mut bad: Option<(usize, u64, String)> = None;
+    'files: for (i, &seq) in files.iter().enumerate() {
+        let map = map_file(&file_path(dir, seq))?;
+        let bytes: &[u8] = &map;
+        if let Err(reason) = check_file_header(bytes) {
+            bad = Some((i, 0, reason));
+            break;
+        }
+        let mut offset = FILE_HEADER_LEN;
+        while let Some(rest) = bytes.get(offset..).filter(|r| !r.is_empty()) {
+            match decode_chunk(rest) {
+                Ok(c) => {
+                    if c.encoding & OOO_FLAG != 0 || c.encoding != ENC_XOR {
+                        report.skipped_chunks += 1;
+                    } else {
+                        report.chunks.entry(c.series_ref).or_default().push(MappedChunk {
+                            chunk_ref: chunk_ref(seq, offset as u32),
+                            min_time: c.mint,
+                            max_time: c.maxt,
+                        });
+                        report.num_chunks += 1;
+                        let e = report.file_maxt.entry(seq).or_insert(i64::MIN);
+                        *e = (*e).max(c.maxt);
+                    }
+                    offset += c.len;
+                }
+                // Prometheus preallocates its files: zeros after the last chunk end the file.
+                Err(_) if rest.iter().all(|&b| b == 0) => break,
+                Err(reason) => {
+                    bad = Some((i, offset as u64, reason));
+                    break 'files;
+                }
+            }
+        }
+        report.files.push(seq);
+    }
+    if let Some((i, offset, reason)) = bad {
+        let seq = files[i];
+        let later = &files[i + 1..];
+        tracing::warn!(
+            dir = %dir.display(),
+            file = seq,
+            offset,
+            reason = %reason,
+            later_files = later.len(),
+            "chunks_head is corrupt: cutting the file at the bad chunk and deleting later files; the wal replays their samples"
+        );
+        for &s in later {
+            remove(&file_path(dir, s))?;
+        }
+        let path = file_path(dir, seq);
+        if offset < FILE_HEADER_LEN as u64 {
+            remove(&path)?;
+        } else {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|source| TsdbError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+            f.set_len(offset)
+                .and_then(|()| f.sync_all())
+                .map_err(|source| TsdbError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+            report.files.push(seq);
+        }
+        sync_dir(dir).map_err(|source| TsdbError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        report.corruption = Some(ChunksHeadCorruption {
+            file: seq,
+            offset,
+            reason,
+            files_deleted: later.len() as u32,
+        });
+    }
+    Ok(report)
+}
+
+fn remove(path: &Path) -> Result<(), TsdbError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(TsdbError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
