@@ -1,0 +1,299 @@
+{{/* Names, labels and the generated configuration shared by every template. */}}
+
+{{- define "heddle.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release-scoped prefix of every object name. */}}
+{{- define "heddle.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "heddle.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels on every object. Call with (dict "ctx" $ "component" "ingester"). */}}
+{{- define "heddle.labels" -}}
+helm.sh/chart: {{ include "heddle.chart" .ctx }}
+{{ include "heddle.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: heddle
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels that select the pods of one component (and of one zone when "zone" is set). */}}
+{{- define "heddle.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "heddle.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- with .zone }}
+heddle.io/zone: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{- define "heddle.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "heddle.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "heddle.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "heddle.distributed" -}}
+{{- if eq .Values.mode "distributed" -}}true{{- end -}}
+{{- end -}}
+
+{{/* DNS name of the headless gossip service, the seed list of every member. */}}
+{{- define "heddle.gossipAddress" -}}
+{{- printf "%s-gossip-ring.%s.svc.%s:%d" (include "heddle.fullname" .) .Release.Namespace .Values.clusterDomain (int .Values.memberlist.port) -}}
+{{- end -}}
+
+{{/*
+The YAML configuration, in Mimir's layout (docs/configuration.md). Cluster-only keys (ring, memberlist, S3 and
+the block-shipping TSDB keys) are rendered only in distributed mode: the single-node configuration holds only
+keys the binary accepts today, and the chart tests start the real binary with it.
+*/}}
+{{- define "heddle.config" -}}
+{{- $v := .Values -}}
+{{- $c := $v.config -}}
+{{- $tsdb := dict "dir" "/data/tsdb" "wal_compression_enabled" $c.tsdb.walCompressionEnabled -}}
+{{- $cfg := dict
+  "multitenancy_enabled" $c.multitenancyEnabled
+  "server" (dict
+    "http_listen_port" (int $v.ports.http)
+    "grpc_listen_port" (int $v.ports.grpc)
+    "log_level" $c.logLevel
+    "log_format" $c.logFormat)
+  "limits" (dict
+    "ingestion_rate" $c.limits.ingestionRate
+    "ingestion_burst_size" (int64 $c.limits.ingestionBurstSize)
+    "max_label_names_per_series" (int $c.limits.maxLabelNamesPerSeries)
+    "max_label_name_length" (int $c.limits.maxLabelNameLength)
+    "max_label_value_length" (int $c.limits.maxLabelValueLength)
+    "creation_grace_period" $c.limits.creationGracePeriod)
+  "distributor" (dict
+    "max_recv_msg_size" (int64 $c.distributor.maxRecvMsgSize)
+    "remote_timeout" $c.distributor.remoteTimeout)
+  "querier" (dict
+    "query_timeout" $c.querier.queryTimeout
+    "max_samples_per_query" (int64 $c.querier.maxSamplesPerQuery))
+  "blocks_storage" (dict "tsdb" $tsdb)
+-}}
+{{- if include "heddle.distributed" . -}}
+{{- $_ := set $tsdb "retention_period" $c.tsdb.retentionPeriod -}}
+{{- $_ := set $tsdb "block_ranges_period" $c.tsdb.blockRangesPeriod -}}
+{{- $_ := set $tsdb "ship_interval" $c.tsdb.shipInterval -}}
+{{- $_ := set $tsdb "memory_snapshot_on_shutdown" $c.tsdb.memorySnapshotOnShutdown -}}
+{{- $s3 := $v.storage.s3 -}}
+{{- $_ := set $cfg.blocks_storage "backend" "s3" -}}
+{{- $_ := set $cfg.blocks_storage "s3" (dict "endpoint" $s3.endpoint "bucket_name" $s3.bucketName "region" $s3.region "insecure" $s3.insecure) -}}
+{{- $ring := dict
+  "replication_factor" (int $v.ingester.replicationFactor)
+  "zone_awareness_enabled" $v.ingester.zoneAwareness.enabled
+  "num_tokens" (int $v.ingester.numTokens)
+  "tokens_file_path" "/data/tokens" -}}
+{{- $_ := set $cfg "ingester" (dict "ring" $ring) -}}
+{{- $_ := set $cfg "memberlist" (dict "bind_port" (int $v.memberlist.port) "join_members" (list (include "heddle.gossipAddress" .))) -}}
+{{- end -}}
+{{- toYaml (mergeOverwrite $cfg (deepCopy $c.extra)) -}}
+{{- end -}}
+
+{{/* Pod annotations that roll every pod when the configuration changes. */}}
+{{- define "heddle.podAnnotations" -}}
+checksum/config: {{ include "heddle.config" . | sha256sum }}
+{{- with .Values.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Resources of one component: the values' `resources` when set, else sized from `capacity` (see README.md,
+"Sizing"), else nothing. Call with (dict "ctx" $ "component" "ingester" "resources" .Values.ingester.resources
+"pods" <number of pods>).
+*/}}
+{{- define "heddle.resources" -}}
+{{- $v := .ctx.Values -}}
+{{- $cap := $v.capacity -}}
+{{- if .resources -}}
+{{- toYaml .resources -}}
+{{- else if and (gt (int64 $cap.activeSeries) 0) (ne .component "querier") -}}
+{{- $pods := max 1 (int64 .pods) -}}
+{{- $headroom := add 100 (int64 $cap.headroomPercent) -}}
+{{- $active := int64 $cap.activeSeries -}}
+{{- $cpuMilli := 0 -}}
+{{- $memMi := 0 -}}
+{{- if or (eq .component "ingester") (eq .component "single-node") -}}
+{{- $rf := 1 -}}
+{{- if eq .component "ingester" }}{{ $rf = int64 $v.ingester.replicationFactor }}{{ end -}}
+{{- /* in-memory series per pod = active x RF / pods; Mimir: 1 core and 2.5 GB per 300,000 */ -}}
+{{- $series := div (add (mul $active $rf) (sub $pods 1)) $pods -}}
+{{- $cpuMilli = add $cpuMilli (div (add (mul $series 1000 $headroom) 29999999) 30000000) -}}
+{{- $memMi = add $memMi (div (add (mul $series 2560 $headroom) 29999999) 30000000) -}}
+{{- end -}}
+{{- if or (eq .component "distributor") (eq .component "single-node") -}}
+{{- /* samples/s per pod = active / scrape interval / pods; Mimir: 1 core and 1 GB per 25,000 samples/s */ -}}
+{{- $rate := div (add (div $active (max 1 (int64 $cap.scrapeIntervalSeconds))) (sub $pods 1)) $pods -}}
+{{- $cpuMilli = add $cpuMilli (div (add (mul $rate 1000 $headroom) 2499999) 2500000) -}}
+{{- $memMi = add $memMi (div (add (mul $rate 1024 $headroom) 2499999) 2500000) -}}
+{{- end -}}
+requests:
+  cpu: {{ printf "%dm" (max 100 $cpuMilli) }}
+  memory: {{ printf "%dMi" (max 128 $memMi) }}
+limits:
+  memory: {{ printf "%dMi" (max 128 $memMi) }}
+{{- end -}}
+{{- end -}}
+
+{{/* Disk per ingester from `capacity`: Mimir's 5 GB per 300,000 in-memory series plus headroom, at least 10Gi. */}}
+{{- define "heddle.ingesterDisk" -}}
+{{- $v := .ctx.Values -}}
+{{- if .size -}}
+{{- .size -}}
+{{- else if gt (int64 $v.capacity.activeSeries) 0 -}}
+{{- $pods := max 1 (int64 .pods) -}}
+{{- $series := div (add (mul (int64 $v.capacity.activeSeries) (int64 .rf)) (sub $pods 1)) $pods -}}
+{{- $gi := div (add (mul $series 5 (add 100 (int64 $v.capacity.headroomPercent))) 29999999) 30000000 -}}
+{{- printf "%dGi" (max 10 $gi) -}}
+{{- else -}}
+10Gi
+{{- end -}}
+{{- end -}}
+
+{{/* Total ingester pods across zones. */}}
+{{- define "heddle.ingesterPods" -}}
+{{- if .Values.ingester.zoneAwareness.enabled -}}
+{{- mul (len .Values.ingester.zoneAwareness.zones) (int .Values.ingester.replicasPerZone) -}}
+{{- else -}}
+{{- int .Values.ingester.replicas -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Cross-field checks JSON schema cannot express with a useful message. */}}
+{{- define "heddle.validate" -}}
+{{- if include "heddle.distributed" . -}}
+{{- if ne .Values.storage.backend "s3" -}}
+{{- fail (printf "storage.backend=%q: the filesystem backend is for mode=single-node demos only; distributed mode ships blocks to object storage, set storage.backend=s3 with storage.s3.endpoint and storage.s3.bucketName" .Values.storage.backend) -}}
+{{- end -}}
+{{- if or (not .Values.storage.s3.endpoint) (not .Values.storage.s3.bucketName) -}}
+{{- fail "storage.s3.endpoint and storage.s3.bucketName are required when storage.backend=s3" -}}
+{{- end -}}
+{{- if .Values.ingester.zoneAwareness.enabled -}}
+{{- if lt (len .Values.ingester.zoneAwareness.zones) (int .Values.ingester.replicationFactor) -}}
+{{- fail (printf "ingester.zoneAwareness.zones has %d zones but ingester.replicationFactor=%d: zone awareness needs at least one zone per replica" (len .Values.ingester.zoneAwareness.zones) (int .Values.ingester.replicationFactor)) -}}
+{{- end -}}
+{{- else if lt (int .Values.ingester.replicas) (int .Values.ingester.replicationFactor) -}}
+{{- fail (printf "ingester.replicas=%d is below ingester.replicationFactor=%d: every series needs that many distinct ingesters" (int .Values.ingester.replicas) (int .Values.ingester.replicationFactor)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Environment of every container: pod identity for flags, S3 credentials from an existing Secret. */}}
+{{- define "heddle.env" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- $sec := .Values.storage.s3.existingSecret -}}
+{{- if and (include "heddle.distributed" .) $sec.name }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ $sec.name }}
+      key: {{ $sec.accessKeyIdKey }}
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $sec.name }}
+      key: {{ $sec.secretAccessKeyKey }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Flags every distributed-mode process gets after --config.file. */}}
+{{- define "heddle.clusterArgs" -}}
+- --memberlist.bind-addr=$(POD_IP)
+{{- if .Values.storage.s3.existingSecret.name }}
+- --blocks-storage.s3.access-key-id=$(AWS_ACCESS_KEY_ID)
+- --blocks-storage.s3.secret-access-key=$(AWS_SECRET_ACCESS_KEY)
+{{- end }}
+{{- end -}}
+
+{{/* Container ports shared by every role. */}}
+{{- define "heddle.containerPorts" -}}
+- name: http-metrics
+  containerPort: {{ .Values.ports.http }}
+  protocol: TCP
+- name: grpc
+  containerPort: {{ .Values.ports.grpc }}
+  protocol: TCP
+{{- if include "heddle.distributed" . }}
+- name: gossip-udp
+  containerPort: {{ .Values.memberlist.port }}
+  protocol: UDP
+{{- end }}
+{{- end -}}
+
+{{/* Volumes mounted by every pod: the config, and a writable /tmp under the read-only root filesystem. */}}
+{{- define "heddle.volumeMounts" -}}
+- name: config
+  mountPath: /etc/heddle
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+- name: data
+  mountPath: /data
+{{- end -}}
+
+{{- define "heddle.volumes" -}}
+- name: config
+  configMap:
+    name: {{ include "heddle.fullname" . }}-config
+- name: tmp
+  emptyDir: {}
+{{- end -}}
+
+{{- define "heddle.readinessProbe" -}}
+readinessProbe:
+  httpGet:
+    path: /ready
+    port: http-metrics
+  initialDelaySeconds: {{ .Values.readinessProbe.initialDelaySeconds }}
+  periodSeconds: {{ .Values.readinessProbe.periodSeconds }}
+  timeoutSeconds: {{ .Values.readinessProbe.timeoutSeconds }}
+  failureThreshold: {{ .Values.readinessProbe.failureThreshold }}
+{{- end -}}
+
+{{- define "heddle.podSpecCommon" -}}
+serviceAccountName: {{ include "heddle.serviceAccountName" . }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- end -}}

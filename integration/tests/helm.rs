@@ -1,0 +1,664 @@
+//! The Helm chart (`helm/heddle`) checked with the real tools: `helm lint --strict` and `helm template` for every
+//! values file under `helm/heddle/ci/`, each rendering validated against the Kubernetes 1.30 API schemas
+//! (`kubernetes-validate --strict`) and compared with the golden manifests in `helm/heddle/golden/`, structural
+//! facts asserted on the parsed objects, `values.schema.json` refusing bad values, and the generated
+//! configuration started with the real `heddle` binary so the chart and the binary agree on config keys.
+//!
+//! `./scripts/test` installs helm and kubernetes-validate into `~/.cache/heddle-tools` and exports
+//! `HEDDLE_HELM` / `HEDDLE_KUBERNETES_VALIDATE`. Without them the tests fail when `CI=true` and are skipped
+//! (with a message) otherwise.
+//!
+//! Regenerate the golden manifests and the README's values table with
+//! `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle-integration --test helm`.
+
+use heddle_testkit::{HeddleOptions, HeddleProcess, run_bounded, workspace_root};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Upper bound of one helm or kubernetes-validate run.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Kubernetes version whose API schemas the renderings must satisfy.
+const KUBERNETES_VERSION: &str = "1.30.0";
+/// The values files under `helm/heddle/ci/`, each rendered, validated and compared with its golden file.
+const CI_VALUES: &[&str] = &[
+    "single-node-values.yaml",
+    "production-3-zone-values.yaml",
+    "external-s3-secret-values.yaml",
+];
+/// Release name and namespace of every rendering (object names in the golden files depend on them).
+const RELEASE: &str = "heddle";
+/// Config keys the chart renders only in distributed mode, for the cluster mode (ring, gossip, S3, block
+/// shipping). The binary must accept everything else of every rendered config.
+const CLUSTER_ONLY_KEYS: &[&str] = &[
+    "blocks_storage.backend",
+    "blocks_storage.s3",
+    "blocks_storage.tsdb.block_ranges_period",
+    "blocks_storage.tsdb.memory_snapshot_on_shutdown",
+    "blocks_storage.tsdb.retention_period",
+    "blocks_storage.tsdb.ship_interval",
+    "ingester.ring",
+    "memberlist",
+];
+
+fn chart_dir() -> PathBuf {
+    workspace_root().join("helm/heddle")
+}
+
+fn ci_values(name: &str) -> PathBuf {
+    chart_dir().join("ci").join(name)
+}
+
+/// A tool from `env`, else from `~/.cache/heddle-tools/<rel>`. Missing: panics under CI, else `None` (skip).
+fn tool(env: &str, rel: &str, what: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(env).map(PathBuf::from).unwrap_or_else(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        home.join(".cache/heddle-tools").join(rel)
+    });
+    if path.is_file() {
+        return Some(path);
+    }
+    let hint = format!(
+        "{what} not found at {}: run ./scripts/test once (it installs it into ~/.cache/heddle-tools) or set {env}",
+        path.display()
+    );
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{hint}");
+    eprintln!("skipping: {hint}");
+    None
+}
+
+fn helm() -> Option<PathBuf> {
+    tool("HEDDLE_HELM", "helm", "helm")
+}
+
+fn kubernetes_validate() -> Option<PathBuf> {
+    tool(
+        "HEDDLE_KUBERNETES_VALIDATE",
+        "venv/bin/kubernetes-validate",
+        "kubernetes-validate",
+    )
+}
+
+/// `helm template` of the chart with `values` files and `--set` pairs: the manifests, or helm's stderr.
+fn render(helm: &Path, values: &[PathBuf], sets: &[&str]) -> Result<String, String> {
+    let mut cmd = Command::new(helm);
+    cmd.args(["template", RELEASE])
+        .arg(chart_dir())
+        .args(["--namespace", RELEASE]);
+    for v in values {
+        cmd.arg("--values").arg(v);
+    }
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let out = run_bounded(cmd, TOOL_TIMEOUT).expect("run helm template");
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(out.stderr)
+    }
+}
+
+fn render_ok(helm: &Path, values: &[PathBuf], sets: &[&str]) -> String {
+    render(helm, values, sets).unwrap_or_else(|e| panic!("helm template {values:?} {sets:?} failed:\n{e}"))
+}
+
+/// Every non-empty YAML document of a rendering.
+fn objects(manifests: &str) -> Vec<Value> {
+    serde_norway::Deserializer::from_str(manifests)
+        .map(|doc| Value::deserialize(doc).expect("helm rendered invalid YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn of_kind<'a>(objs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objs.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+fn named<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objs.iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} among {:?}", names(objs)))
+}
+
+fn names(objs: &[Value]) -> Vec<String> {
+    objs.iter()
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap_or("?"),
+                o["metadata"]["name"].as_str().unwrap_or("?")
+            )
+        })
+        .collect()
+}
+
+/// The StatefulSets and Deployments.
+fn workloads(objs: &[Value]) -> Vec<&Value> {
+    objs.iter()
+        .filter(|o| o["kind"] == "StatefulSet" || o["kind"] == "Deployment")
+        .collect()
+}
+
+fn args(workload: &Value) -> Vec<&str> {
+    workload["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// The `heddle.yaml` of the rendered ConfigMap, parsed.
+fn rendered_config(objs: &[Value]) -> (String, Value) {
+    let text = named(objs, "ConfigMap", &format!("{RELEASE}-config"))["data"]["heddle.yaml"]
+        .as_str()
+        .expect("heddle.yaml in the ConfigMap")
+        .to_owned();
+    let parsed: Value = serde_norway::from_str(&text).expect("the generated config is YAML");
+    (text, parsed)
+}
+
+fn checksum(workload: &Value) -> String {
+    workload["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no checksum/config on {}", workload["metadata"]["name"]))
+        .to_owned()
+}
+
+#[test]
+fn lint_strict_passes_for_defaults_and_every_ci_values_file() {
+    let Some(helm) = helm() else { return };
+    let mut cases: Vec<Option<&str>> = vec![None];
+    cases.extend(CI_VALUES.iter().copied().map(Some));
+    for case in cases {
+        let mut cmd = Command::new(&helm);
+        cmd.args(["lint", "--strict"]).arg(chart_dir());
+        if let Some(v) = case {
+            cmd.arg("--values").arg(ci_values(v));
+        }
+        let out = run_bounded(cmd, TOOL_TIMEOUT).expect("run helm lint");
+        assert!(
+            out.status.success(),
+            "helm lint --strict ({case:?}) failed:\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        assert!(out.stdout.contains("0 chart(s) failed"), "{case:?}: {}", out.stdout);
+    }
+}
+
+/// Runs kubernetes-validate on a manifest file: (succeeded, combined output).
+fn validate_file(validator: &Path, file: &Path) -> (bool, String) {
+    let mut cmd = Command::new(validator);
+    cmd.args(["--strict", "-k", KUBERNETES_VERSION]).arg(file);
+    let out = run_bounded(cmd, TOOL_TIMEOUT).expect("run kubernetes-validate");
+    (out.status.success(), format!("{}{}", out.stdout, out.stderr))
+}
+
+#[test]
+fn every_rendering_satisfies_the_kubernetes_schemas() {
+    let (Some(helm), Some(validator)) = (helm(), kubernetes_validate()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    for name in CI_VALUES {
+        let manifests = render_ok(&helm, &[ci_values(name)], &[]);
+        let file = dir.path().join(name);
+        std::fs::write(&file, &manifests).expect("write rendering");
+        let (ok, output) = validate_file(&validator, &file);
+        assert!(ok, "{name}: kubernetes-validate --strict failed:\n{output}");
+        let objs = objects(&manifests);
+        let core = objs.iter().filter(|o| !is_prometheus_operator(o)).count();
+        assert_eq!(
+            output.matches("passed for resource").count(),
+            core,
+            "{name}: every core object must be validated:\n{output}"
+        );
+        // Prometheus-operator kinds have no schema in Kubernetes itself: the only warnings allowed.
+        for line in output.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")) {
+            assert!(line.contains("monitoring.coreos.com/v1"), "{name}: {line}");
+        }
+    }
+    // The validator does fail on a field Kubernetes does not have (the check above could not pass vacuously).
+    let mut broken = render_ok(&helm, &[ci_values("single-node-values.yaml")], &[]);
+    broken = broken.replacen(
+        "podManagementPolicy: Parallel",
+        "podManagementPolicy: Parallel\n  zonesPlease: 3",
+        1,
+    );
+    let file = dir.path().join("broken.yaml");
+    std::fs::write(&file, broken).expect("write broken rendering");
+    let (ok, output) = validate_file(&validator, &file);
+    assert!(
+        !ok && output.contains("zonesPlease"),
+        "an unknown field must fail validation:\n{output}"
+    );
+}
+
+fn is_prometheus_operator(o: &Value) -> bool {
+    o["apiVersion"] == "monitoring.coreos.com/v1"
+}
+
+#[test]
+fn renderings_match_the_golden_manifests() {
+    let Some(helm) = helm() else { return };
+    let update = std::env::var_os("HEDDLE_UPDATE_DOCS").is_some();
+    for name in CI_VALUES {
+        let manifests = render_ok(&helm, &[ci_values(name)], &[]);
+        let golden = chart_dir().join("golden").join(name);
+        if update {
+            std::fs::write(&golden, &manifests).expect("write golden");
+            continue;
+        }
+        let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+        if expected != manifests {
+            let line = expected
+                .lines()
+                .zip(manifests.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| expected.lines().count().min(manifests.lines().count()));
+            panic!(
+                "{name}: the rendering differs from {} from line {} on (golden: {:?}, now: {:?}); if the change is \
+                 intended run `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle-integration --test helm`",
+                golden.display(),
+                line + 1,
+                expected.lines().nth(line),
+                manifests.lines().nth(line)
+            );
+        }
+    }
+}
+
+#[test]
+fn production_values_run_three_zone_aware_ingester_statefulsets() {
+    let Some(helm) = helm() else { return };
+    let objs = objects(&render_ok(&helm, &[ci_values("production-3-zone-values.yaml")], &[]));
+    let statefulsets = of_kind(&objs, "StatefulSet");
+    assert_eq!(statefulsets.len(), 3, "{:?}", names(&objs));
+    for (zone, node_zone) in [
+        ("zone-a", "eu-west-1a"),
+        ("zone-b", "eu-west-1b"),
+        ("zone-c", "eu-west-1c"),
+    ] {
+        let name = format!("{RELEASE}-ingester-{zone}");
+        let sts = named(&objs, "StatefulSet", &name);
+        let spec = &sts["spec"];
+        let pod = &spec["template"]["spec"];
+        assert_eq!(spec["replicas"], 3, "{name}");
+        assert_eq!(spec["podManagementPolicy"], "Parallel", "{name}");
+        assert_eq!(spec["template"]["metadata"]["labels"]["heddle.io/zone"], zone, "{name}");
+        let a = args(sts);
+        for want in [
+            "--target=ingester".to_owned(),
+            format!("--ingester.ring.instance-zone={zone}"),
+            "--ingester.ring.instance-id=$(POD_NAME)".to_owned(),
+            "--server.graceful-shutdown-timeout=1170s".to_owned(),
+        ] {
+            assert!(a.contains(&want.as_str()), "{name}: {want} missing from {a:?}");
+        }
+        assert!(
+            pod["terminationGracePeriodSeconds"].as_u64() >= Some(600),
+            "{name}: grace period too short"
+        );
+        assert_eq!(pod["nodeSelector"]["topology.kubernetes.io/zone"], node_zone, "{name}");
+        let claim = &spec["volumeClaimTemplates"][0];
+        assert_eq!(claim["metadata"]["name"], "data", "{name}");
+        assert_eq!(claim["spec"]["storageClassName"], "gp3", "{name}");
+        // 3M active series x RF 3 over 9 ingesters = 1M series each: Mimir's 5 GB per 300k plus 50 % headroom.
+        assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "25Gi", "{name}");
+        let container = &pod["containers"][0];
+        assert_eq!(
+            container["resources"]["requests"]["cpu"], "5000m",
+            "{name}: 1 core per 300k x 1.5"
+        );
+        assert_eq!(
+            container["resources"]["requests"]["memory"], "12800Mi",
+            "{name}: 2.5 GB per 300k x 1.5"
+        );
+        assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/ready", "{name}");
+        // Losing a node must cost at most one zone: no ingester of another zone may share it.
+        let term = &pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+        assert_eq!(term["topologyKey"], "kubernetes.io/hostname", "{name}");
+        assert_eq!(
+            term["labelSelector"]["matchExpressions"][0]["operator"], "NotIn",
+            "{name}"
+        );
+        assert_eq!(
+            term["labelSelector"]["matchExpressions"][0]["values"][0], zone,
+            "{name}"
+        );
+        let spread = &pod["topologySpreadConstraints"][0];
+        assert_eq!(spread["labelSelector"]["matchLabels"]["heddle.io/zone"], zone, "{name}");
+        let pdb = named(&objs, "PodDisruptionBudget", &name);
+        assert_eq!(pdb["spec"]["maxUnavailable"], 1, "{name}");
+        assert_eq!(pdb["spec"]["selector"]["matchLabels"]["heddle.io/zone"], zone, "{name}");
+    }
+    for component in ["distributor", "querier"] {
+        let name = format!("{RELEASE}-{component}");
+        let deploy = named(&objs, "Deployment", &name);
+        assert!(
+            deploy["spec"]["replicas"].is_null(),
+            "{name}: the HPA owns the replica count"
+        );
+        assert_eq!(
+            named(&objs, "HorizontalPodAutoscaler", &name)["spec"]["scaleTargetRef"]["name"],
+            name
+        );
+        assert!(
+            args(deploy).contains(&format!("--target={component}").as_str()),
+            "{name}"
+        );
+    }
+    let gossip = named(&objs, "Service", &format!("{RELEASE}-gossip-ring"));
+    assert_eq!(gossip["spec"]["clusterIP"], "None");
+    assert_eq!(gossip["spec"]["publishNotReadyAddresses"], true);
+    let (_, config) = rendered_config(&objs);
+    assert_eq!(
+        config["memberlist"]["join_members"][0],
+        format!("{RELEASE}-gossip-ring.{RELEASE}.svc.cluster.local:7946")
+    );
+    assert_eq!(config["ingester"]["ring"]["zone_awareness_enabled"], true);
+    assert_eq!(config["blocks_storage"]["s3"]["bucket_name"], "heddle-blocks");
+    let sa = named(&objs, "ServiceAccount", RELEASE);
+    assert!(
+        sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].is_string(),
+        "IRSA annotation"
+    );
+    for kind in ["ServiceMonitor", "PrometheusRule", "NetworkPolicy"] {
+        assert_eq!(of_kind(&objs, kind).len(), 1, "{kind}");
+    }
+    let dashboard = named(&objs, "ConfigMap", &format!("{RELEASE}-dashboards"));
+    let json = dashboard["data"]["heddle-overview.json"]
+        .as_str()
+        .expect("dashboard JSON");
+    let parsed: Value = serde_json::from_str(json).expect("the dashboard is JSON");
+    assert!(parsed["panels"].as_array().is_some_and(|p| !p.is_empty()));
+    let policy = &of_kind(&objs, "NetworkPolicy")[0]["spec"]["ingress"];
+    let grpc_rule = policy
+        .as_array()
+        .and_then(|rules| rules.iter().find(|r| r["ports"][0]["port"] == "grpc"))
+        .expect("a rule for the gRPC port");
+    assert!(
+        !grpc_rule["from"].as_array().is_none_or(Vec::is_empty),
+        "gRPC must be limited to listed peers"
+    );
+}
+
+#[test]
+fn external_s3_values_take_the_keys_from_the_existing_secret() {
+    let Some(helm) = helm() else { return };
+    let objs = objects(&render_ok(&helm, &[ci_values("external-s3-secret-values.yaml")], &[]));
+    let sts = named(&objs, "StatefulSet", &format!("{RELEASE}-ingester"));
+    assert_eq!(
+        of_kind(&objs, "StatefulSet").len(),
+        1,
+        "no zones: one ingester StatefulSet"
+    );
+    let env = sts["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("env");
+    let secret_ref = |var: &str| {
+        env.iter()
+            .find(|e| e["name"] == var)
+            .map(|e| e["valueFrom"]["secretKeyRef"].clone())
+            .unwrap_or_else(|| panic!("{var} missing from {env:?}"))
+    };
+    assert_eq!(secret_ref("AWS_ACCESS_KEY_ID")["name"], "heddle-s3-credentials");
+    assert_eq!(secret_ref("AWS_ACCESS_KEY_ID")["key"], "access-key");
+    assert_eq!(secret_ref("AWS_SECRET_ACCESS_KEY")["key"], "secret-key");
+    let a = args(sts);
+    assert!(
+        a.contains(&"--blocks-storage.s3.access-key-id=$(AWS_ACCESS_KEY_ID)"),
+        "{a:?}"
+    );
+    assert!(
+        !a.iter().any(|f| f.starts_with("--ingester.ring.instance-zone")),
+        "{a:?}"
+    );
+    let (text, config) = rendered_config(&objs);
+    assert!(
+        !text.contains("secret_access_key"),
+        "keys must never be in the ConfigMap:\n{text}"
+    );
+    assert_eq!(config["blocks_storage"]["s3"]["insecure"], true);
+    assert_eq!(config["ingester"]["ring"]["zone_awareness_enabled"], false);
+    assert_eq!(
+        named(&objs, "PodDisruptionBudget", &format!("{RELEASE}-ingester"))["spec"]["maxUnavailable"],
+        1
+    );
+}
+
+#[test]
+fn every_pod_is_non_root_read_only_and_ready_on_ready() {
+    let Some(helm) = helm() else { return };
+    for name in CI_VALUES {
+        let objs = objects(&render_ok(&helm, &[ci_values(name)], &[]));
+        let ws = workloads(&objs);
+        assert!(!ws.is_empty(), "{name}");
+        for w in ws {
+            let id = format!("{name}: {}", w["metadata"]["name"]);
+            let pod = &w["spec"]["template"]["spec"];
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{id}");
+            assert_ne!(pod["securityContext"]["runAsUser"], 0, "{id}");
+            for c in pod["containers"].as_array().expect("containers") {
+                assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true, "{id}");
+                assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false, "{id}");
+                assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/ready", "{id}");
+            }
+            assert_eq!(checksum(w).len(), 64, "{id}: sha256 of the config");
+        }
+    }
+}
+
+#[test]
+fn config_checksum_rolls_pods_only_when_the_config_changes() {
+    let Some(helm) = helm() else { return };
+    let values = [ci_values("production-3-zone-values.yaml")];
+    let sums = |sets: &[&str]| -> BTreeSet<String> {
+        workloads(&objects(&render_ok(&helm, &values, sets)))
+            .into_iter()
+            .map(checksum)
+            .collect()
+    };
+    let base = sums(&[]);
+    assert_eq!(
+        base.len(),
+        1,
+        "every workload carries the same config checksum: {base:?}"
+    );
+    let changed = sums(&["config.limits.ingestionRate=20000"]);
+    assert_eq!(changed.len(), 1);
+    assert_ne!(
+        base, changed,
+        "a config change must change the checksum (and roll the pods)"
+    );
+    let scaled = sums(&["querier.resources.requests.cpu=2"]);
+    assert_eq!(base, scaled, "a change outside the config must not roll every pod");
+}
+
+#[test]
+fn schema_and_checks_refuse_bad_values_with_a_clear_message() {
+    let Some(helm) = helm() else { return };
+    let prod = ci_values("production-3-zone-values.yaml");
+    // (case, values files, --set, words the error must contain)
+    let cases: &[(&str, Vec<PathBuf>, &str, &[&str])] = &[
+        (
+            "unknown mode",
+            vec![],
+            "mode=cluster",
+            &["/mode", "single-node", "distributed"],
+        ),
+        (
+            "typo in a key",
+            vec![],
+            "ingester.replicaz=3",
+            &["replicaz", "not allowed"],
+        ),
+        ("wrong type", vec![], "ports.http=http", &["/ports/http", "integer"]),
+        (
+            "grace period too short for a snapshot",
+            vec![prod.clone()],
+            "ingester.terminationGracePeriodSeconds=30",
+            &["/ingester/terminationGracePeriodSeconds", "120"],
+        ),
+        (
+            "bad duration",
+            vec![],
+            "config.querier.queryTimeout=2 minutes",
+            &["/config/querier/queryTimeout"],
+        ),
+        (
+            "filesystem storage in distributed mode",
+            vec![prod.clone()],
+            "storage.backend=filesystem",
+            &["/storage/backend", "s3"],
+        ),
+        (
+            "fewer zones than replicas",
+            vec![prod.clone()],
+            "ingester.replicationFactor=5",
+            &["3 zones", "replicationFactor=5"],
+        ),
+        (
+            "S3 without a bucket",
+            vec![prod],
+            "storage.s3.bucketName=",
+            &["storage.s3.bucketName", "required"],
+        ),
+        (
+            "zone name not a DNS label",
+            vec![],
+            "ingester.zoneAwareness.zones[0].name=Zone_A",
+            &["/ingester/zoneAwareness/zones/0/name"],
+        ),
+    ];
+    for (case, values, set, words) in cases {
+        let err = match render(&helm, values, &[set]) {
+            Ok(_) => panic!("{case}: --set {set} rendered"),
+            Err(e) => e,
+        };
+        for w in *words {
+            assert!(err.contains(w), "{case}: the error should mention {w:?}:\n{err}");
+        }
+    }
+}
+
+/// Removes a dotted key from a config; true when it was there. Empty parent maps are removed too.
+fn remove_key(config: &mut Value, dotted: &str) -> bool {
+    let (parent_path, leaf) = dotted.rsplit_once('.').unwrap_or(("", dotted));
+    let mut node = &mut *config;
+    for part in parent_path.split('.').filter(|p| !p.is_empty()) {
+        match node.get_mut(part) {
+            Some(n) => node = n,
+            None => return false,
+        }
+    }
+    let removed = node.as_object_mut().and_then(|m| m.remove(leaf)).is_some();
+    if removed && !parent_path.is_empty() && node.as_object().is_some_and(serde_json::Map::is_empty) {
+        remove_key(config, parent_path);
+    }
+    removed
+}
+
+#[test]
+fn the_rendered_config_starts_the_real_binary() {
+    let Some(helm) = helm() else { return };
+    for name in CI_VALUES {
+        let objs = objects(&render_ok(&helm, &[ci_values(name)], &[]));
+        let (text, mut config) = rendered_config(&objs);
+        let stripped: Vec<&str> = CLUSTER_ONLY_KEYS
+            .iter()
+            .copied()
+            .filter(|k| remove_key(&mut config, k))
+            .collect();
+        if name.starts_with("single-node") {
+            assert!(
+                stripped.is_empty(),
+                "single-node must render no cluster-only key: {stripped:?}\n{text}"
+            );
+        } else {
+            assert_eq!(
+                stripped, CLUSTER_ONLY_KEYS,
+                "{name}: distributed renders the cluster keys"
+            );
+        }
+        let yaml = serde_norway::to_string(&config).expect("re-serialize the config");
+        // The harness's flags (ports on 127.0.0.1, a temporary data dir) override the file's, as in the chart.
+        let mut h = HeddleProcess::start(HeddleOptions {
+            config_yaml: Some(yaml.clone()),
+            ..HeddleOptions::default()
+        })
+        .unwrap_or_else(|e| panic!("{name}: heddle refused the chart's config ({e}):\n{yaml}"));
+        let status = h.sigterm_and_wait().expect("stop heddle");
+        assert!(status.success(), "{name}: {status:?}\n{}", h.log_tail(20));
+    }
+}
+
+/// The README's values table, from the `# --` comments of values.yaml.
+fn values_table(values_yaml: &str) -> String {
+    let values: Value = serde_norway::from_str(values_yaml).expect("values.yaml is YAML");
+    let mut rows = Vec::new();
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    let mut doc: Option<String> = None;
+    for line in values_yaml.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if let Some(text) = trimmed.strip_prefix("# --") {
+            doc = Some(text.trim().to_owned());
+            continue;
+        }
+        if let Some(text) = trimmed.strip_prefix('#') {
+            if let Some(d) = doc.as_mut() {
+                d.push(' ');
+                d.push_str(text.trim());
+            }
+            continue;
+        }
+        let Some((key, _)) = trimmed.split_once(':') else {
+            continue;
+        };
+        if trimmed.starts_with('-') || key.contains(' ') || key.is_empty() {
+            continue;
+        }
+        while stack.last().is_some_and(|(i, _)| *i >= indent) {
+            stack.pop();
+        }
+        stack.push((indent, key.to_owned()));
+        if let Some(d) = doc.take() {
+            let path: Vec<&str> = stack.iter().map(|(_, k)| k.as_str()).collect();
+            let default = path.iter().fold(&values, |v, k| &v[*k]);
+            rows.push(format!(
+                "| `{}` | `{}` | {} |",
+                path.join("."),
+                serde_json::to_string(default).expect("json").replace('|', "\\|"),
+                d.replace('|', "\\|")
+            ));
+        }
+    }
+    format!("| key | default | description |\n|---|---|---|\n{}\n", rows.join("\n"))
+}
+
+#[test]
+fn readme_values_table_matches_values_yaml() {
+    let values = std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml");
+    let table = values_table(&values);
+    assert!(
+        table.contains("| `ingester.zoneAwareness.enabled` | `true` |"),
+        "{table}"
+    );
+    let readme_path = chart_dir().join("README.md");
+    let readme = std::fs::read_to_string(&readme_path).expect("chart README.md");
+    let (start_marker, end_marker) = ("<!-- values-table:start -->\n", "<!-- values-table:end -->");
+    let start = readme.find(start_marker).expect("values-table start marker") + start_marker.len();
+    let end = readme.find(end_marker).expect("values-table end marker");
+    if std::env::var_os("HEDDLE_UPDATE_DOCS").is_some() {
+        std::fs::write(&readme_path, format!("{}{table}{}", &readme[..start], &readme[end..])).expect("write");
+        return;
+    }
+    assert!(
+        readme[start..end] == table,
+        "helm/heddle/README.md's values table is stale: run `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle-integration --test helm`"
+    );
+}
