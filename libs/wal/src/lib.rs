@@ -3,11 +3,12 @@
 //! Owns the byte log: numbered segment files of 32 KiB pages holding CRC32C-checked, optionally
 //! snappy-compressed record fragments ([`segment`] documents the layout); the writer ([`Wal`]), readers that
 //! report each record's position ([`Reader`], [`SegmentReader`]), and [`replay`], which reads a WAL at startup and
-//! repairs a torn or corrupt tail.
+//! repairs a torn or corrupt tail; and [`checkpoint`]s, which fold old segments into `checkpoint.N`.
 //!
 //! It deliberately knows nothing of what records mean: series and sample encoding lives in `heddle-tsdb`
-//! (`record`), as does deciding which segments a checkpoint folds in.
+//! (`record`), as does deciding which records a checkpoint keeps and when to take one.
 
+pub mod checkpoint;
 mod error;
 mod file;
 mod reader;
@@ -15,6 +16,10 @@ mod replay;
 pub mod segment;
 mod writer;
 
+pub use checkpoint::{
+    CheckpointStats, Keep, checkpoint_path, delete_checkpoints_before, delete_segments_before, last_checkpoint,
+    list_checkpoints, write_checkpoint,
+};
 pub use error::WalError;
 pub use reader::{Position, Reader, Record, SegmentReader};
 pub use replay::{Corruption, ReplayReport, repair, replay, replay_from};

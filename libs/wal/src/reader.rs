@@ -337,7 +337,15 @@ impl Reader {
     /// Reads the segments of `dir` from `from` on: segments before `from.segment` are skipped, and if
     /// `from.segment` exists, it is read from `from.offset` (a record boundary).
     pub fn open_from(dir: &Path, from: Position) -> Result<Reader, WalError> {
-        let mut segments: Vec<u32> = list_segments(dir)?.into_iter().filter(|&s| s >= from.segment).collect();
+        Self::open_range(dir, from, u32::MAX)
+    }
+
+    /// Like [`Reader::open_from`], stopping after segment `last`.
+    pub fn open_range(dir: &Path, from: Position, last: u32) -> Result<Reader, WalError> {
+        let mut segments: Vec<u32> = list_segments(dir)?
+            .into_iter()
+            .filter(|&s| s >= from.segment && s <= last)
+            .collect();
         let mut missing = None;
         if let Some(i) = segments.windows(2).position(|w| w[1] != w[0] + 1) {
             missing = Some(segments[i] + 1);

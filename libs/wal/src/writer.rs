@@ -102,7 +102,7 @@ impl fmt::Debug for Wal {
 
 impl Wal {
     /// Opens `dir` for appending: creates it if missing and always starts a new segment after the last existing
-    /// one (as Prometheus does), so replay the directory first.
+    /// one (as Prometheus does) and after the last checkpoint, so replay the directory first.
     pub fn open(dir: &Path, opts: WalOptions) -> Result<Wal, WalError> {
         Self::open_with(dir, opts, Box::new(StdCreator))
     }
@@ -110,9 +110,13 @@ impl Wal {
     pub(crate) fn open_with(dir: &Path, opts: WalOptions, creator: Box<dyn SegmentCreator>) -> Result<Wal, WalError> {
         opts.validate()?;
         std::fs::create_dir_all(dir).map_err(|e| WalError::io(dir, e))?;
-        let segment = match segment_range(dir)? {
+        // After the last segment, and after the last checkpoint too: if every segment was folded into a
+        // checkpoint and deleted, a segment numbered at or below the checkpoint would be skipped by replay.
+        let after_segments = segment_range(dir)?.map(|(_, last)| last);
+        let after_checkpoint = crate::checkpoint::last_checkpoint(dir)?;
+        let segment = match after_segments.max(after_checkpoint) {
             None => 0,
-            Some((_, last)) => next_index(last)?,
+            Some(last) => next_index(last)?,
         };
         let path = segment_path(dir, segment);
         let file = creator.create(&path).map_err(|e| WalError::io(&path, e))?;

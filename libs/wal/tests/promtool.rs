@@ -163,3 +163,35 @@ fn promtool_reads_a_repaired_wal() {
 
     assert_eq!(dump(root.path()), expected(5, "x", &[t0, t0 + 2000]));
 }
+
+#[test]
+fn promtool_reads_a_checkpoint() {
+    if !promtool_available() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let wal_dir = root.path().join("wal");
+    let opts = WalOptions {
+        segment_size: 4 * PAGE_SIZE,
+        compress: false,
+    };
+    let count = 200;
+    let t0 = 1_700_000_000_000i64;
+    let times: Vec<i64> = (0..120).map(|i| t0 + i * 15_000).collect();
+    let mut wal = Wal::open(&wal_dir, opts.clone()).unwrap();
+    wal.log(&[&series_record(count, "c")]).unwrap();
+    for &t in &times {
+        wal.log(&[&samples_record(count, t)]).unwrap();
+    }
+    let through = wal.current_segment() - 1;
+    assert!(through >= 1, "several segments are folded");
+    // Keep everything: promtool must see the checkpoint's records and the segments after it.
+    heddle_wal::write_checkpoint(&wal_dir, through, opts, |_: &[u8], _: &mut Vec<u8>| {
+        Ok::<_, WalError>(heddle_wal::Keep::Original)
+    })
+    .unwrap();
+    heddle_wal::delete_segments_before(&wal_dir, through + 1).unwrap();
+    wal.close().unwrap();
+
+    assert_eq!(dump(root.path()), expected(count, "c", &times));
+}
