@@ -4,6 +4,7 @@
 //! what the binary hands to `heddle_server::load`, so flags, YAML keys and the reference cannot drift.
 
 use crate::error::ConfigError;
+use crate::ha_tracker::HaTrackerConfig;
 use heddle_server::{FlagKind, FlagSpec, serde_duration};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -22,6 +23,8 @@ pub struct DistributorConfig {
     /// Deadline of each push to an ingester.
     #[serde(with = "serde_duration")]
     pub remote_timeout: Duration,
+    /// Deduplication of Prometheus HA pairs.
+    pub ha_tracker: HaTrackerConfig,
 }
 
 impl Default for DistributorConfig {
@@ -30,6 +33,7 @@ impl Default for DistributorConfig {
             max_recv_msg_size: 100 * MIB,
             max_decompressed_size: 100 * MIB,
             remote_timeout: Duration::from_secs(2),
+            ha_tracker: HaTrackerConfig::default(),
         }
     }
 }
@@ -55,11 +59,12 @@ impl DistributorConfig {
                 reason: "must be greater than 0s".into(),
             });
         }
-        Ok(())
+        self.ha_tracker.validate()
     }
 }
 
-/// Flags for [`DistributorConfig`], keyed under `distributor.`.
+/// Flags for [`DistributorConfig`] (the `distributor.ha_tracker.` keys are in
+/// [`crate::HA_TRACKER_FLAGS`]), keyed under `distributor.`.
 pub const DISTRIBUTOR_FLAGS: &[FlagSpec] = &[
     FlagSpec {
         flag: "distributor.max-recv-msg-size",
@@ -81,9 +86,10 @@ pub const DISTRIBUTOR_FLAGS: &[FlagSpec] = &[
     },
 ];
 
-/// Per-tenant limits enforced by the distributor. Every tenant gets the same values for now (no overrides
-/// file yet). The ingestion rate is enforced per distributor process (Mimir's "local" strategy): with N
-/// distributors a tenant may send up to N times the rate.
+/// Per-tenant limits (`limits:` in YAML; the defaults of every tenant). A tenant's values can be overridden
+/// in the runtime config file ([`crate::Overrides`]). The ingestion rate is enforced per distributor process
+/// (Mimir's "local" strategy): with N distributors a tenant may send up to N times the rate. The series
+/// limits are enforced by the ingesters (see `heddle_ingester::SeriesLimits`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -100,6 +106,19 @@ pub struct Limits {
     /// How far past the distributor's clock a sample timestamp may be.
     #[serde(with = "serde_duration")]
     pub creation_grace_period: Duration,
+    /// Most in-memory series of a tenant across the cluster (0 = no limit), enforced by ingesters when they
+    /// create a series. Each ingester applies `global * replication_factor / ingesters`.
+    pub max_global_series_per_user: usize,
+    /// Most in-memory series of one metric name of a tenant across the cluster (0 = no limit).
+    pub max_global_series_per_metric: usize,
+    /// Deduplicate samples from Prometheus HA pairs (the HA tracker) for this tenant.
+    pub accept_ha_samples: bool,
+    /// Label naming the HA cluster (the Prometheus pair) a series comes from.
+    pub ha_cluster_label: String,
+    /// Label naming the replica within the HA cluster; removed before ingesting.
+    pub ha_replica_label: String,
+    /// Most HA clusters tracked per tenant (0 = no limit); a request from a new cluster past it gets 400.
+    pub ha_max_clusters: usize,
 }
 
 impl Default for Limits {
@@ -111,6 +130,12 @@ impl Default for Limits {
             max_label_name_length: 1024,
             max_label_value_length: 2048,
             creation_grace_period: Duration::from_secs(600),
+            max_global_series_per_user: 150_000,
+            max_global_series_per_metric: 0,
+            accept_ha_samples: false,
+            ha_cluster_label: "cluster".into(),
+            ha_replica_label: "__replica__".into(),
+            ha_max_clusters: 100,
         }
     }
 }
@@ -138,6 +163,29 @@ impl Limits {
                 return Err(ConfigError {
                     key,
                     reason: "must be greater than 0".into(),
+                });
+            }
+        }
+        if self.accept_ha_samples {
+            let labels = [
+                ("limits.ha_cluster_label", &self.ha_cluster_label),
+                ("limits.ha_replica_label", &self.ha_replica_label),
+            ];
+            for (key, value) in labels {
+                if value.is_empty() {
+                    return Err(ConfigError {
+                        key,
+                        reason: "must not be empty when `limits.accept_ha_samples` is true".into(),
+                    });
+                }
+            }
+            if self.ha_cluster_label == self.ha_replica_label {
+                return Err(ConfigError {
+                    key: "limits.ha_replica_label",
+                    reason: format!(
+                        "must differ from `limits.ha_cluster_label` ({:?})",
+                        self.ha_cluster_label
+                    ),
                 });
             }
         }
@@ -182,6 +230,42 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         key: "limits.creation_grace_period",
         kind: FlagKind::Value,
         help: "How far into the future (past the distributor's clock) a sample timestamp may be",
+    },
+    FlagSpec {
+        flag: "ingester.max-global-series-per-user",
+        key: "limits.max_global_series_per_user",
+        kind: FlagKind::Value,
+        help: "Most in-memory series per tenant across the cluster, enforced by ingesters (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "ingester.max-global-series-per-metric",
+        key: "limits.max_global_series_per_metric",
+        kind: FlagKind::Value,
+        help: "Most in-memory series per metric name and tenant across the cluster (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.enable-for-all-users",
+        key: "limits.accept_ha_samples",
+        kind: FlagKind::Bool,
+        help: "Deduplicate samples from Prometheus HA pairs, keeping one elected replica per cluster",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.cluster",
+        key: "limits.ha_cluster_label",
+        kind: FlagKind::Value,
+        help: "Label naming the Prometheus HA cluster of a series",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.replica",
+        key: "limits.ha_replica_label",
+        kind: FlagKind::Value,
+        help: "Label naming the replica within an HA cluster; dropped before ingesting",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.max-clusters",
+        key: "limits.ha_max_clusters",
+        kind: FlagKind::Value,
+        help: "Most HA clusters tracked per tenant (0 = no limit)",
     },
 ];
 
@@ -277,6 +361,9 @@ mod tests {
         }
         let dist = serde_norway::to_value(DistributorConfig::default()).unwrap();
         for k in dist.as_mapping().unwrap().keys() {
+            if k.as_str() == Some("ha_tracker") {
+                continue;
+            }
             let k = format!("distributor.{}", k.as_str().unwrap());
             assert!(DISTRIBUTOR_FLAGS.iter().any(|f| f.key == k), "no flag for {k}");
         }

@@ -10,8 +10,10 @@ mod prepare;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{DistributorConfig, Limits};
 use crate::error::PushError;
+use crate::ha_tracker::HaTracker;
 use crate::metrics::Metrics;
 use crate::outcome::PushOutcome;
+use crate::overrides::Overrides;
 use crate::rate_limit::{IngestionRateLimiter, LogLimiter};
 use crate::ring::IngesterRing;
 use axum::http::{HeaderMap, header};
@@ -29,7 +31,8 @@ const WARN_LINES_PER_SECOND: u32 = 10;
 #[derive(Debug)]
 pub struct Distributor {
     cfg: DistributorConfig,
-    limits: Limits,
+    overrides: Arc<Overrides>,
+    ha_tracker: Option<HaTracker>,
     ring: Arc<dyn IngesterRing>,
     arenas: ArenaPool,
     rate_limiter: IngestionRateLimiter,
@@ -55,16 +58,28 @@ impl Distributor {
         registry: &mut Registry,
         discarded: DiscardedSamples,
     ) -> Self {
+        let ha_tracker = cfg
+            .ha_tracker
+            .enable_ha_tracker
+            .then(|| HaTracker::new(cfg.ha_tracker.ha_tracker_failover_timeout, registry));
         Self {
-            rate_limiter: IngestionRateLimiter::new(limits.ingestion_rate, limits.ingestion_burst_size),
+            rate_limiter: IngestionRateLimiter::new(),
+            ha_tracker,
             warn_limiter: LogLimiter::new(WARN_LINES_PER_SECOND, Duration::from_secs(1)),
             metrics: Metrics::register(registry, discarded),
             arenas: ArenaPool::default(),
             clock: Arc::new(SystemClock),
             cfg,
-            limits,
+            overrides: Arc::new(Overrides::new(limits)),
             ring,
         }
+    }
+
+    /// Reads per-tenant limits from `overrides` (shared with the runtime config reloader) instead of giving
+    /// every tenant the `limits` passed to the constructor.
+    pub fn with_overrides(mut self, overrides: Arc<Overrides>) -> Self {
+        self.overrides = overrides;
+        self
     }
 
     /// Replaces the clock (tests).
@@ -175,6 +190,8 @@ fn is_remote_write_v1(content_type: &str) -> bool {
     })
 }
 
+#[cfg(test)]
+mod limits_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

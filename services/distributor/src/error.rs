@@ -49,6 +49,15 @@ pub enum PushError {
         rate: f64,
         burst: usize,
     },
+    #[error(
+        "err-heddle-too-many-ha-clusters: too many HA clusters (tenant={tenant}, cluster={cluster:?}): the limit \
+         is {limit} clusters per tenant; raise `limits.ha_max_clusters` (--distributor.ha-tracker.max-clusters)"
+    )]
+    TooManyHaClusters {
+        tenant: String,
+        cluster: String,
+        limit: usize,
+    },
     #[error("err-heddle-no-tenant: the request carries no tenant; the server's tenant layer is missing (a bug)")]
     NoTenant,
 }
@@ -65,6 +74,7 @@ impl PushError {
             PushError::InvalidProtobuf { .. } => "err-heddle-invalid-protobuf",
             PushError::BodyRead { .. } => "err-heddle-body-read",
             PushError::RateLimited { .. } => "err-heddle-ingestion-rate-limited",
+            PushError::TooManyHaClusters { .. } => "err-heddle-too-many-ha-clusters",
             PushError::NoTenant => "err-heddle-no-tenant",
         }
     }
@@ -79,7 +89,8 @@ impl PushError {
             PushError::DecompressedTooLarge { .. }
             | PushError::CorruptSnappy { .. }
             | PushError::InvalidProtobuf { .. }
-            | PushError::BodyRead { .. } => StatusCode::BAD_REQUEST,
+            | PushError::BodyRead { .. }
+            | PushError::TooManyHaClusters { .. } => StatusCode::BAD_REQUEST,
             PushError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             PushError::NoTenant => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -178,6 +189,17 @@ impl InvalidSeries {
     }
 }
 
+/// Why a runtime config file was refused (the previous overrides stay in force).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuntimeConfigError {
+    #[error("cannot read runtime config file {path}: {detail}")]
+    Read { path: String, detail: String },
+    #[error("runtime config is not valid YAML of the form `overrides: {{<tenant>: {{<limit>: <value>}}}}`: {detail}")]
+    Parse { detail: String },
+    #[error("runtime config overrides of tenant {tenant} are invalid: {detail}")]
+    Tenant { tenant: String, detail: String },
+}
+
 /// An invalid configuration value, naming its YAML key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid `{key}`: {reason}")]
@@ -210,6 +232,11 @@ mod tests {
                 samples: 1,
                 rate: 1.0,
                 burst: 1,
+            },
+            PushError::TooManyHaClusters {
+                tenant: "t".into(),
+                cluster: "c".into(),
+                limit: 1,
             },
             PushError::NoTenant,
         ];

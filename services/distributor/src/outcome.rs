@@ -34,6 +34,8 @@ pub struct ForwardFailure {
 pub struct PushOutcome {
     /// Series in the request.
     pub series_received: usize,
+    /// The request came from a non-elected replica of a Prometheus HA pair and was dropped (202): why.
+    pub deduplicated: Option<String>,
     /// Samples of series that a quorum of replicas acknowledged.
     pub samples_ingested: u64,
     /// Series refused for good, in request order (validation first, then ingesters' refusals).
@@ -43,10 +45,14 @@ pub struct PushOutcome {
 }
 
 impl PushOutcome {
-    /// The worst outcome across series: any quorum failure => 503/500 (so the sender retries the whole
+    /// 202 for a deduplicated HA request (as Mimir: the sender must not retry it). Otherwise the worst
+    /// outcome across series: any quorum failure => 503/500 (so the sender retries the whole
     /// request; samples already written come back as duplicates, which ingesters accept), else any
     /// rejection => 400, else 200.
     pub fn status(&self) -> StatusCode {
+        if self.deduplicated.is_some() {
+            return StatusCode::ACCEPTED;
+        }
         match &self.failure {
             Some(f) if f.unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Some(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -57,6 +63,9 @@ impl PushOutcome {
 
     /// Response body: empty on success, else one message per line, capped at [`MAX_RESPONSE_BODY`] bytes.
     pub fn body(&self) -> String {
+        if let Some(m) = &self.deduplicated {
+            return format!("{m}\n");
+        }
         let messages = self
             .failure
             .iter()

@@ -16,39 +16,35 @@ struct Bucket {
     last: Instant,
 }
 
-/// One token bucket per tenant, refilled at `rate` samples/s up to `burst` samples. A request takes as many
-/// tokens as it has samples, all or nothing, so a request larger than the burst is always refused (as Mimir).
-#[derive(Debug)]
+/// One token bucket per tenant, refilled at the tenant's `rate` samples/s up to its `burst` samples. A
+/// request takes as many tokens as it has samples, all or nothing, so a request larger than the burst is
+/// always refused (as Mimir). Rate and burst are passed on each call, so runtime overrides apply at once.
+#[derive(Debug, Default)]
 pub struct IngestionRateLimiter {
-    rate: f64,
-    burst: f64,
     buckets: Mutex<HashMap<TenantId, Bucket>>,
 }
 
 impl IngestionRateLimiter {
-    /// `rate` in samples per second, `burst` in samples.
-    pub fn new(rate: f64, burst: usize) -> Self {
-        Self {
-            rate,
-            burst: burst as f64,
-            buckets: Mutex::new(HashMap::new()),
-        }
+    /// An empty limiter; each tenant's bucket starts full on first use.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// Takes `samples` tokens from the tenant's bucket at time `now`; false (and nothing taken) when there are
-    /// not enough.
-    pub fn allow(&self, tenant: &TenantId, samples: u64, now: Instant) -> bool {
+    /// Takes `samples` tokens from the tenant's bucket at time `now`, refilling at `rate` samples/s up to
+    /// `burst`; false (and nothing taken) when there are not enough.
+    pub fn allow(&self, tenant: &TenantId, samples: u64, now: Instant, rate: f64, burst: usize) -> bool {
         if samples == 0 {
             return true;
         }
+        let burst = burst as f64;
         // A poisoned lock only means another request panicked mid-update; the map is still usable.
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let bucket = buckets.entry(tenant.clone()).or_insert(Bucket {
-            tokens: self.burst,
+            tokens: burst,
             last: now,
         });
         let elapsed = now.saturating_duration_since(bucket.last).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * self.rate).min(self.burst);
+        bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
         if now > bucket.last {
             bucket.last = now;
         }
@@ -115,13 +111,43 @@ impl LogLimiter {
 mod tests {
     use super::*;
 
+    /// A limiter with fixed rate and burst, as the old API had.
+    struct Limiter {
+        inner: IngestionRateLimiter,
+        rate: f64,
+        burst: usize,
+    }
+
+    impl Limiter {
+        fn allow(&self, tenant: &TenantId, samples: u64, now: Instant) -> bool {
+            self.inner.allow(tenant, samples, now, self.rate, self.burst)
+        }
+    }
+
+    #[test]
+    fn lowering_the_burst_caps_the_tokens() {
+        let l = IngestionRateLimiter::new();
+        let now = Instant::now();
+        let a = t("a");
+        assert!(l.allow(&a, 1, now, 10.0, 100));
+        assert!(
+            !l.allow(&a, 11, now, 10.0, 10),
+            "an override to burst 10 applies at once"
+        );
+        assert!(l.allow(&a, 10, now, 10.0, 10));
+    }
+
     fn t(id: &str) -> TenantId {
         TenantId::new(id).unwrap()
     }
 
     #[test]
     fn bucket_starts_full_and_refills_at_rate() {
-        let l = IngestionRateLimiter::new(100.0, 1000);
+        let l = Limiter {
+            inner: IngestionRateLimiter::new(),
+            rate: 100.0,
+            burst: 1000,
+        };
         let t0 = Instant::now();
         let a = t("a");
         assert!(l.allow(&a, 1000, t0), "a full bucket admits the whole burst");
@@ -142,7 +168,11 @@ mod tests {
 
     #[test]
     fn tenants_are_independent_and_zero_is_free() {
-        let l = IngestionRateLimiter::new(1.0, 10);
+        let l = Limiter {
+            inner: IngestionRateLimiter::new(),
+            rate: 1.0,
+            burst: 10,
+        };
         let now = Instant::now();
         assert!(l.allow(&t("a"), 10, now));
         assert!(!l.allow(&t("a"), 1, now));
@@ -152,7 +182,11 @@ mod tests {
 
     #[test]
     fn request_larger_than_burst_is_always_refused() {
-        let l = IngestionRateLimiter::new(1e9, 10);
+        let l = Limiter {
+            inner: IngestionRateLimiter::new(),
+            rate: 1e9,
+            burst: 10,
+        };
         let now = Instant::now();
         assert!(!l.allow(&t("a"), 11, now));
         assert!(!l.allow(&t("a"), 11, now + Duration::from_secs(100)));
@@ -161,7 +195,11 @@ mod tests {
 
     #[test]
     fn time_going_backwards_does_not_add_tokens() {
-        let l = IngestionRateLimiter::new(10.0, 10);
+        let l = Limiter {
+            inner: IngestionRateLimiter::new(),
+            rate: 10.0,
+            burst: 10,
+        };
         let t0 = Instant::now() + Duration::from_secs(10);
         assert!(l.allow(&t("a"), 10, t0));
         assert!(!l.allow(&t("a"), 1, t0 - Duration::from_secs(5)));
@@ -170,7 +208,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn paused_clock_drives_refill() {
-        let l = IngestionRateLimiter::new(5.0, 5);
+        let l = Limiter {
+            inner: IngestionRateLimiter::new(),
+            rate: 5.0,
+            burst: 5,
+        };
         let a = t("a");
         assert!(l.allow(&a, 5, Instant::now()));
         assert!(!l.allow(&a, 5, Instant::now()));

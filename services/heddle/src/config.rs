@@ -1,6 +1,6 @@
 //! The whole process's configuration: one struct per component, and the flag table covering every key.
 
-use heddle_distributor::{DistributorConfig, Limits};
+use heddle_distributor::{DistributorConfig, Limits, RuntimeConfigConfig};
 use heddle_ingester::{IngesterConfig, TsdbConfig};
 use heddle_querier::QuerierConfig;
 use heddle_server::{FlagKind, FlagSpec, LogFormat};
@@ -28,6 +28,8 @@ pub struct Config {
     pub server: ServerConfig,
     pub distributor: DistributorConfig,
     pub limits: Limits,
+    /// Per-tenant overrides of `limits`, reloaded without a restart.
+    pub runtime_config: RuntimeConfigConfig,
     pub ingester: IngesterConfig,
     pub querier: QuerierConfig,
     pub blocks_storage: BlocksStorageConfig,
@@ -134,8 +136,11 @@ pub fn flags() -> Vec<FlagSpec> {
         OWN_FLAGS,
         heddle_ingester::TSDB_FLAGS,
         heddle_ingester::INGESTER_FLAGS,
+        heddle_ingester::INSTANCE_LIMITS_FLAGS,
         heddle_distributor::DISTRIBUTOR_FLAGS,
+        heddle_distributor::HA_TRACKER_FLAGS,
         heddle_distributor::LIMITS_FLAGS,
+        heddle_distributor::RUNTIME_CONFIG_FLAGS,
         heddle_querier::QUERIER_FLAGS,
     ]
     .concat()
@@ -146,6 +151,8 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         self.distributor.validate().map_err(|e| e.to_string())?;
         self.limits.validate().map_err(|e| e.to_string())?;
+        self.runtime_config.validate().map_err(|e| e.to_string())?;
+        self.ingester.instance_limits.validate()?;
         self.blocks_storage.tsdb.validate()?;
         self.querier.validate()?;
         Ok(())

@@ -2,8 +2,9 @@
 
 use crate::config::{Config, Target};
 use anyhow::{Context, bail};
-use heddle_distributor::{Distributor, SingleIngesterRing};
-use heddle_ingester::Ingester;
+use heddle_distributor::{Distributor, Overrides, SingleIngesterRing};
+use heddle_ingester::{Ingester, LimitsSource, SeriesLimits};
+use heddle_model::TenantId;
 use heddle_querier::{Querier, StaticIngesters};
 use heddle_server::{DiscardedSamples, Readiness};
 use prometheus_client::registry::Registry;
@@ -15,6 +16,20 @@ fn listen_addr(address: &str, port: u16) -> String {
     format!("{host}:{port}")
 }
 
+/// The ingester reads its per-tenant series limits from the runtime-config overrides.
+#[derive(Debug)]
+struct OverridesLimits(Arc<Overrides>);
+
+impl LimitsSource for OverridesLimits {
+    fn series_limits(&self, tenant: &TenantId) -> SeriesLimits {
+        let l = self.0.get(tenant.as_str());
+        SeriesLimits {
+            max_global_series_per_user: l.max_global_series_per_user,
+            max_global_series_per_metric: l.max_global_series_per_metric,
+        }
+    }
+}
+
 /// Runs the configured roles until a signal (or a fatal error) stops them, then stops them in order: stop
 /// accepting requests, finish in-flight ones, close the heads (flushing the WAL).
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
@@ -24,6 +39,14 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     tokio::spawn(heddle_server::shutdown_signal(stop.clone()));
 
     let discarded = DiscardedSamples::register(&mut registry);
+    let overrides = Arc::new(Overrides::new(cfg.limits.clone()).register_metrics(&mut registry));
+    if !cfg.runtime_config.file.as_os_str().is_empty() {
+        // The first load must succeed: starting with limits the operator did not ask for would be worse.
+        overrides
+            .reload(&cfg.runtime_config.file)
+            .context("loading --runtime-config.file")?;
+        tokio::spawn(overrides.clone().run_reloader(cfg.runtime_config.clone(), stop.clone()));
+    }
     let ingester = match cfg.target {
         Target::All | Target::Ingester => {
             readiness.not_ready("ingester", "replaying the WAL");
@@ -41,6 +64,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         ),
     };
 
+    if let Some(ing) = &ingester {
+        ing.set_limits_source(Arc::new(OverridesLimits(overrides.clone())));
+    }
+
     let mut api = axum::Router::new();
     if let (Target::All, Some(ing)) = (cfg.target, &ingester) {
         let client: Arc<dyn heddle_proto::IngesterClient> = ing.clone();
@@ -51,7 +78,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             ring,
             &mut registry,
             discarded.clone(),
-        );
+        )
+        .with_overrides(overrides.clone());
         let querier = Querier::new(
             cfg.querier.clone(),
             Arc::new(StaticIngesters::new(vec![client])),

@@ -1,5 +1,6 @@
 //! Ingester and TSDB configuration (`ingester:` and `blocks_storage.tsdb:` in YAML).
 
+use crate::limits::InstanceLimitsConfig;
 use heddle_server::{FlagKind, FlagSpec};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -12,6 +13,8 @@ pub struct IngesterConfig {
     pub arena_pool_size: usize,
     /// An arena that grew beyond this many bytes for one request is freed instead of pooled.
     pub arena_max_retained_bytes: usize,
+    /// Limits protecting this ingester (Mimir's `instance_limits`).
+    pub instance_limits: InstanceLimitsConfig,
 }
 
 impl Default for IngesterConfig {
@@ -19,6 +22,7 @@ impl Default for IngesterConfig {
         Self {
             arena_pool_size: 64,
             arena_max_retained_bytes: 8 * 1024 * 1024,
+            instance_limits: InstanceLimitsConfig::default(),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::config::{IngesterConfig, TsdbConfig};
 use crate::error::IngesterError;
+use crate::limits::IngesterLimits;
 use crate::metrics::Metrics;
 use heddle_model::TenantId;
 use heddle_proto::ArenaPool;
@@ -26,6 +27,7 @@ pub struct Ingester {
     pub(crate) arenas: ArenaPool,
     pub(crate) metrics: Metrics,
     pub(crate) discarded: DiscardedSamples,
+    pub(crate) limits: IngesterLimits,
     state: AtomicU8,
 }
 
@@ -44,6 +46,7 @@ impl Ingester {
             arenas: ArenaPool::new(cfg.arena_pool_size, cfg.arena_max_retained_bytes),
             metrics: Metrics::register(registry),
             discarded,
+            limits: IngesterLimits::new(cfg.instance_limits.clone(), registry),
             state: AtomicU8::new(STARTING),
         })
     }

@@ -10,6 +10,7 @@ mod config;
 mod convert;
 mod error;
 mod ingester;
+mod limits;
 mod metrics;
 mod push;
 mod read;
@@ -17,3 +18,6 @@ mod read;
 pub use config::{INGESTER_FLAGS, IngesterConfig, TSDB_FLAGS, TsdbConfig};
 pub use error::IngesterError;
 pub use ingester::Ingester;
+pub use limits::{
+    INSTANCE_LIMITS_FLAGS, InstanceLimitsConfig, LimitsSource, SeriesLimits, StaticLimits, local_series_limit,
+};

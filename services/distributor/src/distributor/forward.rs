@@ -33,6 +33,7 @@ impl Distributor {
     pub(super) async fn forward(&self, tenant: &TenantId, prepared: Prepared) -> PushOutcome {
         let Prepared {
             series_received,
+            deduplicated,
             mut rejections,
             series,
             batches,
@@ -166,6 +167,7 @@ impl Distributor {
 
         PushOutcome {
             series_received,
+            deduplicated,
             samples_ingested,
             rejections,
             failure,

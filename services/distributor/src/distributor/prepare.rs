@@ -7,6 +7,7 @@
 
 use super::Distributor;
 use crate::error::{InvalidSeries, PushError};
+use crate::ha_tracker::HaDecision;
 use crate::metrics::{REASON_EXEMPLARS, REASON_NATIVE_HISTOGRAMS};
 use crate::outcome::Rejection;
 use crate::ring::InstanceId;
@@ -26,6 +27,8 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
     pub(crate) series_received: usize,
+    /// The request came from a non-elected HA replica and was dropped: the 202 message.
+    pub(crate) deduplicated: Option<String>,
     /// Series (or some of their samples) refused by validation.
     pub(crate) rejections: Vec<Rejection>,
     /// Every series being forwarded, indexed by the numbers in [`Batch::series`].
@@ -55,8 +58,10 @@ pub(crate) struct Batch {
 }
 
 /// A series that passed validation, before sharding.
-struct Accepted {
+struct Accepted<'a> {
     index: usize,
+    /// Its labels, without the HA replica label.
+    labels: &'a [LabelRef<'a>],
     samples: u64,
     rewrite: bool,
 }
@@ -80,24 +85,59 @@ impl Distributor {
         let request =
             decode_write_request(arena, raw).map_err(|e| PushError::InvalidProtobuf { detail: e.to_string() })?;
         let timeseries = &request.timeseries[..];
-
-        let grace_ms = i64::try_from(self.limits.creation_grace_period.as_millis()).unwrap_or(i64::MAX);
-        let max_ms = self.clock.now_ms().saturating_add(grace_ms);
+        let limits = self.overrides.get(tenant.as_str());
 
         let mut prepared = Prepared {
             series_received: timeseries.len(),
             ..Prepared::default()
         };
+        // HA pairs: judged on the first series, before validation and rate limiting (as Mimir).
+        let mut drop_label: Option<&str> = None;
+        if let (Some(tracker), true, Some(first)) = (&self.ha_tracker, limits.accept_ha_samples, timeseries.first()) {
+            let find = |name: &str| first.labels.iter().find(|l| l.name == name).map(|l| l.value);
+            if let (Some(cluster), Some(replica)) = (find(&limits.ha_cluster_label), find(&limits.ha_replica_label))
+                && !cluster.is_empty()
+                && !replica.is_empty()
+            {
+                let samples: u64 = timeseries.iter().map(|ts| ts.samples.len() as u64).sum();
+                let now = self.clock.instant();
+                match tracker.check(tenant.as_str(), cluster, replica, samples, limits.ha_max_clusters, now) {
+                    HaDecision::Accept => drop_label = Some(limits.ha_replica_label.as_str()),
+                    HaDecision::Deduplicate { elected } => {
+                        prepared.deduplicated = Some(format!(
+                            "err-heddle-ha-replica-not-elected: samples from replica {replica:?} of HA cluster \
+                             {cluster:?} dropped (tenant={tenant}): replica {elected:?} is elected; another replica \
+                             is elected after `distributor.ha_tracker.ha_tracker_failover_timeout` without its samples"
+                        ));
+                        return Ok(prepared);
+                    }
+                    HaDecision::TooManyClusters { limit } => {
+                        self.metrics
+                            .discarded
+                            .add(tenant.as_str(), "err-heddle-too-many-ha-clusters", samples);
+                        return Err(PushError::TooManyHaClusters {
+                            tenant: tenant.to_string(),
+                            cluster: cluster.to_owned(),
+                            limit,
+                        });
+                    }
+                }
+            }
+        }
+
+        let grace_ms = i64::try_from(limits.creation_grace_period.as_millis()).unwrap_or(i64::MAX);
+        let max_ms = self.clock.now_ms().saturating_add(grace_ms);
         let mut accepted = Vec::with_capacity(timeseries.len());
         let mut accepted_samples = 0u64;
         let (mut histograms, mut exemplars) = (0u64, 0u64);
         for (index, ts) in timeseries.iter().enumerate() {
             histograms += u64::from(ts.histograms);
             exemplars += u64::from(ts.exemplars);
-            let check = match validate_labels(&ts.labels, &self.limits) {
+            let (labels, dropped) = without_label(arena, &ts.labels, drop_label);
+            let check = match validate_labels(labels, &limits) {
                 Ok(check) => check,
                 Err(e) => {
-                    self.reject(tenant, &ts.labels, e, ts.samples.len(), &mut prepared.rejections);
+                    self.reject(tenant, labels, e, ts.samples.len(), &mut prepared.rejections);
                     continue;
                 }
             };
@@ -106,15 +146,16 @@ impl Distributor {
                 if let InvalidSeries::TooFarInFuture { count, .. } = e {
                     future = count;
                 }
-                self.reject(tenant, &ts.labels, e, future, &mut prepared.rejections);
+                self.reject(tenant, labels, e, future, &mut prepared.rejections);
             }
             let samples = ts.samples.len() - future;
             if samples == 0 {
                 continue;
             }
-            let rewrite = check.has_empty_values || future > 0 || ts.exemplars > 0 || ts.histograms > 0;
+            let rewrite = check.has_empty_values || dropped || future > 0 || ts.exemplars > 0 || ts.histograms > 0;
             accepted.push(Accepted {
                 index,
+                labels,
                 samples: samples as u64,
                 rewrite,
             });
@@ -133,15 +174,19 @@ impl Distributor {
             );
         }
 
-        if !self.rate_limiter.allow(tenant, accepted_samples, self.clock.instant()) {
+        let (rate, burst) = (limits.ingestion_rate, limits.ingestion_burst_size);
+        if !self
+            .rate_limiter
+            .allow(tenant, accepted_samples, self.clock.instant(), rate, burst)
+        {
             self.metrics
                 .discarded
                 .add(tenant.as_str(), "err-heddle-ingestion-rate-limited", accepted_samples);
             return Err(PushError::RateLimited {
                 tenant: tenant.to_string(),
                 samples: accepted_samples,
-                rate: self.limits.ingestion_rate,
-                burst: self.limits.ingestion_burst_size,
+                rate,
+                burst,
             });
         }
         self.metrics.received_samples(tenant.as_str(), accepted_samples);
@@ -152,11 +197,11 @@ impl Distributor {
         for a in accepted {
             let ts = &timeseries[a.index];
             let bytes = if a.rewrite {
-                rewrite_series(arena, ts, max_ms)
+                rewrite_series(arena, a.labels, ts, max_ms)
             } else {
                 ts.raw
             };
-            let kept = ts.labels.iter().filter(|l| !l.value.is_empty());
+            let kept = a.labels.iter().filter(|l| !l.value.is_empty());
             let token = series_token(tenant.as_str(), kept.map(|l| (l.name, l.value)));
             let set = self.ring.replica_set(token);
             let series_idx = prepared.series.len();
@@ -227,12 +272,26 @@ impl Distributor {
     }
 }
 
-/// Re-encodes a series without its empty-valued labels, future samples, exemplars and histograms, into the
-/// arena so it can be framed like a raw slice.
-fn rewrite_series<'a>(arena: &'a Bump, ts: &TimeSeriesRef<'_>, max_ms: i64) -> &'a [u8] {
+/// `labels` without the label named `name` (a copy in the arena), and whether it was there.
+fn without_label<'a>(arena: &'a Bump, labels: &'a [LabelRef<'a>], name: Option<&str>) -> (&'a [LabelRef<'a>], bool) {
+    match name {
+        Some(name) if labels.iter().any(|l| l.name == name) => (
+            {
+                let mut kept = bumpalo::collections::Vec::with_capacity_in(labels.len(), arena);
+                kept.extend(labels.iter().filter(|l| l.name != name).copied());
+                kept.into_bump_slice()
+            },
+            true,
+        ),
+        _ => (labels, false),
+    }
+}
+
+/// Re-encodes a series with `labels` (its own, maybe without the HA replica label) minus empty-valued ones,
+/// without future samples, exemplars and histograms, into the arena so it can be framed like a raw slice.
+fn rewrite_series<'a>(arena: &'a Bump, labels: &[LabelRef<'_>], ts: &TimeSeriesRef<'_>, max_ms: i64) -> &'a [u8] {
     let series = prometheus::TimeSeries {
-        labels: ts
-            .labels
+        labels: labels
             .iter()
             .filter(|l| !l.value.is_empty())
             .map(|l| prometheus::Label {

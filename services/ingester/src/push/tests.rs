@@ -1,0 +1,329 @@
+//! Push-path tests: series limits, out-of-bounds samples, instance limits, partial acceptance.
+
+use crate::{Ingester, IngesterConfig, InstanceLimitsConfig, LimitsSource, SeriesLimits, StaticLimits, TsdbConfig};
+use bytes::Bytes;
+use heddle_model::TenantId;
+use heddle_proto::IngesterClient;
+use heddle_proto::ingester::PushResponse;
+use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+use heddle_server::DiscardedSamples;
+use prometheus_client::registry::Registry;
+use prost::Message as _;
+use std::path::Path;
+use std::sync::Arc;
+
+const T0: i64 = 1_700_000_000_000;
+const HOUR: i64 = 3_600_000;
+
+struct Setup {
+    ingester: Arc<Ingester>,
+    registry: Registry,
+    discarded: DiscardedSamples,
+}
+
+async fn open(dir: &Path, instance_limits: InstanceLimitsConfig, limits: SeriesLimits) -> Setup {
+    let mut registry = Registry::default();
+    let discarded = DiscardedSamples::register(&mut registry);
+    let cfg = IngesterConfig {
+        instance_limits,
+        ..IngesterConfig::default()
+    };
+    let tsdb = TsdbConfig {
+        dir: dir.to_path_buf(),
+        ..TsdbConfig::default()
+    };
+    let ingester = Ingester::new(&cfg, tsdb, &mut registry, discarded.clone());
+    ingester.set_limits_source(Arc::new(StaticLimits(limits)));
+    ingester.open_existing().await.unwrap();
+    Setup {
+        ingester,
+        registry,
+        discarded,
+    }
+}
+
+fn ts(name: &str, id: &str, samples: &[i64]) -> TimeSeries {
+    TimeSeries {
+        labels: vec![
+            Label {
+                name: "__name__".into(),
+                value: name.into(),
+            },
+            Label {
+                name: "id".into(),
+                value: id.into(),
+            },
+        ],
+        samples: samples
+            .iter()
+            .map(|&timestamp| Sample { value: 1.0, timestamp })
+            .collect(),
+        ..TimeSeries::default()
+    }
+}
+
+fn tenant(id: &str) -> TenantId {
+    TenantId::new(id).unwrap()
+}
+
+async fn push(i: &Ingester, t: &str, series: Vec<TimeSeries>) -> Result<PushResponse, tonic::Status> {
+    let body = WriteRequest {
+        timeseries: series,
+        metadata: Vec::new(),
+    }
+    .encode_to_vec();
+    i.push(&tenant(t), Bytes::from(body)).await
+}
+
+fn limits(user: usize, metric: usize) -> SeriesLimits {
+    SeriesLimits {
+        max_global_series_per_user: user,
+        max_global_series_per_metric: metric,
+    }
+}
+
+#[tokio::test]
+async fn series_limit_per_tenant_refuses_only_new_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits(2, 0)).await;
+    let r = push(
+        &s.ingester,
+        "a",
+        vec![ts("m", "1", &[T0]), ts("m", "2", &[T0]), ts("m", "3", &[T0, T0 + 1])],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.samples_ingested, 2, "the first two series are created");
+    assert_eq!(r.errors.len(), 1);
+    let e = &r.errors[0];
+    assert_eq!(e.series_index, 2);
+    assert_eq!(e.reason, "err-heddle-max-series-per-user");
+    assert_eq!(e.samples_rejected, 2);
+    for want in [
+        "tenant=a",
+        r#"id="3""#,
+        "limit of 2",
+        "limits.max_global_series_per_user",
+        "--ingester.max-global-series-per-user",
+    ] {
+        assert!(e.message.contains(want), "{want:?} not in {}", e.message);
+    }
+    let r = push(
+        &s.ingester,
+        "a",
+        vec![ts("m", "1", &[T0 + 10]), ts("m", "4", &[T0 + 10])],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.samples_ingested, 1, "existing series still take samples at the limit");
+    assert_eq!(r.errors[0].series_index, 1);
+    let other = push(&s.ingester, "b", vec![ts("m", "1", &[T0]), ts("m", "2", &[T0])])
+        .await
+        .unwrap();
+    assert!(other.errors.is_empty(), "tenants have their own limit");
+    assert_eq!(s.discarded.get("a", "err-heddle-max-series-per-user"), 3);
+    let text = heddle_server::encode_metrics(&s.registry);
+    assert!(
+        text.contains(r#"heddle_discarded_samples_total{tenant="a",reason="err-heddle-max-series-per-user"} 3"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn series_limit_per_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits(0, 1)).await;
+    let r = push(
+        &s.ingester,
+        "a",
+        vec![ts("m", "1", &[T0]), ts("m", "2", &[T0]), ts("n", "1", &[T0])],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.samples_ingested, 2);
+    assert_eq!(r.errors.len(), 1);
+    assert_eq!(r.errors[0].reason, "err-heddle-max-series-per-metric");
+    assert!(
+        r.errors[0].message.contains("limits.max_global_series_per_metric"),
+        "{}",
+        r.errors[0].message
+    );
+}
+
+#[tokio::test]
+async fn limits_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = open(dir.path(), InstanceLimitsConfig::default(), limits(2, 0)).await;
+        push(&s.ingester, "a", vec![ts("m", "1", &[T0]), ts("m", "2", &[T0])])
+            .await
+            .unwrap();
+        s.ingester.close().await;
+    }
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits(2, 0)).await;
+    let r = push(&s.ingester, "a", vec![ts("m", "3", &[T0 + 1]), ts("m", "2", &[T0 + 1])])
+        .await
+        .unwrap();
+    assert_eq!(r.samples_ingested, 1, "replayed series count toward the limit");
+    assert_eq!(r.errors[0].reason, "err-heddle-max-series-per-user");
+}
+
+#[derive(Debug)]
+struct PerTenant;
+
+impl LimitsSource for PerTenant {
+    fn series_limits(&self, tenant: &TenantId) -> SeriesLimits {
+        if tenant.as_str() == "small" {
+            limits(1, 0)
+        } else {
+            limits(0, 0)
+        }
+    }
+}
+
+#[tokio::test]
+async fn limits_come_from_the_source_per_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits(0, 0)).await;
+    s.ingester.set_limits_source(Arc::new(PerTenant));
+    let two = || vec![ts("m", "1", &[T0]), ts("m", "2", &[T0])];
+    assert_eq!(push(&s.ingester, "small", two()).await.unwrap().errors.len(), 1);
+    assert_eq!(push(&s.ingester, "big", two()).await.unwrap().errors.len(), 0);
+}
+
+#[tokio::test]
+async fn samples_older_than_the_head_range_are_out_of_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits(0, 0)).await;
+    push(&s.ingester, "a", vec![ts("m", "1", &[T0])]).await.unwrap();
+    let r = push(
+        &s.ingester,
+        "a",
+        vec![
+            ts("m", "2", &[T0 - 2 * HOUR, T0 - HOUR / 2]),
+            ts("m", "3", &[T0 - HOUR - 1]),
+            ts("m", "4", &[T0 - HOUR]),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.samples_ingested, 2, "samples within 1h of the newest are accepted");
+    assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+    assert_eq!(r.errors[0].series_index, 0);
+    assert_eq!(r.errors[0].reason, "err-heddle-sample-out-of-bounds");
+    assert_eq!(r.errors[0].samples_rejected, 1);
+    let m = &r.errors[0].message;
+    for want in [
+        "tenant=a",
+        r#"id="2""#,
+        &format!("ts={}", T0 - 2 * HOUR),
+        &format!("{}", T0 - HOUR),
+    ] {
+        assert!(m.contains(want), "{want:?} not in {m}");
+    }
+    assert_eq!(r.errors[1].series_index, 1);
+    assert_eq!(s.discarded.get("a", "err-heddle-sample-out-of-bounds"), 2);
+    let back = push(&s.ingester, "b", vec![ts("m", "1", &[T0 - 100 * HOUR])])
+        .await
+        .unwrap();
+    assert!(back.errors.is_empty(), "an empty head accepts any time");
+}
+
+#[tokio::test]
+async fn ingester_errors_keep_request_indexes_after_filtering() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits(0, 0)).await;
+    push(&s.ingester, "a", vec![ts("m", "1", &[T0])]).await.unwrap();
+    let r = push(
+        &s.ingester,
+        "a",
+        vec![
+            ts("m", "2", &[T0 - 3 * HOUR]),
+            ts("m", "1", &[T0 - 1]),
+            ts("m", "5", &[T0]),
+        ],
+    )
+    .await
+    .unwrap();
+    let got: Vec<(u32, &str)> = r.errors.iter().map(|e| (e.series_index, e.reason.as_str())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, "err-heddle-sample-out-of-bounds"),
+            (1, "err-heddle-sample-out-of-order")
+        ]
+    );
+    assert!(r.errors[1].message.contains(r#"id="1""#), "{}", r.errors[1].message);
+}
+
+#[tokio::test]
+async fn instance_limits_answer_unavailable_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(
+        dir.path(),
+        InstanceLimitsConfig {
+            max_inflight_push_requests: 1,
+            max_tenants: 1,
+            max_series: 3,
+            ..InstanceLimitsConfig::default()
+        },
+        limits(0, 0),
+    )
+    .await;
+    let held = s.ingester.limits.instance.start_push().unwrap();
+    let err = push(&s.ingester, "a", vec![ts("m", "1", &[T0])]).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    assert!(
+        err.message().contains("max_inflight_push_requests"),
+        "{}",
+        err.message()
+    );
+    drop(held);
+
+    push(&s.ingester, "a", vec![ts("m", "1", &[T0]), ts("m", "2", &[T0])])
+        .await
+        .unwrap();
+    let err = push(&s.ingester, "b", vec![ts("m", "1", &[T0])]).await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        tonic::Code::Unavailable,
+        "a second tenant is over max_tenants"
+    );
+    assert!(err.message().contains("max_tenants"), "{}", err.message());
+
+    let err = push(&s.ingester, "a", vec![ts("m", "3", &[T0 + 1]), ts("m", "4", &[T0 + 1])])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    assert!(err.message().contains("max_series"), "{}", err.message());
+    let r = push(&s.ingester, "a", vec![ts("m", "3", &[T0 + 1]), ts("m", "1", &[T0 + 1])])
+        .await
+        .unwrap();
+    assert!(
+        r.errors.is_empty(),
+        "the refused push created nothing: one slot is still free"
+    );
+    assert_eq!(r.samples_ingested, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn instance_ingestion_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(
+        dir.path(),
+        InstanceLimitsConfig {
+            max_ingestion_rate: 3.0,
+            ..InstanceLimitsConfig::default()
+        },
+        limits(0, 0),
+    )
+    .await;
+    push(&s.ingester, "a", vec![ts("m", "1", &[T0, T0 + 1, T0 + 2])])
+        .await
+        .unwrap();
+    let err = push(&s.ingester, "a", vec![ts("m", "1", &[T0 + 3])]).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    assert!(err.message().contains("max_ingestion_rate"), "{}", err.message());
+    tokio::time::advance(std::time::Duration::from_secs(1)).await;
+    push(&s.ingester, "a", vec![ts("m", "1", &[T0 + 3])]).await.unwrap();
+}
