@@ -5,18 +5,28 @@
 //! backends (in-memory and gossip over chitchat), the ingester [`Lifecycler`] and their configuration.
 //! Does not own: gRPC clients to the instances, or what the distributor and querier do with replica sets.
 
+mod config;
 mod desc;
 mod error;
+mod gossip;
 mod instance;
+mod lifecycler;
+mod membership;
+mod memory;
 mod replication;
 mod ring;
 mod snapshot;
 mod token_table;
 mod tokens;
 
+pub use config::{MEMBERLIST_FLAGS, MemberlistConfig, RING_FLAGS, RingConfig, hostname};
 pub use desc::{MembershipView, RingDesc};
 pub use error::RingError;
+pub use gossip::{GossipConfig, GossipMembership};
 pub use instance::{InstanceDesc, InstanceState};
+pub use lifecycler::{Clock, Lifecycler, LifecyclerConfig, system_clock};
+pub use membership::Membership;
+pub use memory::MemoryMembership;
 pub use replication::{Operation, ReplicaBuf, ReplicationConfig, min_success};
 pub use ring::{Ring, now_ms};
 pub use snapshot::{ReadSet, ReplicaSet, RingSnapshot};
