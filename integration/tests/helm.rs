@@ -11,7 +11,8 @@
 //! Regenerate the golden manifests and the README's values table with
 //! `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle-integration --test helm`.
 
-use heddle_testkit::{HeddleOptions, HeddleProcess, run_bounded, workspace_root};
+use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+use heddle_testkit::{HeddleOptions, HeddleProcess, http_client, http_get, push, run_bounded, workspace_root};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -588,12 +589,111 @@ fn the_rendered_config_starts_the_real_binary() {
         // The harness's flags (ports on 127.0.0.1, a temporary data dir) override the file's, as in the chart.
         let mut h = HeddleProcess::start(HeddleOptions {
             config_yaml: Some(yaml.clone()),
+            // Generous: the machine may be busy compiling; an empty data dir is normally ready in milliseconds.
+            ready_timeout: Duration::from_secs(120),
             ..HeddleOptions::default()
         })
         .unwrap_or_else(|e| panic!("{name}: heddle refused the chart's config ({e}):\n{yaml}"));
         let status = h.sigterm_and_wait().expect("stop heddle");
         assert!(status.success(), "{name}: {status:?}\n{}", h.log_tail(20));
     }
+}
+
+/// Every `heddle_*` metric name in `text`.
+fn heddle_metric_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("heddle_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        let preceded_by_word = rest[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !preceded_by_word {
+            names.insert(tail[..end].to_owned());
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[test]
+fn alerts_and_dashboard_use_only_metrics_heddle_exports() {
+    let Some(helm) = helm() else { return };
+    let objs = objects(&render_ok(&helm, &[ci_values("production-3-zone-values.yaml")], &[]));
+    let rules = serde_json::to_string(&of_kind(&objs, "PrometheusRule")[0]["spec"]).expect("json");
+    let dashboard = named(&objs, "ConfigMap", &format!("{RELEASE}-dashboards"))["data"]["heddle-overview.json"]
+        .as_str()
+        .expect("dashboard")
+        .to_owned();
+    let referenced = heddle_metric_names(&format!("{rules}\n{dashboard}"));
+    assert!(referenced.len() >= 8, "{referenced:?}");
+
+    // Families appear in the exposition once used: push a valid and an invalid series, ask the querier once.
+    let h = HeddleProcess::start(HeddleOptions {
+        ready_timeout: Duration::from_secs(120),
+        ..HeddleOptions::default()
+    })
+    .expect("start heddle");
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("time fits i64");
+    let series = |labels: &[(&str, &str)]| TimeSeries {
+        labels: labels
+            .iter()
+            .map(|(n, v)| Label {
+                name: (*n).into(),
+                value: (*v).into(),
+            })
+            .collect(),
+        samples: vec![Sample {
+            value: 1.0,
+            timestamp: now_ms,
+        }],
+        ..TimeSeries::default()
+    };
+    let req = WriteRequest {
+        timeseries: vec![
+            series(&[("__name__", "up"), ("job", "helm")]),
+            series(&[("job", "no-name")]),
+        ],
+        ..WriteRequest::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let outcome = runtime
+        .block_on(push(
+            &http_client(Duration::from_secs(10)).expect("client"),
+            &h.push_url(),
+            None,
+            &req,
+        ))
+        .expect("push");
+    assert_eq!(outcome.status, 400, "the invalid series is refused: {}", outcome.body);
+    let (status, _) = http_get(h.http_addr(), "/prometheus/api/v1/labels", Duration::from_secs(10)).expect("labels");
+    assert_eq!(status, 200);
+    let (status, exposition) = http_get(h.http_addr(), "/metrics", Duration::from_secs(10)).expect("metrics");
+    assert_eq!(status, 200);
+    let exported: BTreeSet<String> = exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_owned)
+        .collect();
+    let missing: Vec<_> = referenced.difference(&exported).collect();
+    assert!(
+        missing.is_empty(),
+        "alerts or dashboard use metrics heddle does not export: {missing:?}\n{exposition}"
+    );
 }
 
 /// The README's values table, from the `# --` comments of values.yaml.
