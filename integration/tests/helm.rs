@@ -11,162 +11,17 @@
 //! Regenerate the golden manifests and the README's values table with
 //! `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle-integration --test helm`.
 
+#[path = "helm/support.rs"]
+mod support;
+
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
-use heddle_testkit::{HeddleOptions, HeddleProcess, http_client, http_get, push, run_bounded, workspace_root};
-use serde::Deserialize;
+use heddle_testkit::{HeddleOptions, HeddleProcess, http_client, http_get, push, run_bounded};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
-
-/// Upper bound of one helm or kubernetes-validate run.
-const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
-/// Kubernetes version whose API schemas the renderings must satisfy.
-const KUBERNETES_VERSION: &str = "1.30.0";
-/// The values files under `helm/heddle/ci/`, each rendered, validated and compared with its golden file.
-const CI_VALUES: &[&str] = &[
-    "single-node-values.yaml",
-    "production-3-zone-values.yaml",
-    "external-s3-secret-values.yaml",
-];
-/// Release name and namespace of every rendering (object names in the golden files depend on them).
-const RELEASE: &str = "heddle";
-/// Config keys the chart renders only in distributed mode, for the cluster mode (ring, gossip, S3, block
-/// shipping). The binary must accept everything else of every rendered config.
-const CLUSTER_ONLY_KEYS: &[&str] = &[
-    "blocks_storage.backend",
-    "blocks_storage.s3",
-    "blocks_storage.tsdb.block_ranges_period",
-    "blocks_storage.tsdb.memory_snapshot_on_shutdown",
-    "blocks_storage.tsdb.retention_period",
-    "blocks_storage.tsdb.ship_interval",
-    "ingester.ring",
-    "memberlist",
-];
-
-fn chart_dir() -> PathBuf {
-    workspace_root().join("helm/heddle")
-}
-
-fn ci_values(name: &str) -> PathBuf {
-    chart_dir().join("ci").join(name)
-}
-
-/// A tool from `env`, else from `~/.cache/heddle-tools/<rel>`. Missing: panics under CI, else `None` (skip).
-fn tool(env: &str, rel: &str, what: &str) -> Option<PathBuf> {
-    let path = std::env::var_os(env).map(PathBuf::from).unwrap_or_else(|| {
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-        home.join(".cache/heddle-tools").join(rel)
-    });
-    if path.is_file() {
-        return Some(path);
-    }
-    let hint = format!(
-        "{what} not found at {}: run ./scripts/test once (it installs it into ~/.cache/heddle-tools) or set {env}",
-        path.display()
-    );
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{hint}");
-    eprintln!("skipping: {hint}");
-    None
-}
-
-fn helm() -> Option<PathBuf> {
-    tool("HEDDLE_HELM", "helm", "helm")
-}
-
-fn kubernetes_validate() -> Option<PathBuf> {
-    tool(
-        "HEDDLE_KUBERNETES_VALIDATE",
-        "venv/bin/kubernetes-validate",
-        "kubernetes-validate",
-    )
-}
-
-/// `helm template` of the chart with `values` files and `--set` pairs: the manifests, or helm's stderr.
-fn render(helm: &Path, values: &[PathBuf], sets: &[&str]) -> Result<String, String> {
-    let mut cmd = Command::new(helm);
-    cmd.args(["template", RELEASE])
-        .arg(chart_dir())
-        .args(["--namespace", RELEASE]);
-    for v in values {
-        cmd.arg("--values").arg(v);
-    }
-    for s in sets {
-        cmd.args(["--set", s]);
-    }
-    let out = run_bounded(cmd, TOOL_TIMEOUT).expect("run helm template");
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        Err(out.stderr)
-    }
-}
-
-fn render_ok(helm: &Path, values: &[PathBuf], sets: &[&str]) -> String {
-    render(helm, values, sets).unwrap_or_else(|e| panic!("helm template {values:?} {sets:?} failed:\n{e}"))
-}
-
-/// Every non-empty YAML document of a rendering.
-fn objects(manifests: &str) -> Vec<Value> {
-    serde_norway::Deserializer::from_str(manifests)
-        .map(|doc| Value::deserialize(doc).expect("helm rendered invalid YAML"))
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
-fn of_kind<'a>(objs: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    objs.iter().filter(|o| o["kind"] == kind).collect()
-}
-
-fn named<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    objs.iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name} among {:?}", names(objs)))
-}
-
-fn names(objs: &[Value]) -> Vec<String> {
-    objs.iter()
-        .map(|o| {
-            format!(
-                "{}/{}",
-                o["kind"].as_str().unwrap_or("?"),
-                o["metadata"]["name"].as_str().unwrap_or("?")
-            )
-        })
-        .collect()
-}
-
-/// The StatefulSets and Deployments.
-fn workloads(objs: &[Value]) -> Vec<&Value> {
-    objs.iter()
-        .filter(|o| o["kind"] == "StatefulSet" || o["kind"] == "Deployment")
-        .collect()
-}
-
-fn args(workload: &Value) -> Vec<&str> {
-    workload["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
-/// The `heddle.yaml` of the rendered ConfigMap, parsed.
-fn rendered_config(objs: &[Value]) -> (String, Value) {
-    let text = named(objs, "ConfigMap", &format!("{RELEASE}-config"))["data"]["heddle.yaml"]
-        .as_str()
-        .expect("heddle.yaml in the ConfigMap")
-        .to_owned();
-    let parsed: Value = serde_norway::from_str(&text).expect("the generated config is YAML");
-    (text, parsed)
-}
-
-fn checksum(workload: &Value) -> String {
-    workload["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no checksum/config on {}", workload["metadata"]["name"]))
-        .to_owned()
-}
+use support::*;
 
 #[test]
 fn lint_strict_passes_for_defaults_and_every_ci_values_file() {
@@ -188,14 +43,6 @@ fn lint_strict_passes_for_defaults_and_every_ci_values_file() {
         );
         assert!(out.stdout.contains("0 chart(s) failed"), "{case:?}: {}", out.stdout);
     }
-}
-
-/// Runs kubernetes-validate on a manifest file: (succeeded, combined output).
-fn validate_file(validator: &Path, file: &Path) -> (bool, String) {
-    let mut cmd = Command::new(validator);
-    cmd.args(["--strict", "-k", KUBERNETES_VERSION]).arg(file);
-    let out = run_bounded(cmd, TOOL_TIMEOUT).expect("run kubernetes-validate");
-    (out.status.success(), format!("{}{}", out.stdout, out.stderr))
 }
 
 #[test]
@@ -236,10 +83,6 @@ fn every_rendering_satisfies_the_kubernetes_schemas() {
         !ok && output.contains("zonesPlease"),
         "an unknown field must fail validation:\n{output}"
     );
-}
-
-fn is_prometheus_operator(o: &Value) -> bool {
-    o["apiVersion"] == "monitoring.coreos.com/v1"
 }
 
 #[test]
@@ -546,23 +389,6 @@ fn schema_and_checks_refuse_bad_values_with_a_clear_message() {
     }
 }
 
-/// Removes a dotted key from a config; true when it was there. Empty parent maps are removed too.
-fn remove_key(config: &mut Value, dotted: &str) -> bool {
-    let (parent_path, leaf) = dotted.rsplit_once('.').unwrap_or(("", dotted));
-    let mut node = &mut *config;
-    for part in parent_path.split('.').filter(|p| !p.is_empty()) {
-        match node.get_mut(part) {
-            Some(n) => node = n,
-            None => return false,
-        }
-    }
-    let removed = node.as_object_mut().and_then(|m| m.remove(leaf)).is_some();
-    if removed && !parent_path.is_empty() && node.as_object().is_some_and(serde_json::Map::is_empty) {
-        remove_key(config, parent_path);
-    }
-    removed
-}
-
 #[test]
 fn the_rendered_config_starts_the_real_binary() {
     let Some(helm) = helm() else { return };
@@ -597,27 +423,6 @@ fn the_rendered_config_starts_the_real_binary() {
         let status = h.sigterm_and_wait().expect("stop heddle");
         assert!(status.success(), "{name}: {status:?}\n{}", h.log_tail(20));
     }
-}
-
-/// Every `heddle_*` metric name in `text`.
-fn heddle_metric_names(text: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("heddle_") {
-        let tail = &rest[at..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
-            .unwrap_or(tail.len());
-        let preceded_by_word = rest[..at]
-            .chars()
-            .next_back()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !preceded_by_word {
-            names.insert(tail[..end].to_owned());
-        }
-        rest = &tail[end..];
-    }
-    names
 }
 
 #[test]
@@ -694,50 +499,6 @@ fn alerts_and_dashboard_use_only_metrics_heddle_exports() {
         missing.is_empty(),
         "alerts or dashboard use metrics heddle does not export: {missing:?}\n{exposition}"
     );
-}
-
-/// The README's values table, from the `# --` comments of values.yaml.
-fn values_table(values_yaml: &str) -> String {
-    let values: Value = serde_norway::from_str(values_yaml).expect("values.yaml is YAML");
-    let mut rows = Vec::new();
-    let mut stack: Vec<(usize, String)> = Vec::new();
-    let mut doc: Option<String> = None;
-    for line in values_yaml.lines() {
-        let trimmed = line.trim_start();
-        let indent = line.len() - trimmed.len();
-        if let Some(text) = trimmed.strip_prefix("# --") {
-            doc = Some(text.trim().to_owned());
-            continue;
-        }
-        if let Some(text) = trimmed.strip_prefix('#') {
-            if let Some(d) = doc.as_mut() {
-                d.push(' ');
-                d.push_str(text.trim());
-            }
-            continue;
-        }
-        let Some((key, _)) = trimmed.split_once(':') else {
-            continue;
-        };
-        if trimmed.starts_with('-') || key.contains(' ') || key.is_empty() {
-            continue;
-        }
-        while stack.last().is_some_and(|(i, _)| *i >= indent) {
-            stack.pop();
-        }
-        stack.push((indent, key.to_owned()));
-        if let Some(d) = doc.take() {
-            let path: Vec<&str> = stack.iter().map(|(_, k)| k.as_str()).collect();
-            let default = path.iter().fold(&values, |v, k| &v[*k]);
-            rows.push(format!(
-                "| `{}` | `{}` | {} |",
-                path.join("."),
-                serde_json::to_string(default).expect("json").replace('|', "\\|"),
-                d.replace('|', "\\|")
-            ));
-        }
-    }
-    format!("| key | default | description |\n|---|---|---|\n{}\n", rows.join("\n"))
 }
 
 #[test]
