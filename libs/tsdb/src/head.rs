@@ -14,10 +14,13 @@ mod postings;
 mod read;
 mod replay;
 mod series;
+mod snapshot;
 mod symbols;
 
 #[cfg(test)]
 mod mmap_tests;
+#[cfg(test)]
+mod snapshot_tests;
 #[cfg(test)]
 mod tests;
 
@@ -28,6 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 pub use append::{AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError};
 pub use read::{ChunkData, HeadStats, SeriesChunks};
 pub use replay::ReplayStats;
+pub use snapshot::SnapshotStats;
 
 use append::Appender;
 use index::HeadIndex;
@@ -90,6 +94,7 @@ impl HeadOptions {
 pub struct Head {
     dir: PathBuf,
     policy: CutPolicy,
+    wal_compression: bool,
     index: RwLock<HeadIndex>,
     chunks: ChunkDiskMapper,
     appender: Mutex<Appender>,
@@ -128,6 +133,7 @@ impl Head {
                 target_samples: opts.chunk_target_samples,
                 range_ms: opts.chunk_range_ms,
             },
+            wal_compression: opts.wal_compression,
             index: RwLock::new(HeadIndex::new()),
             chunks,
             appender: Mutex::new(Appender::default()),
@@ -142,11 +148,15 @@ impl Head {
             chunks_head_repaired: scanned.corruption.clone(),
             ..ReplayStats::default()
         };
-        head.replay_wal(&wal_dir, scanned.chunks, &mut stats)?;
+        let mut mapped = scanned.chunks;
+        let loaded = head.load_snapshot(&mut mapped, &mut stats)?;
+        head.replay_wal(&wal_dir, loaded.position.unwrap_or_default(), mapped, &mut stats)?;
         tracing::info!(
             dir = %dir.display(),
             series = stats.series,
             samples = stats.samples,
+            snapshot_series = stats.snapshot_series,
+            snapshots_discarded = stats.snapshots_discarded,
             mmapped_chunks = stats.mmapped_chunks,
             samples_in_mmapped_chunks = stats.samples_in_mmapped_chunks,
             unknown_ref_samples = stats.unknown_ref_samples,
@@ -163,6 +173,12 @@ impl Head {
             },
         )?;
         lock(&head.appender).wal = Some(wal);
+        if let Some(used) = loaded.dir {
+            // See `snapshot`: a snapshot serves one start only.
+            if let Err(e) = std::fs::remove_dir_all(&used) {
+                tracing::warn!(dir = %used.display(), error = %e, "cannot delete the loaded chunk snapshot");
+            }
+        }
         Ok((head, stats))
     }
 

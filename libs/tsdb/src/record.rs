@@ -292,6 +292,8 @@ impl<'a> Decoder<'a> {
     }
 }
 
+pub mod snapshot;
+
 #[cfg(test)]
 mod compat_tests;
 #[cfg(test)]

@@ -115,6 +115,11 @@ impl HeadIndex {
         series
     }
 
+    /// Every series, in no order.
+    pub(crate) fn all_series(&self) -> impl Iterator<Item = &Arc<MemSeries>> + '_ {
+        self.series.values()
+    }
+
     /// Notes a ref seen in the WAL, so new series never reuse it.
     pub(crate) fn reserve_ref(&mut self, series_ref: u64) {
         self.next_ref = self.next_ref.max(series_ref.saturating_add(1));

@@ -55,6 +55,12 @@ pub struct ReplayStats {
     pub samples_in_mmapped_chunks: u64,
     /// The corrupt tail of `chunks_head/` that was cut off, if any (the WAL replayed its samples).
     pub chunks_head_repaired: Option<crate::ChunksHeadCorruption>,
+    /// The WAL position of the chunk snapshot the head started from, if one was loaded.
+    pub snapshot: Option<heddle_wal::Position>,
+    /// Series loaded from the snapshot.
+    pub snapshot_series: u64,
+    /// Snapshots found unreadable or half-written, and deleted (the WAL was replayed instead).
+    pub snapshots_discarded: u64,
 }
 
 impl Head {
@@ -63,13 +69,14 @@ impl Head {
     pub(super) fn replay_wal(
         &self,
         wal_dir: &Path,
+        from: heddle_wal::Position,
         mut mapped: HashMap<u64, Vec<MappedChunk>>,
         stats: &mut ReplayStats,
     ) -> Result<(), TsdbError> {
         // Refs of duplicate series records -> the ref of the series that has those labels.
         let mut aliases: HashMap<u64, u64> = HashMap::new();
         let mut range = (i64::MAX, i64::MIN);
-        let report = heddle_wal::replay(wal_dir, |rec: &[u8]| -> Result<(), TsdbError> {
+        let report = heddle_wal::replay_from(wal_dir, from, |rec: &[u8]| -> Result<(), TsdbError> {
             match record::decode(rec) {
                 Ok(Record::Series(series)) => self.replay_series(&series, &mut aliases, &mut mapped, stats),
                 Ok(Record::Samples(samples)) => self.replay_samples(&samples, &aliases, stats, &mut range),
@@ -87,7 +94,7 @@ impl Head {
         stats.wal_segments = report.segments;
         stats.wal_bytes = report.bytes;
         stats.wal_repaired = report.repaired;
-        stats.orphan_mmapped_chunks = mapped.values().map(|c| c.len() as u64).sum();
+        stats.orphan_mmapped_chunks += mapped.values().map(|c| c.len() as u64).sum::<u64>();
         self.note_samples(stats.samples, range.0, range.1);
         Ok(())
     }
@@ -118,7 +125,7 @@ impl Head {
             let series = index.create(hash, &labels, Some(rec.series_ref), true);
             if let Some(chunks) = mapped.remove(&rec.series_ref) {
                 let (lo, hi) = (chunks.first().map(|c| c.min_time), chunks.last().map(|c| c.max_time));
-                lock(&series.state).attach_mapped(chunks, &self.chunks);
+                stats.orphan_mmapped_chunks += lock(&series.state).attach_mapped(chunks, &self.chunks) as u64;
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     self.min_time.fetch_min(lo, Ordering::Relaxed);
                     self.max_time.fetch_max(hi, Ordering::Relaxed);

@@ -146,22 +146,50 @@ impl SeriesState {
         self.mapped.last().map_or(i64::MIN, |c| c.max_time)
     }
 
-    /// Gives a series with no samples yet its chunks found in `chunks_head/` at startup. Its newest sample is
-    /// read from the last of them, so appends are judged against it.
-    pub(crate) fn attach_mapped(&mut self, chunks: Vec<MappedChunk>, mapper: &ChunkDiskMapper) {
-        debug_assert!(
-            self.open.is_empty() && self.mapped.is_empty(),
-            "series already has samples"
-        );
-        let Some(newest) = chunks.last() else { return };
-        self.last = mapper
-            .chunk(newest.chunk_ref)
-            .ok()
-            .and_then(|data| XorIter::new(&data).last())
-            .map(|s| (s.t, s.v.to_bits()))
-            .or(Some((newest.max_time, f64::NAN.to_bits())));
+    /// Gives a series its chunks found in `chunks_head/` at startup. With an open chunk (restored from a
+    /// snapshot) only the chunks that end before it are kept; returns how many were dropped. Without one, the
+    /// newest sample is read from the last chunk, so appends are judged against it.
+    pub(crate) fn attach_mapped(&mut self, mut chunks: Vec<MappedChunk>, mapper: &ChunkDiskMapper) -> usize {
+        debug_assert!(self.mapped.is_empty(), "series already has mapped chunks");
+        let mut dropped = 0;
+        if let Some(open_min) = self.open.min_time() {
+            let before = chunks.len();
+            chunks.retain(|c| c.max_time < open_min);
+            dropped = before - chunks.len();
+        } else if let Some(newest) = chunks.last() {
+            self.last = mapper
+                .chunk(newest.chunk_ref)
+                .ok()
+                .and_then(|data| XorIter::new(&data).last())
+                .map(|s| (s.t, s.v.to_bits()))
+                .or(Some((newest.max_time, f64::NAN.to_bits())));
+        }
+        chunks.shrink_to_fit();
         self.mapped = chunks;
-        self.mapped.shrink_to_fit();
+        dropped
+    }
+
+    /// Restores the open chunk of a series from a chunk snapshot. The caller checked that `chunk` holds
+    /// samples.
+    pub(crate) fn restore_open(&mut self, chunk: XorChunk, policy: CutPolicy) {
+        if let (Some(lo), Some(hi), Some(last)) = (chunk.min_time(), chunk.max_time(), chunk.last()) {
+            let end = policy.range_end(lo);
+            // The prediction Prometheus makes at a quarter of the target, made now if the chunk is past it.
+            self.next_at = if chunk.num_samples() > policy.target_samples / 4 {
+                compute_chunk_end(lo, hi, end)
+            } else {
+                end
+            };
+            self.last = Some((last.t, last.v.to_bits()));
+            self.open = chunk;
+        }
+    }
+
+    /// The open chunk as a snapshot records it: (mint, maxt, bytes, value of the newest sample).
+    pub(crate) fn open_chunk(&self) -> Option<(i64, i64, &[u8], f64)> {
+        let (lo, hi) = (self.open.min_time()?, self.open.max_time()?);
+        let (_, bits) = self.last?;
+        Some((lo, hi, self.open.bytes(), f64::from_bits(bits)))
     }
 
     /// Appends a sample the caller has judged [`Verdict::Append`], cutting the open chunk first when the

@@ -1,0 +1,367 @@
+//! Chunk snapshot on graceful shutdown (Prometheus' `memory-snapshot-on-shutdown`).
+//!
+//! `<dir>/chunk_snapshot.%06d.%010d/` is named after the WAL position (segment, byte offset) the snapshot
+//! covers, and holds WAL-format segments with one snapshot Series record per series (labels and the open
+//! chunk) and a Tombstones record ([`crate::record::snapshot`]). Completed chunks are not in it: they are in
+//! `chunks_head/`, flushed and fsynced before the snapshot is written. It is built under a `.tmp` name and
+//! renamed when complete.
+//!
+//! Startup with a snapshot: series and open chunks from it, completed chunks from `chunks_head/`, then only the
+//! WAL records after its position. A snapshot that does not read back completely is deleted and the head is
+//! rebuilt from the WAL alone. A loaded snapshot is deleted once the head is open: after the next crash,
+//! checkpoint + `chunks_head/` + full WAL replay is always right, while a stale snapshot would disagree with
+//! chunks cut after it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use heddle_wal::Position;
+
+use super::index::{HeadIndex, hash_labels};
+use super::{Head, lock, read, write};
+use crate::chunkenc::XorChunk;
+use crate::chunks_head::MappedChunk;
+use crate::error::TsdbError;
+use crate::file::sync_dir;
+use crate::record::snapshot::{self as snap, SnapshotChunk, SnapshotRecord};
+
+const PREFIX: &str = "chunk_snapshot.";
+const TMP_SUFFIX: &str = ".tmp";
+/// Snapshot records are handed to the writer in batches of about this many bytes.
+const BATCH_BYTES: usize = 1 << 20;
+
+/// What [`Head::close_with_snapshot`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotStats {
+    /// The snapshot directory.
+    pub dir: PathBuf,
+    /// The WAL position it covers.
+    pub position: Position,
+    /// Series written.
+    pub series: u64,
+    /// Bytes of the snapshot's segments.
+    pub bytes: u64,
+}
+
+/// The directory name of a snapshot at `pos`.
+pub(crate) fn snapshot_name(pos: Position) -> String {
+    format!("{PREFIX}{:06}.{:010}", pos.segment, pos.offset)
+}
+
+fn parse_name(name: &str) -> Option<Position> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (seg, off) = rest.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(seg) || !digits(off) {
+        return None;
+    }
+    Some(Position {
+        segment: seg.parse().ok()?,
+        offset: off.parse().ok()?,
+    })
+}
+
+/// Complete snapshots (ascending by position) and leftover temporary directories.
+type Listing = (Vec<(Position, PathBuf)>, Vec<PathBuf>);
+
+/// Lists the snapshots in `dir`.
+fn list(dir: &Path) -> Result<Listing, TsdbError> {
+    let io = |source| TsdbError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut done = Vec::new();
+    let mut tmp = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(PREFIX) {
+            continue;
+        }
+        if name.ends_with(TMP_SUFFIX) {
+            tmp.push(entry.path());
+        } else if let Some(pos) = parse_name(name) {
+            done.push((pos, entry.path()));
+        }
+    }
+    done.sort();
+    Ok((done, tmp))
+}
+
+fn remove_dir(path: &Path) -> Result<(), TsdbError> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(TsdbError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// What loading a snapshot did.
+#[derive(Debug, Default)]
+pub(super) struct Loaded {
+    /// The WAL position to replay from.
+    pub(super) position: Option<Position>,
+    /// The snapshot directory, deleted once the head is open.
+    pub(super) dir: Option<PathBuf>,
+}
+
+impl Head {
+    /// Closes the head like [`Head::close`], then writes a chunk snapshot so the next open skips WAL replay.
+    /// Returns `None` (writing nothing) when the head was already closed.
+    pub fn close_with_snapshot(&self) -> Result<Option<SnapshotStats>, TsdbError> {
+        // The appender lock is held throughout: no append can slip in between the WAL position and the
+        // series state the snapshot records.
+        let mut app = lock(&self.appender);
+        let Some(wal) = app.wal.take() else {
+            return Ok(None);
+        };
+        let position = wal.position();
+        wal.close()?;
+        self.chunks.close()?;
+        let started = std::time::Instant::now();
+        let stats = self.write_snapshot(position)?;
+        tracing::info!(
+            dir = %stats.dir.display(),
+            series = stats.series,
+            bytes = stats.bytes,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "wrote chunk snapshot"
+        );
+        Ok(Some(stats))
+    }
+
+    fn write_snapshot(&self, position: Position) -> Result<SnapshotStats, TsdbError> {
+        let name = snapshot_name(position);
+        let final_dir = self.dir.join(&name);
+        let tmp_dir = self.dir.join(format!("{name}{TMP_SUFFIX}"));
+        remove_dir(&tmp_dir)?;
+        let mut w = heddle_wal::Wal::open(
+            &tmp_dir,
+            heddle_wal::WalOptions {
+                segment_size: heddle_wal::DEFAULT_SEGMENT_SIZE,
+                compress: self.wal_compression,
+            },
+        )?;
+        let max = w.max_record_len();
+        let mut records: Vec<Vec<u8>> = Vec::new();
+        let mut used = 0usize;
+        let mut batch_bytes = 0usize;
+        let mut series = 0u64;
+        {
+            let index = read(&self.index);
+            for s in index.all_series() {
+                if !s.is_logged() {
+                    // Its Series record never reached the WAL and it has no samples: nothing to keep.
+                    continue;
+                }
+                if used == records.len() {
+                    records.push(Vec::new());
+                }
+                let buf = &mut records[used];
+                buf.clear();
+                let state = lock(&s.state);
+                let chunk = state
+                    .open_chunk()
+                    .map(|(min_time, max_time, data, last_value)| SnapshotChunk {
+                        min_time,
+                        max_time,
+                        encoding: crate::chunks_head::format::ENC_XOR,
+                        data,
+                        last_value,
+                    });
+                let labels = s
+                    .labels
+                    .iter()
+                    .map(|&(n, v)| (index.symbols.resolve(n), index.symbols.resolve(v)));
+                snap::encode_series(buf, s.series_ref, labels, chunk);
+                drop(state);
+                if buf.len() > max {
+                    return Err(TsdbError::Corruption {
+                        what: format!("snapshot record of series {}", s.series_ref),
+                        reason: format!("{} bytes exceed the largest wal record ({max})", buf.len()),
+                    });
+                }
+                batch_bytes += buf.len();
+                used += 1;
+                series += 1;
+                if batch_bytes >= BATCH_BYTES {
+                    let refs: Vec<&[u8]> = records[..used].iter().map(Vec::as_slice).collect();
+                    w.log(&refs)?;
+                    used = 0;
+                    batch_bytes = 0;
+                }
+            }
+        }
+        let mut tomb = Vec::new();
+        snap::encode_empty_tombstones(&mut tomb);
+        let mut refs: Vec<&[u8]> = records[..used].iter().map(Vec::as_slice).collect();
+        refs.push(&tomb);
+        w.log(&refs)?;
+        let bytes = w.bytes_written();
+        w.close()?;
+        std::fs::rename(&tmp_dir, &final_dir).map_err(|source| TsdbError::Io {
+            path: final_dir.clone(),
+            source,
+        })?;
+        sync_dir(&self.dir).map_err(|source| TsdbError::Io {
+            path: self.dir.clone(),
+            source,
+        })?;
+        let (done, _) = list(&self.dir)?;
+        for (_, path) in done.into_iter().filter(|(_, p)| *p != final_dir) {
+            remove_dir(&path)?;
+        }
+        Ok(SnapshotStats {
+            dir: final_dir,
+            position,
+            series,
+            bytes,
+        })
+    }
+
+    /// Loads the newest snapshot of the head directory, if any, giving its series their chunks from `mapped`.
+    /// A snapshot that does not read back completely is deleted (counted in `stats.snapshots_discarded`,
+    /// logged) and the index is left empty, so the WAL rebuilds everything.
+    pub(super) fn load_snapshot(
+        &self,
+        mapped: &mut HashMap<u64, Vec<MappedChunk>>,
+        stats: &mut super::ReplayStats,
+    ) -> Result<Loaded, TsdbError> {
+        let (done, tmp) = list(&self.dir)?;
+        for path in tmp {
+            tracing::warn!(dir = %path.display(), "deleting half-written chunk snapshot");
+            stats.snapshots_discarded += 1;
+            remove_dir(&path)?;
+        }
+        let Some((position, path)) = done.last().cloned() else {
+            return Ok(Loaded::default());
+        };
+        for (_, older) in &done[..done.len() - 1] {
+            remove_dir(older)?;
+        }
+        match self.read_snapshot(&path, mapped, stats) {
+            Ok(series) => {
+                stats.snapshot_series = series;
+                stats.snapshot = Some(position);
+                Ok(Loaded {
+                    position: Some(position),
+                    dir: Some(path),
+                })
+            }
+            Err(reason) => {
+                tracing::warn!(
+                    dir = %path.display(),
+                    reason = %reason,
+                    "chunk snapshot is unreadable: deleting it and replaying the wal instead"
+                );
+                stats.snapshots_discarded += 1;
+                *write(&self.index) = HeadIndex::new();
+                self.num_series.store(0, Ordering::Relaxed);
+                self.min_time.store(i64::MAX, Ordering::Relaxed);
+                self.max_time.store(i64::MIN, Ordering::Relaxed);
+                remove_dir(&path)?;
+                Ok(Loaded::default())
+            }
+        }
+    }
+
+    /// Reads a snapshot into the (empty) index; the error says why it is unusable. Chunks of `mapped` are
+    /// only taken once the whole snapshot has read back.
+    fn read_snapshot(
+        &self,
+        path: &Path,
+        mapped: &mut HashMap<u64, Vec<MappedChunk>>,
+        stats: &mut super::ReplayStats,
+    ) -> Result<u64, String> {
+        let mut reader = heddle_wal::Reader::open(path).map_err(|e| e.to_string())?;
+        let mut index = write(&self.index);
+        let mut series = 0u64;
+        let mut tombstones = false;
+        let mut range = (i64::MAX, i64::MIN);
+        loop {
+            let rec = match reader.next_record() {
+                Ok(Some(rec)) => rec,
+                Ok(None) => break,
+                Err(e) => return Err(e.to_string()),
+            };
+            let start = rec.start;
+            let at = |e: &dyn std::fmt::Display| format!("segment {} offset {}: {e}", start.segment, start.offset);
+            match snap::decode(rec.data).map_err(|e| at(&e))? {
+                SnapshotRecord::Series(s) => {
+                    let hash = hash_labels(&s.labels);
+                    if index.find(hash, &s.labels).is_some() || index.get(s.series_ref).is_some() {
+                        return Err(at(&format!("series {} appears twice", s.series_ref)));
+                    }
+                    let restored = match s.chunk {
+                        None => None,
+                        Some(c) => {
+                            let chunk = XorChunk::from_bytes(c.data).map_err(|e| at(&e))?;
+                            if chunk.min_time() != Some(c.min_time) || chunk.max_time() != Some(c.max_time) {
+                                return Err(at(&format!(
+                                    "open chunk of series {} spans {:?}..{:?}, the record says {}..{}",
+                                    s.series_ref,
+                                    chunk.min_time(),
+                                    chunk.max_time(),
+                                    c.min_time,
+                                    c.max_time
+                                )));
+                            }
+                            Some(chunk)
+                        }
+                    };
+                    let created = index.create(hash, &s.labels, Some(s.series_ref), true);
+                    if let Some(chunk) = restored {
+                        range.0 = range.0.min(chunk.min_time().unwrap_or(i64::MAX));
+                        range.1 = range.1.max(chunk.max_time().unwrap_or(i64::MIN));
+                        lock(&created.state).restore_open(chunk, self.policy);
+                    }
+                    series += 1;
+                }
+                SnapshotRecord::Tombstones(_) => tombstones = true,
+                SnapshotRecord::Other(_) => {}
+            }
+        }
+        if !tombstones {
+            // The tombstones record is written after every series: without it the snapshot was cut short.
+            return Err("no tombstones record: the snapshot is incomplete".to_owned());
+        }
+        for s in index.all_series() {
+            if let Some(chunks) = mapped.remove(&s.series_ref) {
+                if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
+                    range.0 = range.0.min(first.min_time);
+                    range.1 = range.1.max(last.max_time);
+                }
+                stats.orphan_mmapped_chunks += lock(&s.state).attach_mapped(chunks, &self.chunks) as u64;
+            }
+        }
+        self.num_series.store(index.len() as u64, Ordering::Relaxed);
+        if range.0 <= range.1 {
+            self.min_time.fetch_min(range.0, Ordering::Relaxed);
+            self.max_time.fetch_max(range.1, Ordering::Relaxed);
+        }
+        Ok(series)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_prometheus() {
+        let pos = Position {
+            segment: 12,
+            offset: 32_768,
+        };
+        assert_eq!(snapshot_name(pos), "chunk_snapshot.000012.0000032768");
+        assert_eq!(parse_name("chunk_snapshot.000012.0000032768"), Some(pos));
+        assert_eq!(parse_name("chunk_snapshot.000012.0000032768.tmp"), None);
+        assert_eq!(parse_name("chunk_snapshot.x.1"), None);
+        assert_eq!(parse_name("checkpoint.00000001"), None);
+    }
+}
