@@ -13,12 +13,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-env-changed=PROTOC");
     println!("cargo:rerun-if-changed=build.rs");
     // An explicit PROTOC wins; otherwise the vendored binary (passed to the builder, not via set_var).
+    generate_messages(protoc_path()?)?;
+    generate_ingester_service()?;
+    generate_admin_service(protoc_path()?)
+}
+
+fn protoc_path() -> Result<Option<std::path::PathBuf>, Box<dyn std::error::Error>> {
     if std::env::var_os("PROTOC").is_some() {
-        generate_messages(None)?;
+        Ok(None)
     } else {
-        generate_messages(Some(protoc_bin_vendored::protoc_bin_path()?))?;
+        Ok(Some(protoc_bin_vendored::protoc_bin_path()?))
     }
-    generate_ingester_service()
+}
+
+/// `heddle.admin.v1`: plain prost messages and a generated tonic client and server (nothing is forwarded raw).
+fn generate_admin_service(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn std::error::Error>> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let file = root.join("heddle/admin.proto");
+    println!("cargo:rerun-if-changed={}", file.display());
+    let mut config = tonic_prost_build::Config::new();
+    if let Some(p) = protoc {
+        config.protoc_executable(p);
+    }
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_with_config(config, &[file], &[root])?;
+    Ok(())
 }
 
 fn generate_messages(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn std::error::Error>> {

@@ -1,6 +1,6 @@
 //! Wire types and ingester clients.
 //!
-//! Owns the generated prost/tonic code for `proto/` (Prometheus remote write/read, `heddle.ingester.v1`), the
+//! Owns the generated prost/tonic code for `proto/` (Prometheus remote write/read, `heddle.ingester.v1`, `heddle.admin.v1`), the
 //! zero-copy arena decoder for `prometheus.WriteRequest` ([`arena`]), snappy helpers, and the
 //! [`IngesterClient`] trait with its gRPC transport ([`GrpcIngesterClient`], [`ingester_service`]). It does
 //! not validate series (the distributor does) nor store anything.
@@ -20,7 +20,16 @@ pub mod heddle {
             include!(concat!(env!("OUT_DIR"), "/heddle.ingester.v1.Ingester.rs"));
         }
     }
+    pub mod admin {
+        /// `heddle.admin.v1`: the operator API served by every process (client and server generated).
+        #[allow(missing_docs)]
+        pub mod v1 {
+            tonic::include_proto!("heddle.admin.v1");
+        }
+    }
 }
+
+pub use heddle::admin::v1 as admin;
 
 pub use heddle::ingester::v1 as ingester;
 

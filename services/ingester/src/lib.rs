@@ -6,6 +6,7 @@
 //! against limits (the distributor does) and knows nothing of HTTP. The same [`Ingester`] serves in-process
 //! callers and, through `heddle_proto::ingester_service`, gRPC.
 
+mod admin;
 mod config;
 mod convert;
 mod error;
@@ -15,6 +16,7 @@ mod metrics;
 mod push;
 mod read;
 
+pub use admin::{FlushReport, TenantStats};
 pub use config::{INGESTER_FLAGS, IngesterConfig, TSDB_FLAGS, TsdbConfig};
 pub use error::IngesterError;
 pub use ingester::Ingester;

@@ -1,0 +1,204 @@
+//! What the operator API needs from the ingester: the tenant list, per-tenant statistics, and flushing.
+//!
+//! Kept apart from the push and read paths: these calls are rare, may touch the disk (WAL size), and never
+//! run on a hot path.
+
+use crate::error::IngesterError;
+use crate::ingester::Ingester;
+use heddle_model::TenantId;
+use std::path::Path;
+
+/// A tenant head's statistics as the admin API reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantStats {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// Series in memory.
+    pub series: u64,
+    /// Samples stored since the head was opened, replayed ones included.
+    pub samples_appended: u64,
+    /// Oldest sample timestamp in the head (ms), if any.
+    pub min_time_ms: Option<i64>,
+    /// Newest sample timestamp in the head (ms), if any.
+    pub max_time_ms: Option<i64>,
+    /// Bytes of the files under the tenant's `wal/` directory (checkpoints included).
+    pub wal_bytes: u64,
+    /// Number of WAL segment files.
+    pub wal_segments: u32,
+}
+
+/// What [`Ingester::flush`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushReport {
+    /// The tenants whose head was flushed, sorted.
+    pub tenants: Vec<TenantId>,
+}
+
+impl Ingester {
+    /// The tenants that have a head open, sorted.
+    pub fn tenants(&self) -> Vec<TenantId> {
+        let mut tenants: Vec<TenantId> = self
+            .heads
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        tenants.sort();
+        tenants
+    }
+
+    /// Statistics of `tenant`'s head, or `None` when it has no head on this ingester. Reads the size of the
+    /// WAL directory from disk (one `read_dir`), off the async runtime.
+    pub async fn tenant_stats(&self, tenant: &TenantId) -> Option<TenantStats> {
+        let head = self.head(tenant)?;
+        let stats = head.stats();
+        let wal_dir = head.dir().join("wal");
+        let (wal_bytes, wal_segments) = tokio::task::spawn_blocking(move || wal_usage(&wal_dir))
+            .await
+            .unwrap_or((0, 0));
+        Some(TenantStats {
+            tenant: tenant.clone(),
+            series: stats.series,
+            samples_appended: stats.samples_appended,
+            min_time_ms: stats.min_time,
+            max_time_ms: stats.max_time,
+            wal_bytes,
+            wal_segments,
+        })
+    }
+
+    /// Makes everything appended so far durable: fsyncs the WAL of each named tenant (every tenant when
+    /// `tenants` is empty) and writes buffered `chunks_head/` chunks. Tenants without a head are skipped (they
+    /// hold nothing to flush). Until the ingester cuts blocks this is all a flush can do.
+    pub async fn flush(&self, tenants: &[TenantId]) -> Result<FlushReport, IngesterError> {
+        let selected: Vec<TenantId> = if tenants.is_empty() {
+            self.tenants()
+        } else {
+            let mut t: Vec<TenantId> = tenants.iter().filter(|t| self.head(t).is_some()).cloned().collect();
+            t.sort();
+            t.dedup();
+            t
+        };
+        for tenant in &selected {
+            let Some(head) = self.head(tenant) else {
+                continue;
+            };
+            tokio::task::spawn_blocking(move || head.sync())
+                .await
+                .map_err(|e| IngesterError::Task(e.to_string()))?
+                .map_err(|source| IngesterError::Tsdb {
+                    tenant: tenant.clone(),
+                    source,
+                })?;
+        }
+        tracing::info!(tenants = selected.len(), "flushed tenant heads");
+        Ok(FlushReport { tenants: selected })
+    }
+}
+
+/// Total bytes and segment count under a WAL directory; checkpoint directories count toward the bytes.
+fn wal_usage(dir: &Path) -> (u64, u32) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (0, 0);
+    };
+    let mut bytes = 0u64;
+    let mut segments = 0u32;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_file() {
+            bytes += meta.len();
+            if entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            {
+                segments += 1;
+            }
+        } else if meta.is_dir() {
+            bytes += wal_usage(&entry.path()).0;
+        }
+    }
+    (bytes, segments)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{IngesterConfig, TsdbConfig};
+    use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+    use heddle_server::DiscardedSamples;
+    use prometheus_client::registry::Registry;
+    use prost::Message;
+
+    fn request(name: &str, samples: &[(i64, f64)]) -> bytes::Bytes {
+        let req = WriteRequest {
+            timeseries: vec![TimeSeries {
+                labels: vec![Label {
+                    name: "__name__".into(),
+                    value: name.into(),
+                }],
+                samples: samples
+                    .iter()
+                    .map(|&(timestamp, value)| Sample { value, timestamp })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        req.encode_to_vec().into()
+    }
+
+    async fn ingester(dir: &Path) -> std::sync::Arc<Ingester> {
+        let mut registry = Registry::default();
+        let tsdb = TsdbConfig {
+            dir: dir.to_path_buf(),
+            ..TsdbConfig::default()
+        };
+        let discarded = DiscardedSamples::register(&mut registry);
+        let ing = Ingester::new(&IngesterConfig::default(), tsdb, &mut registry, discarded);
+        ing.open_existing().await.unwrap();
+        ing
+    }
+
+    #[tokio::test]
+    async fn stats_tenants_and_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let ing = ingester(dir.path()).await;
+        let a = TenantId::new("team-a").unwrap();
+        let b = TenantId::new("team-b").unwrap();
+        assert!(ing.tenant_stats(&a).await.is_none(), "no head before the first push");
+        ing.push_bytes(&b, request("up", &[(1000, 1.0)])).await.unwrap();
+        ing.push_bytes(&a, request("up", &[(1000, 1.0), (2000, 2.0)]))
+            .await
+            .unwrap();
+        assert_eq!(ing.tenants(), vec![a.clone(), b.clone()]);
+
+        let s = ing.tenant_stats(&a).await.unwrap();
+        assert_eq!((s.series, s.samples_appended), (1, 2));
+        assert_eq!((s.min_time_ms, s.max_time_ms), (Some(1000), Some(2000)));
+        assert!(s.wal_bytes > 0, "the WAL holds the pushed records: {s:?}");
+        assert_eq!(s.wal_segments, 1);
+
+        let all = ing.flush(&[]).await.unwrap();
+        assert_eq!(all.tenants, vec![a.clone(), b.clone()]);
+        let unknown = TenantId::new("nobody").unwrap();
+        let some = ing.flush(&[b.clone(), unknown, b.clone()]).await.unwrap();
+        assert_eq!(
+            some.tenants,
+            vec![b],
+            "unknown tenants are skipped, duplicates collapsed"
+        );
+    }
+
+    #[tokio::test]
+    async fn flush_after_close_reports_the_tenant() {
+        let dir = tempfile::tempdir().unwrap();
+        let ing = ingester(dir.path()).await;
+        let a = TenantId::new("a").unwrap();
+        ing.push_bytes(&a, request("up", &[(1, 1.0)])).await.unwrap();
+        ing.close().await;
+        let err = ing.flush(&[]).await.unwrap_err();
+        assert!(err.to_string().contains("tenant a"), "{err}");
+    }
+}
