@@ -5,6 +5,19 @@
 //! reporting) and the verifier. The data itself ([`heddle_testkit::SeriesGen`]) and the wire clients come from
 //! `heddle-testkit`, so integration tests and this tool agree on every series. It knows nothing of heddle's
 //! internals: it only speaks the public HTTP contracts.
+//!
+//! ```text
+//! heddle-loadtest push --url=http://127.0.0.1:8080/api/v1/push --series=2000 --metrics=20 --rounds=5 \
+//!     --batch-size=500 --concurrency=4 --seed=42 [--tenant=team-a] [--job=node]
+//! # stdout: {"samples_sent":..,"samples_acknowledged":..,"requests":..,"errors":0,"retries":0,"duration_s":..,
+//! #          "samples_per_second":..,"latency_ms":{"p50":..,"p90":..,"p99":..,"max":..},"start_ms":S,..}
+//! heddle-loadtest verify --read-url=http://127.0.0.1:8080/prometheus --series=2000 --metrics=20 --rounds=5 \
+//!     --seed=42 --start-ms=S [--mode=samples|chunks] [--tenant=team-a] [--job=node]
+//! # stdout: {"verified":true,"series_checked":..,"samples_expected":..,"samples_found":..,"missing":0,
+//! #          "unexpected":0,"mismatched":0,..}
+//! ```
+//! Exit status 0 = every request acknowledged / everything verified, 1 = a request failed or verification found
+//! a difference, 2 = unusable flags.
 
 pub mod args;
 mod error;
