@@ -72,13 +72,24 @@ impl Ingester {
             }
         }
         let started = std::time::Instant::now();
-        let opened = futures::future::join_all(tenants.into_iter().map(|t| self.open_head(t))).await;
+        let total = tenants.len();
+        self.metrics.replay.tenants_pending.set(total as i64);
+        tracing::info!(tenants = total, "replaying tenant heads");
+        let opened = futures::future::join_all(tenants.into_iter().map(|t| async {
+            let result = self.open_head(t).await;
+            let left = self.metrics.replay.tenants_pending.dec() - 1;
+            tracing::info!(done = total as i64 - left, of = total, "replay progress");
+            result
+        }))
+        .await;
         for result in opened {
             result?;
         }
+        let elapsed = started.elapsed();
+        self.metrics.replay.duration_seconds.set(elapsed.as_secs_f64());
         tracing::info!(
             tenants = self.heads.read().unwrap_or_else(|e| e.into_inner()).len(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms = elapsed.as_millis() as u64,
             "replayed tenant heads"
         );
         self.state.store(RUNNING, Ordering::Release);
@@ -90,8 +101,10 @@ impl Ingester {
         self.state.load(Ordering::Acquire) == RUNNING
     }
 
-    /// Refuses new pushes, then closes every head (flushing the WAL's last page and syncing it).
+    /// Refuses new pushes, then closes every head (flushing the WAL's last page and syncing it), writing a chunk
+    /// snapshot of each when `blocks_storage.tsdb.memory_snapshot_on_shutdown` is on.
     pub async fn close(&self) {
+        let snapshot = self.tsdb.memory_snapshot_on_shutdown;
         self.state.store(STOPPING, Ordering::Release);
         let heads: Vec<(TenantId, Arc<Head>)> = self
             .heads
@@ -101,9 +114,19 @@ impl Ingester {
             .map(|(t, h)| (t.clone(), h.clone()))
             .collect();
         for (tenant, head) in heads {
-            let result = tokio::task::spawn_blocking(move || head.close()).await;
+            let result = tokio::task::spawn_blocking(move || {
+                if snapshot {
+                    head.close_with_snapshot().map(|s| s.map(|s| s.series))
+                } else {
+                    head.close().map(|()| None)
+                }
+            })
+            .await;
             match result {
-                Ok(Ok(())) => tracing::info!(%tenant, "closed tenant head"),
+                Ok(Ok(Some(series))) => {
+                    tracing::info!(%tenant, snapshot_series = series, "closed tenant head with a chunk snapshot")
+                }
+                Ok(Ok(None)) => tracing::info!(%tenant, "closed tenant head"),
                 Ok(Err(e)) => tracing::error!(%tenant, error = %e, "closing tenant head failed"),
                 Err(e) => tracing::error!(%tenant, error = %e, "closing tenant head panicked"),
             }
@@ -155,10 +178,40 @@ impl Ingester {
             self.metrics.wal_corruptions_repaired.inc();
             tracing::warn!(%tenant, segment = c.segment, offset = c.offset, reason = %c.reason, "repaired a corrupt WAL tail; records after it were dropped");
         }
+        if let Some(c) = &stats.chunks_head_repaired {
+            self.metrics.replay.chunks_head_corruptions_repaired.inc();
+            tracing::warn!(%tenant, file = c.file, offset = c.offset, reason = %c.reason, files_deleted = c.files_deleted, "cut chunks_head at a corrupt chunk; the WAL replayed its samples");
+        }
+        if stats.snapshots_discarded > 0 {
+            self.metrics
+                .replay
+                .snapshots_discarded
+                .inc_by(stats.snapshots_discarded);
+            tracing::warn!(%tenant, discarded = stats.snapshots_discarded, "deleted unusable chunk snapshots; the WAL was replayed instead");
+        }
+        let rp = &self.metrics.replay;
+        rp.tenants_done.inc();
+        rp.samples.inc_by(stats.samples);
+        rp.samples_in_mmapped_chunks.inc_by(stats.samples_in_mmapped_chunks);
+        rp.mmapped_chunks.inc_by(stats.mmapped_chunks);
+        rp.snapshot_series.inc_by(stats.snapshot_series);
+        if stats.snapshot.is_some() {
+            rp.snapshots_loaded.inc();
+        }
         self.metrics.replayed_records.inc_by(stats.wal_records);
-        self.metrics.memory_series.inc_by(stats.series as i64);
+        self.metrics
+            .memory_series
+            .inc_by((stats.series + stats.snapshot_series) as i64);
         self.metrics.tenants.inc();
-        tracing::info!(%tenant, series = stats.series, samples = stats.samples, records = stats.wal_records, "opened tenant head");
+        tracing::info!(
+            %tenant,
+            series = stats.series + stats.snapshot_series,
+            from_snapshot = stats.snapshot.is_some(),
+            samples = stats.samples,
+            mmapped_chunks = stats.mmapped_chunks,
+            records = stats.wal_records,
+            "opened tenant head"
+        );
         let head = Arc::new(head);
         self.heads
             .write()
@@ -167,3 +220,6 @@ impl Ingester {
         Ok(head)
     }
 }
+
+#[cfg(test)]
+mod tests;

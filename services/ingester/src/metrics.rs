@@ -17,6 +17,32 @@ pub(crate) struct Metrics {
     pub(crate) wal_corruptions_repaired: Counter,
     pub(crate) arena_retained_bytes: Gauge,
     pub(crate) arenas_dropped: Gauge,
+    pub(crate) replay: ReplayMetrics,
+}
+
+/// Start-up replay progress and outcome (`heddle_ingester_replay_*`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReplayMetrics {
+    /// Tenant heads still being opened.
+    pub(crate) tenants_pending: Gauge,
+    /// Tenant heads opened (replayed).
+    pub(crate) tenants_done: Counter,
+    /// Samples replayed from the WAL into open chunks.
+    pub(crate) samples: Counter,
+    /// WAL samples skipped because a chunks_head chunk already held them.
+    pub(crate) samples_in_mmapped_chunks: Counter,
+    /// Chunks found in chunks_head.
+    pub(crate) mmapped_chunks: Counter,
+    /// Series loaded from chunk snapshots.
+    pub(crate) snapshot_series: Counter,
+    /// Heads started from a chunk snapshot.
+    pub(crate) snapshots_loaded: Counter,
+    /// Half-written or unreadable snapshots deleted.
+    pub(crate) snapshots_discarded: Counter,
+    /// chunks_head files cut at a corrupt chunk.
+    pub(crate) chunks_head_corruptions_repaired: Counter,
+    /// Wall time of the last start-up replay of all tenants, in seconds.
+    pub(crate) duration_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 impl Metrics {
@@ -32,6 +58,7 @@ impl Metrics {
             wal_corruptions_repaired: Counter::default(),
             arena_retained_bytes: Gauge::default(),
             arenas_dropped: Gauge::default(),
+            replay: ReplayMetrics::default(),
         };
         r.register(
             "heddle_ingester_ingested_samples",
@@ -82,6 +109,62 @@ impl Metrics {
             "heddle_ingester_arenas_dropped",
             "Request arenas freed instead of pooled because they grew too large or the pool was full",
             m.arenas_dropped.clone(),
+        );
+        let rp = &m.replay;
+        let counters: [(&str, &str, &Counter); 8] = [
+            (
+                "heddle_ingester_replay_tenants",
+                "Tenant heads opened at start-up or on first push",
+                &rp.tenants_done,
+            ),
+            (
+                "heddle_ingester_replay_samples",
+                "Samples replayed from the WAL into open chunks",
+                &rp.samples,
+            ),
+            (
+                "heddle_ingester_replay_samples_in_mmapped_chunks",
+                "WAL samples skipped at replay because a chunks_head chunk already held them",
+                &rp.samples_in_mmapped_chunks,
+            ),
+            (
+                "heddle_ingester_replay_mmapped_chunks",
+                "Chunks found in chunks_head at start-up",
+                &rp.mmapped_chunks,
+            ),
+            (
+                "heddle_ingester_replay_snapshot_series",
+                "Series loaded from chunk snapshots",
+                &rp.snapshot_series,
+            ),
+            (
+                "heddle_ingester_replay_snapshots_loaded",
+                "Tenant heads started from a chunk snapshot",
+                &rp.snapshots_loaded,
+            ),
+            (
+                "heddle_ingester_replay_snapshots_discarded",
+                "Half-written or unreadable chunk snapshots deleted at start-up (the WAL was replayed instead)",
+                &rp.snapshots_discarded,
+            ),
+            (
+                "heddle_ingester_replay_chunks_head_corruptions_repaired",
+                "chunks_head files cut at a torn or corrupt chunk at start-up (the WAL replayed its samples)",
+                &rp.chunks_head_corruptions_repaired,
+            ),
+        ];
+        for (name, help, c) in counters {
+            r.register(name, help, c.clone());
+        }
+        r.register(
+            "heddle_ingester_replay_tenants_pending",
+            "Tenant heads still replaying at start-up (the ingester is ready when this is 0)",
+            rp.tenants_pending.clone(),
+        );
+        r.register(
+            "heddle_ingester_replay_duration_seconds",
+            "Wall time of the last start-up replay of all tenant heads",
+            rp.duration_seconds.clone(),
         );
         m
     }
