@@ -4,7 +4,8 @@
 //!
 //! Cases cover both WAL compression settings of Prometheus and two run lengths: fewer than 120 samples per series
 //! (everything still in the WAL and the open head chunk) and 400 samples per series (Prometheus has memory-mapped
-//! full chunks into `chunks_head/`; the WAL still holds every sample because nothing was compacted).
+//! full chunks into `chunks_head/`; the WAL still holds every sample because nothing was compacted). Two cases
+//! also carry the chunk snapshot Prometheus writes on shutdown with `memory-snapshot-on-shutdown`.
 //!
 //! Needs `/usr/bin/prometheus` (Debian package `prometheus`; `PROMETHEUS_BIN` overrides the path). Without it the
 //! test is skipped with a message, unless `CI` is set, in which case a missing Prometheus fails the test.
@@ -35,6 +36,8 @@ struct Case {
     compression: bool,
     /// Samples per series pushed to Prometheus.
     rounds: u32,
+    /// `--enable-feature=memory-snapshot-on-shutdown`: Prometheus leaves a `chunk_snapshot.*` directory.
+    snapshot: bool,
     seed: u64,
 }
 
@@ -43,24 +46,28 @@ const CASES: [Case; 4] = [
         tenant: "prom-wal-snappy",
         compression: true,
         rounds: 100,
+        snapshot: false,
         seed: 11,
     },
     Case {
         tenant: "prom-wal-plain",
         compression: false,
         rounds: 100,
+        snapshot: true,
         seed: 12,
     },
     Case {
         tenant: "prom-mmap-snappy",
         compression: true,
         rounds: 400,
+        snapshot: true,
         seed: 13,
     },
     Case {
         tenant: "prom-mmap-plain",
         compression: false,
         rounds: 400,
+        snapshot: false,
         seed: 14,
     },
 ];
@@ -181,6 +188,20 @@ fn mmapped_chunk_bytes(chunks_head: &Path) -> u64 {
         .sum()
 }
 
+/// The head's parts of a Prometheus data directory: `wal/`, `chunks_head/` and `chunk_snapshot.*/` (not the
+/// lock file or the query log).
+fn head_parts(data: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = std::fs::read_dir(data)
+        .expect("prometheus data dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n == "wal" || n == "chunks_head" || n.starts_with("chunk_snapshot."))
+        .collect();
+    parts.sort();
+    parts
+}
+
 /// Runs Prometheus with the remote-write receiver, pushes `case`'s workload from `start_ms` into it, stops it
 /// gracefully and returns its data directory.
 fn prometheus_fixture(bin: &Path, root: &Path, case: &Case, start_ms: i64) -> PathBuf {
@@ -200,6 +221,9 @@ fn prometheus_fixture(bin: &Path, root: &Path, case: &Case, start_ms: i64) -> Pa
         } else {
             "--no-storage.tsdb.wal-compression"
         });
+    if case.snapshot {
+        cmd.arg("--enable-feature=memory-snapshot-on-shutdown");
+    }
     let mut prometheus = ManagedProcess::spawn("prometheus", cmd, &dir).expect("spawn prometheus");
     prometheus
         .wait_http_ok(([127, 0, 0, 1], port).into(), "/-/ready", Duration::from_secs(60))
@@ -265,6 +289,17 @@ fn heddle_serves_a_tsdb_written_by_prometheus() {
             "{}: {snappy} of {fragments} wal fragments are snappy-compressed",
             case.tenant
         );
+        let snapshots = head_parts(data)
+            .iter()
+            .filter(|p| p.starts_with("chunk_snapshot."))
+            .count();
+        assert_eq!(
+            snapshots,
+            usize::from(case.snapshot),
+            "{}: chunk snapshots in {:?}",
+            case.tenant,
+            head_parts(data)
+        );
         let mmapped = mmapped_chunk_bytes(&data.join("chunks_head"));
         assert_eq!(
             mmapped > 0,
@@ -288,10 +323,8 @@ fn heddle_serves_a_tsdb_written_by_prometheus() {
     assert!(status.success(), "heddle exited with {status}\n{}", h.log_tail(30));
     for (case, data) in CASES.iter().zip(&fixtures) {
         let tenant_dir = h.data_dir().join(case.tenant);
-        for part in ["wal", "chunks_head"] {
-            if data.join(part).is_dir() {
-                copy_dir(&data.join(part), &tenant_dir.join(part)).expect("copy prometheus data");
-            }
+        for part in head_parts(data) {
+            copy_dir(&data.join(&part), &tenant_dir.join(&part)).expect("copy prometheus data");
         }
     }
     h.restart().expect("heddle starts on prometheus' directories");

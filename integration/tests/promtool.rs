@@ -3,8 +3,14 @@
 //! is in flight) and after a graceful stop (SIGTERM), `promtool tsdb dump` on a copy of the tenant directory must
 //! list every acknowledged sample, bit for bit, and nothing that was never sent.
 //!
-//! Needs `/usr/bin/promtool` (Debian package `prometheus`; `PROMTOOL_BIN` overrides the path). Without it the
-//! test is skipped with a message, unless `CI` is set, in which case a missing promtool fails the test.
+//! After the graceful stop the real Prometheus also opens a copy of the directory with
+//! `memory-snapshot-on-shutdown` enabled: it must load heddle's chunk snapshot (when heddle wrote one),
+//! `chunks_head/` and WAL without complaint and serve exactly the same samples over remote read. promtool alone
+//! would not judge the snapshot: `tsdb dump` never reads one.
+//!
+//! Needs `/usr/bin/promtool` and `/usr/bin/prometheus` (Debian package `prometheus`; `PROMTOOL_BIN` and
+//! `PROMETHEUS_BIN` override the paths). Without them the test is skipped with a message, unless `CI` is set, in
+//! which case a missing tool fails the test.
 //!
 //! `promtool tsdb analyze` is not run: it only analyzes blocks and answers "block not found" for a head-only
 //! directory, which is all a tenant directory holds until blocks are cut.
@@ -12,7 +18,8 @@
 use heddle_model::{Labels, METRIC_NAME};
 use heddle_proto::prometheus::label_matcher::Type as MatcherType;
 use heddle_testkit::{
-    HeddleOptions, HeddleProcess, ReadClient, ReadMode, SeriesGen, eq, http_client, matcher, push, query, run_bounded,
+    HeddleOptions, HeddleProcess, ManagedProcess, ReadClient, ReadMode, SeriesGen, eq, free_port, http_client, matcher,
+    push, query, run_bounded,
 };
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -39,8 +46,10 @@ const INTERVAL_MS: i64 = 15_000;
 const JOB: &str = "promtool-judge";
 const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn promtool_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("PROMTOOL_BIN").map_or_else(|| PathBuf::from("/usr/bin/promtool"), PathBuf::from);
+/// The path of a Prometheus tool from `env` or `/usr/bin/<name>`; `None` (test skipped) when it is missing and
+/// `CI` is unset.
+fn tool_binary(env: &str, name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(env).map_or_else(|| PathBuf::from("/usr/bin").join(name), PathBuf::from);
     if path.is_file() {
         return Some(path);
     }
@@ -274,25 +283,24 @@ fn push_rounds(
     })
 }
 
-/// Everything heddle serves for the workload's job, over remote read.
-fn read_back(h: &HeddleProcess, g: &SeriesGen) -> Dump {
+/// Everything served over remote read at `base` (a Prometheus-API prefix) for the workload's job.
+fn read_back(base: &str, g: &SeriesGen) -> Dump {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let (lo, hi) = g.time_range(ROUNDS);
     let series = rt.block_on(async {
-        let client = ReadClient::new(
-            http_client(Duration::from_secs(30)).expect("client"),
-            &h.prometheus_url(),
-            None,
-        );
+        let client = ReadClient::new(http_client(Duration::from_secs(30)).expect("client"), base, None);
         let q = query(
             lo,
             hi,
             vec![matcher(MatcherType::Re, METRIC_NAME, ".+"), eq("job", &g.job)],
         );
-        client.read(ReadMode::Samples, vec![q]).await.expect("remote read")
+        client
+            .read(ReadMode::Samples, vec![q])
+            .await
+            .unwrap_or_else(|e| panic!("remote read from {base}: {e}"))
     });
     series
         .into_iter()
@@ -301,13 +309,40 @@ fn read_back(h: &HeddleProcess, g: &SeriesGen) -> Dump {
         .collect()
 }
 
+/// Starts the real Prometheus on a copy of `tenant_dir` with `memory-snapshot-on-shutdown` enabled, so it
+/// loads heddle's chunk snapshot (when there is one), `chunks_head/` and WAL exactly as it loads its own after a
+/// restart. Returns what it serves for the workload and its log.
+fn prometheus_reads(bin: &Path, tenant_dir: &Path, scratch: &Path, g: &SeriesGen) -> (Dump, String) {
+    let dir = scratch.join("prometheus");
+    let data = dir.join("data");
+    copy_dir(tenant_dir, &data).unwrap_or_else(|e| panic!("copying {}: {e}", tenant_dir.display()));
+    let config = dir.join("prometheus.yml");
+    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("write prometheus config");
+    let port = free_port().expect("port");
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--enable-feature=memory-snapshot-on-shutdown");
+    let mut prometheus = ManagedProcess::spawn("prometheus", cmd, &dir).expect("spawn prometheus");
+    if let Err(e) = prometheus.wait_http_ok(([127, 0, 0, 1], port).into(), "/-/ready", Duration::from_secs(60)) {
+        panic!("prometheus did not open heddle's tenant directory: {e}");
+    }
+    let served = read_back(&format!("http://127.0.0.1:{port}"), g);
+    let log = std::fs::read_to_string(prometheus.log_paths().1).unwrap_or_default();
+    (served, log)
+}
+
 fn samples(d: &Dump) -> usize {
     d.values().map(Vec::len).sum()
 }
 
 #[test]
 fn promtool_reads_every_acknowledged_sample_after_crash_and_graceful_stop() {
-    let Some(promtool) = promtool_binary() else {
+    let (Some(promtool), Some(prometheus)) = (
+        tool_binary("PROMTOOL_BIN", "promtool"),
+        tool_binary("PROMETHEUS_BIN", "prometheus"),
+    ) else {
         return;
     };
     let t0 = Instant::now();
@@ -373,7 +408,7 @@ fn promtool_reads_every_acknowledged_sample_after_crash_and_graceful_stop() {
 
     // heddle's own replay of the same WAL agrees with promtool's, sample for sample.
     h.restart().expect("restart after kill -9");
-    let served = read_back(&h, &g);
+    let served = read_back(&h.prometheus_url(), &g);
     assert!(
         served == crashed,
         "after kill -9 and restart heddle serves {} samples, promtool read {}: {:?}",
@@ -399,9 +434,38 @@ fn promtool_reads_every_acknowledged_sample_after_crash_and_graceful_stop() {
     let want = union(crashed, expected(&g, attempted_rounds..ROUNDS));
     assert_check("after SIGTERM", &stopped, &want, &Dump::new());
     assert_eq!(samples(&stopped), samples(&want), "after SIGTERM: sample count");
+
+    // The real Prometheus opens the same directory as it opens its own after a graceful stop.
+    let (served, log) = prometheus_reads(&prometheus, &tenant_dir, scratch.path(), &g);
+    assert!(
+        served == want,
+        "prometheus serves {} samples of heddle's directory, {} were acknowledged: {:?}",
+        samples(&served),
+        samples(&want),
+        check(&served, &want, &Dump::new()).iter().take(5).collect::<Vec<_>>()
+    );
+    // Prometheus logs every problem with a head directory (a snapshot or chunk file it cannot load, unknown
+    // series references, a repaired WAL) as a tsdb warning or error, then falls back silently.
+    let complaints: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("component=tsdb") && (l.contains("level=warn") || l.contains("level=error")))
+        .collect();
+    assert!(
+        complaints.is_empty(),
+        "prometheus complained about heddle's directory:\n{}",
+        complaints.join("\n")
+    );
+    let snapshot = std::fs::read_dir(&tenant_dir)
+        .expect("tenant dir")
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with("chunk_snapshot."));
+    assert!(
+        !snapshot || log.contains("chunk snapshot loaded"),
+        "heddle wrote a chunk snapshot but prometheus did not load it:\n{log}"
+    );
     eprintln!(
-        "promtool after SIGTERM: {} samples of {} series, exactly the acknowledged ones (heddle built and started \
-         in {started:?}, whole test {:?})",
+        "promtool after SIGTERM: {} samples of {} series, exactly the acknowledged ones; prometheus \
+         served the same (chunk snapshot: {snapshot}); heddle built and started in {started:?}, whole test {:?}",
         samples(&stopped),
         stopped.len(),
         t0.elapsed()
