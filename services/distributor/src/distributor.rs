@@ -124,8 +124,12 @@ impl Distributor {
                 limit: self.cfg.max_recv_msg_size,
             });
         }
-        let prepared = self.prepare(tenant, body)?;
-        Ok(self.forward(tenant, prepared).await)
+        let prepared = self.prepare(tenant, body);
+        // The arena is back in the pool (or freed) once `prepare` returns, whatever it returned.
+        self.metrics
+            .arena_retained_bytes
+            .set(i64::try_from(self.arenas.retained_bytes()).unwrap_or(i64::MAX));
+        Ok(self.forward(tenant, prepared?).await)
     }
 
     /// Monotonic now, from the distributor's clock.
@@ -190,6 +194,8 @@ fn is_remote_write_v1(content_type: &str) -> bool {
     })
 }
 
+#[cfg(test)]
+mod corpus_tests;
 #[cfg(test)]
 mod limits_tests;
 #[cfg(test)]

@@ -5,6 +5,7 @@ use heddle_server::DiscardedSamples;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::time::Duration;
@@ -39,6 +40,7 @@ pub(crate) struct Metrics {
     requests: Family<StatusLabels, Counter>,
     duration: Histogram,
     received_bytes: Counter,
+    pub(crate) arena_retained_bytes: Gauge,
 }
 
 impl Metrics {
@@ -53,7 +55,13 @@ impl Metrics {
             // 1 ms .. ~16 s.
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
             received_bytes: Counter::default(),
+            arena_retained_bytes: Gauge::default(),
         };
+        registry.register(
+            "heddle_distributor_arena_retained_bytes",
+            "Capacity held by idle pooled request arenas of the distributor",
+            m.arena_retained_bytes.clone(),
+        );
         registry.register(
             "heddle_distributor_received_samples",
             "Samples that passed validation and rate limiting and were forwarded to ingesters",
