@@ -9,8 +9,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// A pool of [`Bump`] arenas reused across requests. Cheap to clone (the clones share one pool).
 ///
 /// An arena comes back [`reset`](Bump::reset) (its largest chunk kept, everything else freed) when its
-/// [`PooledArena`] drops. It is dropped instead when the pool already holds `max_pooled` arenas, or when the
-/// capacity it would keep exceeds `max_retained_bytes`: one huge request must not pin its memory for ever.
+/// [`PooledArena`] drops. It is dropped instead when the pool already holds `max_pooled` arenas, when the
+/// capacity it would keep exceeds `max_retained_bytes`, or when keeping it would take the idle arenas
+/// together past twice `max_retained_bytes`: one huge request must not pin its memory for ever, and a burst
+/// of large requests leaves at most two large arenas behind, not `max_pooled` of them.
 #[derive(Clone)]
 pub struct ArenaPool {
     inner: Arc<Inner>,
@@ -61,8 +63,8 @@ impl ArenaPool {
         self.inner.retained_bytes.load(Ordering::Relaxed)
     }
 
-    /// How many arenas were dropped on return, because the pool was full or they had grown past
-    /// `max_retained_bytes`.
+    /// How many arenas were dropped on return, because the pool was full, they had grown past
+    /// `max_retained_bytes`, or the idle arenas already held twice that.
     pub fn arenas_dropped(&self) -> u64 {
         self.inner.dropped.load(Ordering::Relaxed)
     }
@@ -74,9 +76,10 @@ impl ArenaPool {
 }
 
 impl Default for ArenaPool {
-    /// 64 idle arenas of up to 16 MiB each.
+    /// 64 idle arenas of up to 4 MiB each, 8 MiB in all. A Prometheus batch (2,000 samples by default)
+    /// decodes in well under 1 MiB; bigger requests get a fresh arena that is freed afterwards.
     fn default() -> Self {
-        Self::new(64, 16 << 20)
+        Self::new(64, 4 << 20)
     }
 }
 
@@ -106,7 +109,9 @@ impl Inner {
             return;
         }
         let mut free = self.lock();
-        if free.len() >= self.max_pooled {
+        let total_budget = self.max_retained_bytes.saturating_mul(2);
+        let retained = self.retained_bytes.load(Ordering::Relaxed);
+        if free.len() >= self.max_pooled || retained.saturating_add(capacity) > total_budget {
             drop(free);
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -184,6 +189,32 @@ mod tests {
         assert_eq!(arena.iter_allocated_chunks().map(|c| c.len()).sum::<usize>(), 0);
         drop(arena);
         assert_eq!(pool.arenas_dropped(), 0);
+    }
+
+    #[test]
+    fn idle_arenas_together_stay_within_twice_the_cap() {
+        let pool = ArenaPool::new(64, 1 << 20);
+        let held: Vec<PooledArena> = (0..8)
+            .map(|_| {
+                let arena = pool.get();
+                arena.alloc_slice_fill_copy(600 << 10, 0u8);
+                arena
+            })
+            .collect();
+        drop(held);
+        assert!(pool.retained_bytes() <= 2 << 20, "{}", pool.retained_bytes());
+        assert!(pool.idle() >= 1 && pool.idle() < 8, "{}", pool.idle());
+        assert_eq!(pool.arenas_dropped() as usize + pool.idle(), 8);
+        let small = ArenaPool::new(64, 1 << 20);
+        let many: Vec<PooledArena> = (0..32)
+            .map(|_| {
+                let arena = small.get();
+                arena.alloc_slice_fill_copy(1000, 0u8);
+                arena
+            })
+            .collect();
+        drop(many);
+        assert_eq!(small.idle(), 32, "small arenas all fit the budget");
     }
 
     #[test]
