@@ -132,6 +132,14 @@ fn production_values_run_three_zone_aware_ingester_statefulsets() {
         let pod = &spec["template"]["spec"];
         assert_eq!(spec["replicas"], 3, "{name}");
         assert_eq!(spec["podManagementPolicy"], "Parallel", "{name}");
+        // Zones restart one at a time (by hand or by the rollout-operator), never all StatefulSets together.
+        assert_eq!(spec["updateStrategy"]["type"], "OnDelete", "{name}");
+        assert_eq!(
+            sts["metadata"]["labels"]["rollout-group"],
+            format!("{RELEASE}-ingester"),
+            "{name}"
+        );
+        assert_eq!(spec["template"]["metadata"]["labels"]["name"], name, "{name}");
         assert_eq!(spec["template"]["metadata"]["labels"]["heddle.io/zone"], zone, "{name}");
         let a = args(sts);
         for want in [
@@ -240,6 +248,7 @@ fn external_s3_values_take_the_keys_from_the_existing_secret() {
         1,
         "no zones: one ingester StatefulSet"
     );
+    assert_eq!(sts["spec"]["updateStrategy"]["type"], "RollingUpdate");
     let env = sts["spec"]["template"]["spec"]["containers"][0]["env"]
         .as_array()
         .expect("env");
