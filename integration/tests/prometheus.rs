@@ -105,13 +105,21 @@ fn api_sample(point: &Value) -> Sample {
     Sample::new((t * 1000.0).round() as i64, v)
 }
 
-async fn read_one(client: &ReadClient, mode: ReadMode, name: &str, lo: i64, hi: i64) -> Vec<SeriesSamples> {
+async fn try_read_one(
+    client: &ReadClient,
+    mode: ReadMode,
+    name: &str,
+    lo: i64,
+    hi: i64,
+) -> Result<Vec<SeriesSamples>, heddle_testkit::TestkitError> {
     let q = query(lo, hi, vec![eq(METRIC_NAME, name), eq("job", SELF_JOB)]);
-    let mut res = client
-        .read(mode, vec![q])
+    Ok(client.read(mode, vec![q]).await?.pop().unwrap_or_default())
+}
+
+async fn read_one(client: &ReadClient, mode: ReadMode, name: &str, lo: i64, hi: i64) -> Vec<SeriesSamples> {
+    try_read_one(client, mode, name, lo, hi)
         .await
-        .unwrap_or_else(|e| panic!("remote read of {name}: {e}"));
-    res.pop().unwrap_or_default()
+        .unwrap_or_else(|e| panic!("remote read of {name} from {}: {e}", client.url()))
 }
 
 fn bits_equal(a: &[Sample], b: &[Sample]) -> bool {
@@ -161,8 +169,13 @@ remote_write:
     // Remote write is asynchronous: wait (bounded) until a few scrapes arrived.
     let arrived = wait_until_async(Duration::from_secs(90), || async {
         let hi = now_ms() + 60_000;
-        let up = read_one(&from_heddle, ReadMode::Samples, "up", lo, hi).await;
-        let info = read_one(&from_heddle, ReadMode::Samples, "prometheus_build_info", lo, hi).await;
+        // Errors while heddle or the queue warm up count as "not yet".
+        let up = try_read_one(&from_heddle, ReadMode::Samples, "up", lo, hi)
+            .await
+            .unwrap_or_default();
+        let info = try_read_one(&from_heddle, ReadMode::Samples, "prometheus_build_info", lo, hi)
+            .await
+            .unwrap_or_default();
         up.first().is_some_and(|s| s.samples.len() >= 4) && info.first().is_some_and(|s| !s.samples.is_empty())
     })
     .await;

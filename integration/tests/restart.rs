@@ -121,6 +121,14 @@ fn nothing_is_lost_across_sigterm_and_kill9() {
     let start = before.push(&h);
     before.assert_intact(&h, start, "after push");
 
+    let metrics = heddle_testkit::http_get(h.http_addr(), "/metrics", Duration::from_secs(10)).expect("GET /metrics");
+    assert_eq!(metrics.0, 200, "GET /metrics: {}", metrics.1);
+    assert!(
+        metrics.1.contains("# TYPE heddle_"),
+        "no heddle metrics in /metrics:\n{}",
+        metrics.1
+    );
+
     let status = h.sigterm_and_wait().expect("graceful stop");
     assert!(
         status.success(),
@@ -171,6 +179,30 @@ fn read_all(
             .await
             .map(|mut r| r.pop().unwrap_or_default())
             .map_err(|e| e.to_string())
+    })
+}
+
+/// `GET <heddle>/prometheus/api/v1/<path>` as `tenant`; asserts a 200 with `"status":"success"`.
+fn api_get(h: &HeddleProcess, tenant: &str, path: &str) -> Value {
+    let url = format!("{}/api/v1/{path}", h.prometheus_url());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let http = http_client(Duration::from_secs(30)).expect("client");
+        let resp = http
+            .get(&url)
+            .header(heddle_model::TENANT_HEADER, tenant)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        assert!(status.is_success(), "GET {url}: {status}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {url}: not JSON ({e}): {body}"));
+        assert_eq!(v["status"], "success", "GET {url}: {v}");
+        v
     })
 }
 
@@ -227,6 +259,28 @@ fn tenants_are_isolated_and_survive_a_crash() {
             assert!(
                 seen.iter().all(|s| s.labels.get("job") == Some(job)),
                 "{when}: tenant {tenant} sees another tenant's series"
+            );
+        }
+        for (tenant, job, series) in [("team-a", "node-a", a.series), ("team-b", "node-b", b.series)] {
+            let range = format!("start={}&end={}", lo / 1000, hi / 1000);
+            let values = api_get(&h, tenant, &format!("label/job/values?{range}"));
+            assert_eq!(
+                values["data"],
+                serde_json::json!([job]),
+                "{when}: tenant {tenant}: {values}"
+            );
+            let names = api_get(&h, tenant, &format!("labels?{range}"));
+            for name in ["__name__", "instance", "job"] {
+                assert!(
+                    names["data"].as_array().is_some_and(|a| a.iter().any(|v| v == name)),
+                    "{when}: tenant {tenant} lacks label {name}: {names}"
+                );
+            }
+            let listed = api_get(&h, tenant, &format!("series?match[]=%7Bjob%3D%22{job}%22%7D&{range}"));
+            assert_eq!(
+                listed["data"].as_array().map(Vec::len),
+                Some(series),
+                "{when}: tenant {tenant} series API"
             );
         }
         // The other tenant's flags against this tenant: nothing is found.

@@ -99,6 +99,11 @@ impl GossipMembership {
         Ok(me)
     }
 
+    /// [`Self::start`] over UDP, the production transport.
+    pub async fn start_udp(cfg: GossipConfig) -> Result<Arc<Self>, RingError> {
+        Self::start(cfg, &chitchat::transport::UdpTransport).await
+    }
+
     /// This member's id.
     pub fn node_id(&self) -> &str {
         &self.node_id

@@ -3,7 +3,8 @@
 //! Owns: the ring model ([`InstanceDesc`], [`RingDesc`]), tokens and the tokens file, the sorted token table
 //! and replica-set selection ([`RingSnapshot`], [`Operation`]), the lock-free [`Ring`] handle, membership
 //! backends (in-memory and gossip over chitchat), the ingester [`Lifecycler`] and their configuration.
-//! Does not own: gRPC clients to the instances, or what the distributor and querier do with replica sets.
+//! Does not own: gRPC clients to the instances (only a generic per-address [`ClientPool`]), or what the
+//! distributor and querier do with replica sets.
 
 mod config;
 mod desc;
@@ -13,6 +14,7 @@ mod instance;
 mod lifecycler;
 mod membership;
 mod memory;
+mod pool;
 mod replication;
 mod ring;
 mod snapshot;
@@ -27,6 +29,7 @@ pub use instance::{InstanceDesc, InstanceState};
 pub use lifecycler::{Clock, Lifecycler, LifecyclerConfig, system_clock};
 pub use membership::Membership;
 pub use memory::MemoryMembership;
+pub use pool::{ClientFactory, ClientPool};
 pub use replication::{Operation, ReplicaBuf, ReplicationConfig, min_success};
 pub use ring::{Ring, now_ms};
 pub use snapshot::{ReadSet, ReplicaSet, RingSnapshot};

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// The binaries built by [`cargo_bin`], all in one cargo invocation.
-pub const WORKSPACE_BINS: &[&str] = &["heddle", "heddle-loadtest"];
+pub const WORKSPACE_BINS: &[&str] = &["heddle", "heddle-loadtest", "heddlectl"];
 
 /// Where cargo puts binaries for the running test's profile, and how to ask cargo for that profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,15 +123,34 @@ fn build_workspace_bins() -> Result<PathBuf, TestkitError> {
     if !out.status.success() {
         return Err(TestkitError::Build {
             bins: WORKSPACE_BINS.iter().map(|s| s.to_string()).collect(),
-            detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)),
+            detail: format!(
+                "{}: {}",
+                out.status,
+                first_chars(&String::from_utf8_lossy(&out.stderr), 4000)
+            ),
         });
     }
     Ok(layout.bin_dir())
 }
 
+/// The first `max` characters of `s`; the first compiler errors are the ones that matter.
+fn first_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}\n... ({} more bytes of cargo output)", &s[..cut], s.len() - cut),
+        None => s.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_build_output_is_cut() {
+        assert_eq!(first_chars("short", 10), "short");
+        let cut = first_chars(&"é".repeat(20), 5);
+        assert!(cut.starts_with("ééééé\n... (30 more bytes"), "{cut}");
+    }
 
     #[test]
     fn layout_from_plain_target_dir() {

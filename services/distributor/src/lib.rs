@@ -31,4 +31,4 @@ pub use http::router;
 pub use outcome::{ForwardFailure, MAX_RESPONSE_BODY, PushOutcome, Rejection};
 pub use overrides::{Overrides, RUNTIME_CONFIG_FLAGS, RuntimeConfigConfig};
 pub use rate_limit::IngestionRateLimiter;
-pub use ring::{IngesterRing, InstanceId, ReplicaSet, SingleIngesterRing};
+pub use ring::{IngesterRing, InstanceId, ReplicaSet, RingIngesters, SingleIngesterRing};

@@ -49,6 +49,12 @@ pub struct ServerConfig {
     /// Longest wait for in-flight requests and head closing after SIGTERM.
     #[serde(with = "heddle_server::serde_duration")]
     pub graceful_shutdown_timeout: std::time::Duration,
+    /// Where the Admin gRPC service listens when it has its own port; empty for every interface.
+    pub admin_grpc_listen_address: String,
+    /// 0 (the default) serves the Admin service on the main gRPC port.
+    pub admin_grpc_listen_port: u16,
+    /// File holding the bearer token admin calls (gRPC Admin and `/ingester/*`) must present; empty: none.
+    pub admin_token_file: std::path::PathBuf,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +67,9 @@ impl Default for ServerConfig {
             log_level: "info".into(),
             log_format: LogFormat::Logfmt,
             graceful_shutdown_timeout: std::time::Duration::from_secs(30),
+            admin_grpc_listen_address: String::new(),
+            admin_grpc_listen_port: 0,
+            admin_token_file: std::path::PathBuf::new(),
         }
     }
 }
@@ -130,10 +139,33 @@ const OWN_FLAGS: &[FlagSpec] = &[
     },
 ];
 
+/// Flags of the operator API's listener and credentials.
+const ADMIN_FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        flag: "server.admin-grpc-listen-address",
+        key: "server.admin_grpc_listen_address",
+        kind: FlagKind::Value,
+        help: "Admin gRPC listen address when it has its own port; empty for every interface",
+    },
+    FlagSpec {
+        flag: "server.admin-grpc-listen-port",
+        key: "server.admin_grpc_listen_port",
+        kind: FlagKind::Value,
+        help: "Serve the Admin gRPC service on this port only; 0 serves it on the main gRPC port",
+    },
+    FlagSpec {
+        flag: "server.admin-token-file",
+        key: "server.admin_token_file",
+        kind: FlagKind::Value,
+        help: "File with the bearer token that Admin gRPC calls and /ingester/* HTTP calls must send; empty: no token",
+    },
+];
+
 /// Every flag of the binary, in `--help` order.
 pub fn flags() -> Vec<FlagSpec> {
     [
         OWN_FLAGS,
+        ADMIN_FLAGS,
         heddle_ingester::TSDB_FLAGS,
         heddle_ingester::INGESTER_FLAGS,
         heddle_ingester::INSTANCE_LIMITS_FLAGS,

@@ -68,6 +68,16 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         ing.set_limits_source(Arc::new(OverridesLimits(overrides.clone())));
     }
 
+    let admin_token = crate::admin::AdminToken::load(&cfg.server.admin_token_file).map_err(anyhow::Error::msg)?;
+    let admin = crate::admin::AdminCore::new(
+        ingester.clone(),
+        Arc::new(crate::admin::LocalRing::new(
+            "local",
+            listen_addr(&cfg.server.grpc_listen_address, cfg.server.grpc_listen_port),
+        )),
+        stop.clone(),
+        format!("{:?}", cfg.target).to_lowercase(),
+    );
     let mut api = axum::Router::new();
     if let (Target::All, Some(ing)) = (cfg.target, &ingester) {
         let client: Arc<dyn heddle_proto::IngesterClient> = ing.clone();
@@ -92,37 +102,34 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 
     let registry = Arc::new(registry);
     let http = heddle_server::tenant_layer(api, cfg.multitenancy_enabled)
-        .merge(heddle_server::metrics_and_ready_routes(registry, readiness.clone()));
+        .merge(heddle_server::metrics_and_ready_routes(registry, readiness.clone()))
+        .merge(crate::admin::http_router(admin.clone(), admin_token.clone()));
     let http_addr = listen_addr(&cfg.server.http_listen_address, cfg.server.http_listen_port);
     let http_listener = tokio::net::TcpListener::bind(&http_addr)
         .await
         .with_context(|| format!("cannot listen for HTTP on {http_addr}"))?;
-    let grpc_addr = listen_addr(&cfg.server.grpc_listen_address, cfg.server.grpc_listen_port);
-    let grpc_listener = tokio::net::TcpListener::bind(&grpc_addr)
-        .await
-        .with_context(|| format!("cannot listen for gRPC on {grpc_addr}"))?;
-    tracing::info!(http = %http_addr, grpc = %grpc_addr, "listening");
+    tracing::info!(http = %http_addr, "listening for HTTP");
 
     let http_task = tokio::spawn(heddle_server::serve_http(http_listener, http, stop.clone()));
-    let mut grpc = tonic::transport::Server::builder();
-    let grpc_router = match &ingester {
-        Some(ing) => {
-            let svc: Arc<dyn heddle_proto::IngesterClient> = ing.clone();
-            grpc.add_service(heddle_proto::ingester_service(svc))
-        }
-        None => bail!("no gRPC service to serve"),
-    };
-    let grpc_stop = stop.clone();
-    let grpc_task = tokio::spawn(grpc_router.serve_with_incoming_shutdown(
-        tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
-        async move { grpc_stop.cancelled().await },
-    ));
+    // Every process serves gRPC: Admin and health everywhere, the ingester API where there is an ingester.
+    let grpc = crate::admin::serve_grpc(
+        &cfg.server,
+        ingester.clone().map(|i| i as Arc<dyn heddle_proto::IngesterClient>),
+        admin.clone(),
+        admin_token,
+        stop.clone(),
+    )
+    .await?;
+    if ingester.is_none() {
+        grpc.set_serving(true).await;
+    }
 
     if let Some(ing) = &ingester {
         tokio::select! {
             res = ing.open_existing() => {
                 res.context("opening the tenant heads")?;
                 readiness.ready("ingester");
+                grpc.set_serving(true).await;
                 tracing::info!("ready");
             }
             _ = stop.cancelled() => {}
@@ -131,18 +138,23 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 
     stop.cancelled().await;
     readiness.not_ready("server", "shutting down");
+    grpc.set_serving(false).await;
     let timeout = cfg.server.graceful_shutdown_timeout;
     let drain = async {
         if let Ok(Err(e)) = http_task.await {
             tracing::error!(error = %e, "HTTP server failed");
         }
-        if let Ok(Err(e)) = grpc_task.await {
-            tracing::error!(error = %e, "gRPC server failed");
+        for task in grpc.tasks {
+            if let Ok(Err(e)) = task.await {
+                tracing::error!(error = %e, "gRPC server failed");
+            }
         }
     };
     if tokio::time::timeout(timeout, drain).await.is_err() {
         tracing::warn!(timeout = ?timeout, "in-flight requests did not finish in time; closing anyway");
     }
+    // PrepareShutdown / `/ingester/shutdown`: leave the ring and flush before the heads close.
+    admin.on_shutdown().await;
     if let Some(ing) = &ingester {
         ing.close().await;
     }

@@ -15,6 +15,8 @@ pub struct IngesterConfig {
     pub arena_max_retained_bytes: usize,
     /// Limits protecting this ingester (Mimir's `instance_limits`).
     pub instance_limits: InstanceLimitsConfig,
+    /// `ingester.ring:`: this ingester's place in the hash ring (`heddle-ring`).
+    pub ring: heddle_ring::RingConfig,
 }
 
 impl Default for IngesterConfig {
@@ -23,6 +25,7 @@ impl Default for IngesterConfig {
             arena_pool_size: 64,
             arena_max_retained_bytes: 8 * 1024 * 1024,
             instance_limits: InstanceLimitsConfig::default(),
+            ring: heddle_ring::RingConfig::default(),
         }
     }
 }

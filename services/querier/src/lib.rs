@@ -33,7 +33,7 @@ pub use params::{MAX_TIME_MS, MIN_TIME_MS, parse_time};
 pub use querier::{Querier, SeriesChunks, SeriesSamples};
 pub use remote_read::STREAMED_CONTENT_TYPE;
 pub use selector::parse_selector;
-pub use source::{IngesterSource, ReplicationSet, StaticIngesters};
+pub use source::{IngesterSource, ReplicationSet, RingIngesterSource, StaticIngesters};
 
 #[cfg(test)]
 mod tests;

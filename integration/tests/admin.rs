@@ -1,0 +1,264 @@
+//! The operator API against a real heddle: `heddlectl` (the real binary) drives the gRPC Admin service,
+//! Mimir's `/ingester/*` HTTP endpoints share its state, the gRPC health service reports SERVING, and with
+//! `--server.admin-token-file` an unauthenticated call is refused and changes nothing.
+
+use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+use heddle_testkit::{
+    CommandOutput, HeddleOptions, HeddleProcess, cargo_bin, free_port, http_client, push, run_bounded, wait_until,
+};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn heddlectl(addr: &str, token: Option<&Path>, args: &[&str]) -> CommandOutput {
+    let mut cmd = Command::new(cargo_bin("heddlectl").expect("build heddlectl"));
+    cmd.arg(format!("--addr={addr}")).arg("--timeout-s=10");
+    if let Some(t) = token {
+        cmd.arg(format!("--token-file={}", t.display()));
+    }
+    cmd.args(args);
+    run_bounded(cmd, CALL_TIMEOUT).expect("run heddlectl")
+}
+
+fn code(out: &CommandOutput) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn json(out: &CommandOutput) -> Value {
+    assert_eq!(code(out), 0, "heddlectl failed: {}\n{}", out.stdout, out.stderr);
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", out.stdout))
+}
+
+fn series(name: &str, samples: &[(i64, f64)]) -> WriteRequest {
+    WriteRequest {
+        timeseries: vec![TimeSeries {
+            labels: vec![Label {
+                name: "__name__".into(),
+                value: name.into(),
+            }],
+            samples: samples
+                .iter()
+                .map(|&(timestamp, value)| Sample { value, timestamp })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+async fn http(method: reqwest::Method, url: &str, token: Option<&str>) -> (u16, String) {
+    let mut req = http_client(CALL_TIMEOUT).expect("http client").request(method, url);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap_or_default())
+}
+
+fn wait_exit(h: &mut HeddleProcess) -> bool {
+    wait_until(Duration::from_secs(30), || !h.is_running())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn heddlectl_drives_a_running_heddle() {
+    let mut h = HeddleProcess::start(HeddleOptions {
+        multitenancy: true,
+        ..HeddleOptions::default()
+    })
+    .expect("start heddle");
+    let client = http_client(CALL_TIMEOUT).expect("http client");
+    for (tenant, samples) in [("alpha", &[(1000, 1.0), (2000, 2.0)][..]), ("beta", &[(1000, 5.0)][..])] {
+        let out = push(&client, &h.push_url(), Some(tenant), &series("up", samples))
+            .await
+            .unwrap();
+        assert_eq!(out.status, 200, "push {tenant}: {}", out.body);
+    }
+    let addr = h.grpc_addr().to_string();
+
+    // gRPC health: the standard service reports SERVING once the ingester is ready.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let health = tonic_health::pb::health_client::HealthClient::new(channel)
+        .check(tonic_health::pb::HealthCheckRequest { service: String::new() })
+        .await
+        .expect("health check");
+    assert_eq!(
+        health.into_inner().status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+
+    let v = json(&heddlectl(&addr, None, &["version", "--output=json"]));
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["target"], "all");
+    assert!(v["rustc"].as_str().unwrap().starts_with("rustc "), "{v}");
+    let out = heddlectl(&addr, None, &["version"]);
+    assert!(out.stdout.contains("server:    heddle"), "{}", out.stdout);
+
+    let v = json(&heddlectl(&addr, None, &["tenants", "--output=json"]));
+    assert_eq!(v["tenants"], serde_json::json!(["alpha", "beta"]));
+    let table = heddlectl(&addr, None, &["tenants"]);
+    assert_eq!(table.stdout.trim(), "TENANT\nalpha\nbeta");
+
+    let v = json(&heddlectl(&addr, None, &["stats", "alpha", "--output=json"]));
+    assert_eq!(
+        (v["series"].as_u64(), v["samples_appended"].as_u64()),
+        (Some(1), Some(2)),
+        "{v}"
+    );
+    assert_eq!(
+        (v["head_min_time_ms"].as_i64(), v["head_max_time_ms"].as_i64()),
+        (Some(1000), Some(2000))
+    );
+    assert!(v["wal_bytes"].as_u64().unwrap() > 0, "{v}");
+
+    let v = json(&heddlectl(&addr, None, &["ring", "--output=json"]));
+    assert_eq!(v["backend"], "local");
+    assert_eq!(v["members"][0]["state"], "ACTIVE");
+    assert_eq!(v["members"][0]["ownership_percent"], 100.0);
+    let table = heddlectl(&addr, None, &["ring"]);
+    assert!(table.stdout.starts_with("ID"), "{}", table.stdout);
+
+    let v = json(&heddlectl(
+        &addr,
+        None,
+        &["flush", "--tenant=alpha", "--wait", "--output=json"],
+    ));
+    assert_eq!(v["tenants"], serde_json::json!(["alpha"]));
+    assert!(v["message"].as_str().unwrap().contains("synced the WAL"), "{v}");
+    let v = json(&heddlectl(&addr, None, &["snapshot", "--output=json"]));
+    assert_eq!(v["tenants"], serde_json::json!(["alpha", "beta"]));
+
+    // Errors: exit 1 with the gRPC code and an actionable message; usage 2; unreachable 3.
+    let cases: &[(&str, &[&str], i32, &str)] = &[
+        (
+            "unknown tenant",
+            &["stats", "nobody"],
+            1,
+            "notfound: tenant nobody has no head",
+        ),
+        ("invalid tenant", &["stats", "a/b"], 1, "invalidargument"),
+        ("forget self", &["forget", "local"], 1, "failedprecondition"),
+        ("forget unknown", &["forget", "ghost"], 1, "notfound"),
+        ("unknown command", &["bogus"], 2, ""),
+        ("missing argument", &["stats"], 2, ""),
+    ];
+    for (name, args, want, stderr) in cases {
+        let out = heddlectl(&addr, None, args);
+        assert_eq!(code(&out), *want, "case {name}: {}", out.stderr);
+        assert!(out.stderr.contains(stderr), "case {name}: {}", out.stderr);
+    }
+    let dead = format!("127.0.0.1:{}", free_port().unwrap());
+    let out = heddlectl(&dead, None, &["version"]);
+    assert_eq!(code(&out), 3, "unreachable: {}", out.stderr);
+
+    // Prepare-shutdown state is shared between gRPC and Mimir's HTTP endpoint.
+    let url = format!("{}/ingester/prepare-shutdown", h.url());
+    assert_eq!(http(reqwest::Method::GET, &url, None).await, (200, "unset".into()));
+    assert_eq!(http(reqwest::Method::POST, &url, None).await.0, 204);
+    assert_eq!(http(reqwest::Method::GET, &url, None).await, (200, "set".into()));
+    assert_eq!(http(reqwest::Method::DELETE, &url, None).await.0, 204);
+    let v = json(&heddlectl(&addr, None, &["prepare-shutdown", "--output=json"]));
+    assert_eq!(v["prepared"], true);
+    assert_eq!(http(reqwest::Method::GET, &url, None).await, (200, "set".into()));
+    let v = json(&heddlectl(&addr, None, &["cancel-prepare-shutdown", "--output=json"]));
+    assert_eq!(v["prepared"], false);
+    assert_eq!(http(reqwest::Method::GET, &url, None).await, (200, "unset".into()));
+    let flush = format!("{}/ingester/flush?tenant=alpha&wait=true", h.url());
+    assert_eq!(http(reqwest::Method::POST, &flush, None).await.0, 204);
+    assert_eq!(
+        http(reqwest::Method::GET, &format!("{}/ingester/flush", h.url()), None)
+            .await
+            .0,
+        204
+    );
+
+    // Shutdown stops the process gracefully, and what was pushed is there after a restart.
+    let out = heddlectl(&addr, None, &["shutdown"]);
+    assert_eq!(code(&out), 0, "{}", out.stderr);
+    assert!(
+        wait_exit(&mut h),
+        "heddle still running after Shutdown:\n{}",
+        h.log_tail(20)
+    );
+    h.restart().expect("restart");
+    let addr = h.grpc_addr().to_string();
+    let v = json(&heddlectl(&addr, None, &["stats", "beta", "--output=json"]));
+    assert_eq!(
+        (v["series"].as_u64(), v["head_max_time_ms"].as_i64()),
+        (Some(1), Some(1000)),
+        "{v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn admin_token_and_separate_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "letmein\n").unwrap();
+    let wrong_file = dir.path().join("wrong");
+    std::fs::write(&wrong_file, "guess").unwrap();
+    let admin_port = free_port().unwrap();
+    let mut h = HeddleProcess::start(HeddleOptions {
+        args: vec![
+            "--server.admin-grpc-listen-address=127.0.0.1".into(),
+            format!("--server.admin-grpc-listen-port={admin_port}"),
+            format!("--server.admin-token-file={}", token_file.display()),
+        ],
+        ..HeddleOptions::default()
+    })
+    .expect("start heddle");
+    let admin = format!("127.0.0.1:{admin_port}");
+    let prepare_url = format!("{}/ingester/prepare-shutdown", h.url());
+
+    // Unauthenticated or wrongly authenticated: refused with exit 4, and nothing changes.
+    for (name, token) in [("no token", None), ("wrong token", Some(wrong_file.as_path()))] {
+        for args in [&["prepare-shutdown"][..], &["shutdown"], &["tenants"]] {
+            let out = heddlectl(&admin, token, args);
+            assert_eq!(code(&out), 4, "{name} {args:?}: {}", out.stderr);
+            assert!(out.stderr.contains("unauthenticated"), "{name}: {}", out.stderr);
+        }
+    }
+    assert!(h.is_running(), "an unauthenticated Shutdown stopped the process");
+    assert_eq!(http(reqwest::Method::GET, &prepare_url, None).await.0, 401);
+    assert_eq!(
+        http(reqwest::Method::POST, &format!("{}/ingester/shutdown", h.url()), None)
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        http(reqwest::Method::GET, &prepare_url, Some("letmein")).await,
+        (200, "unset".into()),
+        "refused calls changed the prepare-shutdown state"
+    );
+    assert!(h.is_running(), "an unauthenticated HTTP shutdown stopped the process");
+
+    // The Admin service is only on its own listener; the main port answers Unimplemented (exit 1).
+    let out = heddlectl(&h.grpc_addr().to_string(), Some(&token_file), &["version"]);
+    assert_eq!(code(&out), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("unimplemented"), "{}", out.stderr);
+
+    let v = json(&heddlectl(&admin, Some(&token_file), &["version", "--output=json"]));
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+
+    // Mimir's shutdown endpoint, authenticated, stops the process.
+    let (status, body) = http(
+        reqwest::Method::POST,
+        &format!("{}/ingester/shutdown", h.url()),
+        Some("letmein"),
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    assert!(
+        wait_exit(&mut h),
+        "heddle still running after /ingester/shutdown:\n{}",
+        h.log_tail(20)
+    );
+}

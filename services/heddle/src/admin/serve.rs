@@ -1,0 +1,94 @@
+//! The gRPC listeners: the ingester API (when this process has an ingester), the Admin service and the
+//! standard health service, with Admin optionally on its own address.
+
+use super::{AdminCore, AdminGrpc, AdminToken};
+use crate::config::ServerConfig;
+use anyhow::Context;
+use heddle_proto::IngesterClient;
+use heddle_proto::admin::admin_server::AdminServer;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+/// The running gRPC servers and the health status they report.
+#[derive(Debug)]
+pub struct GrpcServers {
+    /// One task per listener; each ends when `stop` is cancelled and in-flight calls finished.
+    pub tasks: Vec<JoinHandle<Result<(), tonic::transport::Error>>>,
+    health: HealthReporter,
+}
+
+impl GrpcServers {
+    /// Sets the overall (`""`) health status `grpc.health.v1.Health/Check` reports.
+    pub async fn set_serving(&self, serving: bool) {
+        let status = if serving {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        self.health.set_service_status("", status).await;
+    }
+}
+
+fn listen_addr(address: &str, port: u16) -> String {
+    let host = if address.is_empty() { "0.0.0.0" } else { address };
+    format!("{host}:{port}")
+}
+
+async fn bind(addr: &str, what: &str) -> anyhow::Result<tokio_stream::wrappers::TcpListenerStream> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen for {what} on {addr}"))?;
+    tracing::info!(addr, what, "listening");
+    Ok(tokio_stream::wrappers::TcpListenerStream::new(listener))
+}
+
+/// Binds and serves gRPC until `stop`. With `server.admin_grpc_listen_port` 0 the Admin service shares the
+/// main listener; otherwise it gets its own (so it can be bound to a private interface).
+pub async fn serve_grpc(
+    server: &ServerConfig,
+    ingester: Option<Arc<dyn IngesterClient>>,
+    admin: Arc<AdminCore>,
+    token: AdminToken,
+    stop: CancellationToken,
+) -> anyhow::Result<GrpcServers> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_service_status("", ServingStatus::NotServing).await;
+    let admin_service = AdminServer::with_interceptor(AdminGrpc(admin), token.interceptor());
+    let separate = server.admin_grpc_listen_port != 0;
+    tracing::info!(
+        separate_listener = separate,
+        token_required = token.is_set(),
+        "serving the Admin API"
+    );
+
+    let main_addr = listen_addr(&server.grpc_listen_address, server.grpc_listen_port);
+    let main_incoming = bind(&main_addr, "gRPC").await?;
+    let admin_incoming = if separate {
+        let addr = listen_addr(&server.admin_grpc_listen_address, server.admin_grpc_listen_port);
+        Some(bind(&addr, "admin gRPC").await?)
+    } else {
+        None
+    };
+
+    let mut tasks = Vec::new();
+    let main = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_optional_service(ingester.map(heddle_proto::ingester_service))
+        .add_optional_service((!separate).then(|| admin_service.clone()));
+    let s = stop.clone();
+    tasks
+        .push(tokio::spawn(
+            main.serve_with_incoming_shutdown(main_incoming, async move { s.cancelled().await }),
+        ));
+    if let Some(incoming) = admin_incoming {
+        let router = tonic::transport::Server::builder().add_service(admin_service);
+        let s = stop.clone();
+        tasks.push(tokio::spawn(
+            router.serve_with_incoming_shutdown(incoming, async move { s.cancelled().await }),
+        ));
+    }
+    Ok(GrpcServers { tasks, health })
+}
