@@ -75,7 +75,7 @@ keys the binary accepts today, and the chart tests start the real binary with it
 {{- define "heddle.config" -}}
 {{- $v := .Values -}}
 {{- $c := $v.config -}}
-{{- $tsdb := dict "dir" "/data/tsdb" "wal_compression_enabled" $c.tsdb.walCompressionEnabled -}}
+{{- $tsdb := dict "dir" "/data/tsdb" "wal_compression_enabled" $c.tsdb.walCompressionEnabled "memory_snapshot_on_shutdown" $c.tsdb.memorySnapshotOnShutdown -}}
 {{- $cfg := dict
   "multitenancy_enabled" $c.multitenancyEnabled
   "server" (dict
@@ -102,7 +102,6 @@ keys the binary accepts today, and the chart tests start the real binary with it
 {{- $_ := set $tsdb "retention_period" $c.tsdb.retentionPeriod -}}
 {{- $_ := set $tsdb "block_ranges_period" $c.tsdb.blockRangesPeriod -}}
 {{- $_ := set $tsdb "ship_interval" $c.tsdb.shipInterval -}}
-{{- $_ := set $tsdb "memory_snapshot_on_shutdown" $c.tsdb.memorySnapshotOnShutdown -}}
 {{- $s3 := $v.storage.s3 -}}
 {{- $_ := set $cfg.blocks_storage "backend" "s3" -}}
 {{- $_ := set $cfg.blocks_storage "s3" (dict "endpoint" $s3.endpoint "bucket_name" $s3.bucketName "region" $s3.region "insecure" $s3.insecure) -}}

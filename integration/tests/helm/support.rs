@@ -27,7 +27,6 @@ pub const CLUSTER_ONLY_KEYS: &[&str] = &[
     "blocks_storage.backend",
     "blocks_storage.s3",
     "blocks_storage.tsdb.block_ranges_period",
-    "blocks_storage.tsdb.memory_snapshot_on_shutdown",
     "blocks_storage.tsdb.retention_period",
     "blocks_storage.tsdb.ship_interval",
     "ingester.ring",
