@@ -268,7 +268,6 @@ impl ChunkDiskMapper {
 
     /// Deletes the files whose chunks all end before `mint` (the active file is sealed first when it
     /// qualifies). Returns how many files were deleted.
-    #[allow(dead_code)] // Used by head truncation (next commit).
     pub(crate) fn truncate_before(&self, mint: i64) -> Result<usize, TsdbError> {
         let mut w = lock(&self.writer);
         if w.file.is_some() && w.file_maxt.get(&w.seq).is_some_and(|&t| t < mint) {

@@ -16,6 +16,7 @@ mod replay;
 mod series;
 mod snapshot;
 mod symbols;
+mod truncate;
 
 #[cfg(test)]
 mod mmap_tests;
@@ -23,6 +24,8 @@ mod mmap_tests;
 mod snapshot_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod truncate_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -32,6 +35,7 @@ pub use append::{AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError
 pub use read::{ChunkData, HeadStats, SeriesChunks};
 pub use replay::ReplayStats;
 pub use snapshot::SnapshotStats;
+pub use truncate::TruncateStats;
 
 use append::Appender;
 use index::HeadIndex;
@@ -57,6 +61,10 @@ pub struct HeadOptions {
     pub chunk_range_ms: i64,
     /// Maximum size of a `chunks_head/` file. Default 128 MiB, as Prometheus.
     pub chunks_head_file_size: u64,
+    /// Samples before this time are not loaded at open: `chunks_head/` chunks that end before it and older
+    /// WAL samples are dropped (Prometheus' `minValidTime`). Whoever truncated the head (after writing a
+    /// block) passes the truncation time here, e.g. the newest block's end. Default `i64::MIN`.
+    pub min_valid_time: i64,
 }
 
 impl Default for HeadOptions {
@@ -67,6 +75,7 @@ impl Default for HeadOptions {
             chunk_target_samples: 120,
             chunk_range_ms: 2 * 60 * 60 * 1000,
             chunks_head_file_size: crate::chunks_head::DEFAULT_MAX_FILE_SIZE,
+            min_valid_time: i64::MIN,
         }
     }
 }
@@ -95,6 +104,7 @@ pub struct Head {
     dir: PathBuf,
     policy: CutPolicy,
     wal_compression: bool,
+    min_valid_time: i64,
     index: RwLock<HeadIndex>,
     chunks: ChunkDiskMapper,
     appender: Mutex<Appender>,
@@ -134,6 +144,7 @@ impl Head {
                 range_ms: opts.chunk_range_ms,
             },
             wal_compression: opts.wal_compression,
+            min_valid_time: opts.min_valid_time,
             index: RwLock::new(HeadIndex::new()),
             chunks,
             appender: Mutex::new(Appender::default()),
@@ -149,8 +160,16 @@ impl Head {
             ..ReplayStats::default()
         };
         let mut mapped = scanned.chunks;
+        if opts.min_valid_time > i64::MIN {
+            for chunks in mapped.values_mut() {
+                let before = chunks.len();
+                chunks.retain(|c| c.max_time >= opts.min_valid_time);
+                stats.mmapped_chunks_before_min_valid_time += (before - chunks.len()) as u64;
+            }
+            mapped.retain(|_, c| !c.is_empty());
+        }
         let loaded = head.load_snapshot(&mut mapped, &mut stats)?;
-        head.replay_wal(&wal_dir, loaded.position.unwrap_or_default(), mapped, &mut stats)?;
+        head.replay_wal(&wal_dir, loaded.position, mapped, &mut stats)?;
         tracing::info!(
             dir = %dir.display(),
             series = stats.series,

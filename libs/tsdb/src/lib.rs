@@ -15,5 +15,5 @@ pub use chunks_head::ChunksHeadCorruption;
 pub use error::{ChunkError, TsdbError};
 pub use head::{
     AppendErrorKind, AppendOutcome, AppendSeries, ChunkData, Head, HeadOptions, HeadStats, ReplayStats,
-    SeriesAppendError, SeriesChunks, SnapshotStats,
+    SeriesAppendError, SeriesChunks, SnapshotStats, TruncateStats,
 };

@@ -115,6 +115,35 @@ impl HeadIndex {
         series
     }
 
+    /// Removes the series with these refs (their symbols stay interned).
+    pub(crate) fn remove(&mut self, refs: &[u64]) {
+        let gone: Vec<Arc<MemSeries>> = refs.iter().filter_map(|r| self.series.remove(r)).collect();
+        let labels: Vec<(u64, &[(u32, u32)])> = gone.iter().map(|s| (s.series_ref, &s.labels[..])).collect();
+        self.postings.remove(&labels);
+        let refs: std::collections::HashSet<u64> = refs.iter().copied().collect();
+        self.by_hash.retain(|_, r| !refs.contains(r));
+        self.collisions.retain(|_, list| {
+            list.retain(|r| !refs.contains(r));
+            !list.is_empty()
+        });
+        // A hash whose first series went but whose collisions remain: promote the next one.
+        let orphaned: Vec<(u64, Vec<u64>)> = self
+            .collisions
+            .iter()
+            .filter(|(h, _)| !self.by_hash.contains_key(h))
+            .map(|(h, l)| (*h, l.clone()))
+            .collect();
+        for (h, mut list) in orphaned {
+            let first = list.remove(0);
+            self.by_hash.insert(h, first);
+            if list.is_empty() {
+                self.collisions.remove(&h);
+            } else {
+                self.collisions.insert(h, list);
+            }
+        }
+    }
+
     /// Every series, in no order.
     pub(crate) fn all_series(&self) -> impl Iterator<Item = &Arc<MemSeries>> + '_ {
         self.series.values()

@@ -47,6 +47,29 @@ impl Postings {
     pub(crate) fn all(&self) -> &[u64] {
         &self.all
     }
+
+    /// Removes the series in `gone` (`labels` gives each one's label pairs); empty lists and names go too.
+    pub(crate) fn remove(&mut self, gone: &[(u64, &[(u32, u32)])]) {
+        let refs: std::collections::HashSet<u64> = gone.iter().map(|(r, _)| *r).collect();
+        self.all.retain(|r| !refs.contains(r));
+        let mut pairs: Vec<(u32, u32)> = gone.iter().flat_map(|(_, l)| l.iter().copied()).collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        for (name, value) in pairs {
+            let Some(values) = self.by_name.get_mut(&name) else {
+                continue;
+            };
+            if let Some(list) = values.get_mut(&value) {
+                list.retain(|r| !refs.contains(r));
+                if list.is_empty() {
+                    values.remove(&value);
+                }
+            }
+            if values.is_empty() {
+                self.by_name.remove(&name);
+            }
+        }
+    }
 }
 
 fn insert_sorted(list: &mut Vec<u64>, r: u64) {

@@ -61,22 +61,26 @@ pub struct ReplayStats {
     pub snapshot_series: u64,
     /// Snapshots found unreadable or half-written, and deleted (the WAL was replayed instead).
     pub snapshots_discarded: u64,
+    /// `chunks_head/` chunks dropped because they end before [`crate::HeadOptions::min_valid_time`].
+    pub mmapped_chunks_before_min_valid_time: u64,
+    /// WAL samples dropped because they are before [`crate::HeadOptions::min_valid_time`].
+    pub samples_before_min_valid_time: u64,
 }
 
 impl Head {
-    /// Replays `wal_dir` into the head. `mapped` holds the chunks found in `chunks_head/` by series ref; each is
+    /// Replays `wal_dir` (from `from`, a snapshot's position, if given) into the head. `mapped` holds the chunks found in `chunks_head/` by series ref; each is
     /// given to its series when the series is created, and WAL samples they already hold are skipped.
     pub(super) fn replay_wal(
         &self,
         wal_dir: &Path,
-        from: heddle_wal::Position,
+        from: Option<heddle_wal::Position>,
         mut mapped: HashMap<u64, Vec<MappedChunk>>,
         stats: &mut ReplayStats,
     ) -> Result<(), TsdbError> {
         // Refs of duplicate series records -> the ref of the series that has those labels.
         let mut aliases: HashMap<u64, u64> = HashMap::new();
         let mut range = (i64::MAX, i64::MIN);
-        let report = heddle_wal::replay_from(wal_dir, from, |rec: &[u8]| -> Result<(), TsdbError> {
+        let mut apply = |rec: &[u8]| -> Result<(), TsdbError> {
             match record::decode(rec) {
                 Ok(Record::Series(series)) => self.replay_series(&series, &mut aliases, &mut mapped, stats),
                 Ok(Record::Samples(samples)) => self.replay_samples(&samples, &aliases, stats, &mut range),
@@ -89,7 +93,12 @@ impl Head {
                 }
             }
             Ok(())
-        })?;
+        };
+        // After a snapshot only the records after its position; otherwise the last checkpoint and every segment.
+        let report = match from {
+            Some(pos) => heddle_wal::replay_from(wal_dir, pos, &mut apply)?,
+            None => heddle_wal::replay(wal_dir, &mut apply)?,
+        };
         stats.wal_records = report.records;
         stats.wal_segments = report.segments;
         stats.wal_bytes = report.bytes;
@@ -161,6 +170,10 @@ impl Head {
             let mut state = lock(&series.state);
             let covered = state.mapped_max_time();
             for s in run_samples {
+                if s.t < self.min_valid_time {
+                    stats.samples_before_min_valid_time += 1;
+                    continue;
+                }
                 if s.t <= covered {
                     stats.samples_in_mmapped_chunks += 1;
                     continue;

@@ -169,6 +169,28 @@ impl SeriesState {
         dropped
     }
 
+    /// Drops the chunks that end before `mint`. Returns how many went, and whether the series has no sample
+    /// left at or after `mint` (then it can be removed).
+    pub(crate) fn truncate_before(&mut self, mint: i64) -> (usize, bool) {
+        let before = self.mapped.len();
+        self.mapped.retain(|c| c.max_time >= mint);
+        let mut removed = before - self.mapped.len();
+        if let Some(u) = self.unwritten.as_mut() {
+            let n = u.len();
+            u.retain(|c| c.max_time >= mint);
+            removed += n - u.len();
+            if u.is_empty() {
+                self.unwritten = None;
+            }
+        }
+        let empty = self.last.is_none_or(|(t, _)| t < mint);
+        if empty && !self.open.is_empty() {
+            self.open = XorChunk::default();
+            removed += 1;
+        }
+        (removed, empty)
+    }
+
     /// Restores the open chunk of a series from a chunk snapshot. The caller checked that `chunk` holds
     /// samples.
     pub(crate) fn restore_open(&mut self, chunk: XorChunk, policy: CutPolicy) {

@@ -1,0 +1,127 @@
+//! Head truncation: drop what is older than a time, and checkpoint the WAL so its old segments can go
+//! (Prometheus `Head.Truncate`, `truncateMemory` + `truncateWAL`).
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+use heddle_wal::{CheckpointStats, Keep, WalOptions};
+
+use super::{Head, WAL_DIR, lock, read, write};
+use crate::error::TsdbError;
+use crate::record::{self, Record};
+
+/// What [`Head::truncate`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TruncateStats {
+    /// Series with no sample at or after `mint`, removed from the head.
+    pub series_removed: u64,
+    /// Chunks (in `chunks_head/` or open) that ended before `mint`.
+    pub chunks_removed: u64,
+    /// `chunks_head/` files deleted.
+    pub chunk_files_deleted: u64,
+    /// The checkpoint written, if there were completed segments to fold in.
+    pub checkpoint: Option<CheckpointStats>,
+    /// WAL segments deleted after the checkpoint.
+    pub segments_deleted: u32,
+}
+
+impl Head {
+    /// Drops every sample before `mint`: chunks that end before it, and series with no sample at or after it.
+    /// Deletes the `chunks_head/` files that only held such chunks, then checkpoints the WAL: the current
+    /// segment is closed, the last checkpoint and every segment up to it are folded into `checkpoint.N` (Series
+    /// records of live series, samples at or after `mint`, tombstones), and the folded segments and older
+    /// checkpoints are deleted. Appends wait while it runs.
+    ///
+    /// The blocks issue calls this after a block covering everything before `mint` is written.
+    pub fn truncate(&self, mint: i64) -> Result<TruncateStats, TsdbError> {
+        let mut app = lock(&self.appender);
+        let mut stats = TruncateStats::default();
+
+        // 1. Memory.
+        let live: HashSet<u64> = {
+            let mut index = write(&self.index);
+            let mut gone = Vec::new();
+            for s in index.all_series() {
+                let (removed, empty) = lock(&s.state).truncate_before(mint);
+                stats.chunks_removed += removed as u64;
+                if empty {
+                    gone.push(s.series_ref);
+                }
+            }
+            index.remove(&gone);
+            stats.series_removed = gone.len() as u64;
+            self.num_series.store(index.len() as u64, Ordering::Relaxed);
+            index.all_series().map(|s| s.series_ref).collect()
+        };
+        self.min_time.fetch_max(mint, Ordering::Relaxed);
+        if self.min_time.load(Ordering::Relaxed) > self.max_time.load(Ordering::Relaxed) {
+            self.min_time.store(i64::MAX, Ordering::Relaxed);
+            self.max_time.store(i64::MIN, Ordering::Relaxed);
+        }
+
+        // 2. chunks_head files.
+        stats.chunk_files_deleted = self.chunks.truncate_before(mint)? as u64;
+
+        // 3. WAL: everything up to the current segment goes into a checkpoint.
+        let wal_dir = self.dir.join(WAL_DIR);
+        let Some(wal) = app.wal.as_mut() else {
+            return Err(TsdbError::Closed);
+        };
+        let through = wal.current_segment();
+        wal.cut_segment()?;
+        let opts = WalOptions {
+            segment_size: heddle_wal::DEFAULT_SEGMENT_SIZE,
+            compress: self.wal_compression,
+        };
+        let cp = heddle_wal::write_checkpoint(&wal_dir, through, opts, |rec: &[u8], out: &mut Vec<u8>| {
+            Ok::<Keep, TsdbError>(match record::decode(rec) {
+                Ok(Record::Series(series)) => {
+                    let kept: Vec<_> = series.iter().filter(|s| live.contains(&s.series_ref)).collect();
+                    if kept.is_empty() {
+                        Keep::Drop
+                    } else if kept.len() == series.len() {
+                        Keep::Original
+                    } else {
+                        record::encode_series(kept.iter().map(|s| (s.series_ref, s.labels.iter())), out);
+                        Keep::Replaced
+                    }
+                }
+                Ok(Record::Samples(samples)) => {
+                    let kept: Vec<_> = samples
+                        .iter()
+                        .filter(|s| s.t >= mint && live.contains(&s.series_ref))
+                        .copied()
+                        .collect();
+                    if kept.is_empty() {
+                        Keep::Drop
+                    } else if kept.len() == samples.len() {
+                        Keep::Original
+                    } else {
+                        record::encode_samples(&kept, out);
+                        Keep::Replaced
+                    }
+                }
+                Ok(Record::Tombstones(_)) => Keep::Original,
+                // Exemplars, metadata and histograms are not replayed by this head; undecodable records were
+                // already skipped at replay.
+                Ok(Record::Unknown(_)) | Err(_) => Keep::Drop,
+            })
+        })?;
+        stats.segments_deleted = heddle_wal::delete_segments_before(&wal_dir, through.saturating_add(1))?;
+        heddle_wal::delete_checkpoints_before(&wal_dir, through)?;
+        stats.checkpoint = Some(cp);
+        drop(app);
+        tracing::info!(
+            dir = %self.dir.display(),
+            mint,
+            series_removed = stats.series_removed,
+            chunks_removed = stats.chunks_removed,
+            chunk_files_deleted = stats.chunk_files_deleted,
+            checkpoint = through,
+            segments_deleted = stats.segments_deleted,
+            series_left = read(&self.index).len(),
+            "truncated head"
+        );
+        Ok(stats)
+    }
+}
