@@ -53,9 +53,14 @@ async fn push_handler(
     }
 }
 
+/// A refusal decided before the body was read in full. The unread rest of the body would poison a
+/// keep-alive connection, so the response says `Connection: close` and the client opens a fresh one
+/// instead of failing its next request on a connection the server is about to drop.
 fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::Instant) -> Response {
     d.record_early_refusal(&e, start);
-    e.into_response()
+    let mut r = e.into_response();
+    r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 /// Reads the whole body, failing with 413 as soon as more than `limit` bytes have arrived.

@@ -254,9 +254,14 @@ async fn push_endpoint_statuses() {
         }
         let resp = app.oneshot(req.body(Body::from(case.body)).unwrap()).await.unwrap();
         let status = resp.status();
+        let closes = resp.headers().get("connection").is_some_and(|v| v == "close");
         let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
         let text = String::from_utf8_lossy(&bytes);
         assert_eq!(status, case.status, "case {name}: body {text}");
+        if status == StatusCode::PAYLOAD_TOO_LARGE || status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            // Refused before the body was read: the connection must not be reused.
+            assert!(closes, "case {name}: an early refusal must say Connection: close");
+        }
         if status == StatusCode::OK {
             assert!(text.is_empty(), "case {name}: success has an empty body, got {text}");
         }
