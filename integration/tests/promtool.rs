@@ -1,7 +1,8 @@
 //! The judge of heddle's on-disk format: a tenant directory is a valid Prometheus TSDB directory. Heddle takes a
 //! deterministic workload long enough to fill several chunks per series; after a crash (`kill -9` while a push
 //! is in flight) and after a graceful stop (SIGTERM), `promtool tsdb dump` on a copy of the tenant directory must
-//! list every acknowledged sample, bit for bit, and nothing that was never sent.
+//! list every acknowledged sample, bit for bit, and nothing that was never sent. heddle runs without WAL
+//! compression until the crash and with it afterwards, so the final WAL mixes both kinds of records.
 //!
 //! After each stop the real Prometheus also opens a copy of the directory with `memory-snapshot-on-shutdown`
 //! enabled and must serve exactly the same samples over remote read. After the graceful stop it must also load
@@ -46,6 +47,40 @@ const KILL_AFTER_ROUNDS: u32 = 260;
 const INTERVAL_MS: i64 = 15_000;
 const JOB: &str = "promtool-judge";
 const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(120);
+/// WAL page size and record header size (type, length, CRC32C).
+const WAL_PAGE: usize = 32 * 1024;
+const WAL_RECORD_HEADER: usize = 7;
+
+/// heddle's YAML with WAL compression on or off: the crash phase runs without compression and the rest with it,
+/// so the directory promtool and Prometheus read at the end holds both kinds of records.
+fn compression_yaml(enabled: bool) -> String {
+    format!("blocks_storage:\n  tsdb:\n    wal_compression_enabled: {enabled}\n")
+}
+
+/// `(fragments, snappy-flagged fragments)` over every WAL segment of `tenant_dir` (bit 3 of a fragment's type
+/// byte is Prometheus' snappy flag; type 0 pads the rest of a page).
+fn wal_fragments(tenant_dir: &Path) -> (usize, usize) {
+    let (mut all, mut snappy) = (0, 0);
+    let Ok(entries) = std::fs::read_dir(tenant_dir.join("wal")) else {
+        return (0, 0);
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue; // checkpoints and temporary files
+        }
+        let segment = std::fs::read(entry.path()).unwrap_or_default();
+        for page in segment.chunks(WAL_PAGE) {
+            let mut at = 0;
+            while at + WAL_RECORD_HEADER <= page.len() && page[at] & 0x07 != 0 {
+                all += 1;
+                snappy += usize::from(page[at] & 0x08 != 0);
+                at += WAL_RECORD_HEADER + usize::from(u16::from_be_bytes([page[at + 1], page[at + 2]]));
+            }
+        }
+    }
+    (all, snappy)
+}
 
 /// The path of a Prometheus tool from `env` or `/usr/bin/<name>`; `None` (test skipped) when it is missing and
 /// `CI` is unset.
@@ -378,6 +413,7 @@ fn promtool_reads_every_acknowledged_sample_after_crash_and_graceful_stop() {
         .tempdir()
         .expect("tempdir");
     let mut h = HeddleProcess::start(HeddleOptions {
+        config_yaml: Some(compression_yaml(false)),
         // The default per-tenant rate would answer 429 to this push rate.
         args: vec![
             "--distributor.ingestion-rate-limit=10000000".into(),
@@ -421,6 +457,11 @@ fn promtool_reads_every_acknowledged_sample_after_crash_and_graceful_stop() {
         "only {acked_rounds} rounds acknowledged before the kill ({pushed:?})\n{}",
         h.log_tail(30)
     );
+    let (fragments, snappy) = wal_fragments(&tenant_dir);
+    assert!(
+        fragments > 0 && snappy == 0,
+        "wal compression off: {snappy} of {fragments} wal fragments are snappy-compressed"
+    );
     let crashed = promtool_dump(&promtool, &tenant_dir, scratch.path(), "after-kill-9");
     let must = expected(&g, 0..acked_rounds);
     let may = expected(&g, acked_rounds..attempted_rounds);
@@ -450,6 +491,8 @@ fn promtool_reads_every_acknowledged_sample_after_crash_and_graceful_stop() {
     }
 
     // heddle's own replay of the same WAL agrees with promtool's, sample for sample.
+    // The harness passes `<root>/heddle.yaml` on every start: switch compression on for the rest of the run.
+    std::fs::write(h.root_dir().join("heddle.yaml"), compression_yaml(true)).expect("rewrite heddle.yaml");
     h.restart().expect("restart after kill -9");
     let served = read_back(&h.prometheus_url(), &g);
     assert!(
@@ -472,6 +515,12 @@ fn promtool_reads_every_acknowledged_sample_after_crash_and_graceful_stop() {
         status.success(),
         "heddle exited with {status} on SIGTERM\n{}",
         h.log_tail(30)
+    );
+    let (fragments_after, snappy_after) = wal_fragments(&tenant_dir);
+    assert!(
+        snappy_after > 0 && fragments_after > snappy_after,
+        "wal compression on after the restart: {snappy_after} of {fragments_after} fragments are \
+         snappy-compressed ({fragments} uncompressed before)"
     );
     let stopped = promtool_dump(&promtool, &tenant_dir, scratch.path(), "after-sigterm");
     let want = union(crashed, expected(&g, attempted_rounds..ROUNDS));
