@@ -212,6 +212,7 @@ fn production_values_run_three_zone_aware_ingester_statefulsets() {
         format!("{RELEASE}-gossip-ring.{RELEASE}.svc.cluster.local:7946")
     );
     assert_eq!(config["ingester"]["ring"]["zone_awareness_enabled"], true);
+    assert_eq!(config["memberlist"]["cluster_label"], format!("{RELEASE}.{RELEASE}"));
     assert_eq!(config["blocks_storage"]["s3"]["bucket_name"], "heddle-blocks");
     let sa = named(&objs, "ServiceAccount", RELEASE);
     assert!(

@@ -111,7 +111,8 @@ keys the binary accepts today, and the chart tests start the real binary with it
   "num_tokens" (int $v.ingester.numTokens)
   "tokens_file_path" "/data/tokens" -}}
 {{- $_ := set $cfg "ingester" (dict "ring" $ring) -}}
-{{- $_ := set $cfg "memberlist" (dict "bind_port" (int $v.memberlist.port) "join_members" (list (include "heddle.gossipAddress" .))) -}}
+{{- /* The cluster label keeps two releases' gossip apart even if their seeds ever overlap. */ -}}
+{{- $_ := set $cfg "memberlist" (dict "bind_port" (int $v.memberlist.port) "join_members" (list (include "heddle.gossipAddress" .)) "cluster_label" (printf "%s.%s" .Release.Namespace (include "heddle.fullname" .))) -}}
 {{- end -}}
 {{- toYaml (mergeOverwrite $cfg (deepCopy $c.extra)) -}}
 {{- end -}}
