@@ -23,7 +23,7 @@ impl Default for IngesterConfig {
     fn default() -> Self {
         Self {
             arena_pool_size: 64,
-            arena_max_retained_bytes: 8 * 1024 * 1024,
+            arena_max_retained_bytes: 4 * 1024 * 1024,
             instance_limits: InstanceLimitsConfig::default(),
             ring: heddle_ring::RingConfig::default(),
         }

@@ -7,7 +7,8 @@
 //! series); the limit can then be exceeded by that series, never wrongly enforced.
 //!
 //! The tenant's total comes from the head itself ([`heddle_tsdb::HeadStats::series`]), so it stays exact.
-//! When the head starts dropping series (head compaction), this set must be rebuilt after each truncation.
+//! Series are only created through this accounting, so the head holding fewer series than the set means
+//! head truncation dropped some: the set is then rebuilt from the head ([`TenantSeries::seed`]).
 
 use heddle_model::{LabelRef, Labels, METRIC_NAME, MatchType, Matcher};
 use heddle_tsdb::Head;
@@ -52,10 +53,14 @@ fn metric_name<'a>(labels: &[LabelRef<'a>]) -> &'a str {
 }
 
 impl TenantSeries {
-    /// Loads the head's series, once.
+    /// Loads the head's series: the first time, and again whenever the head holds fewer series than the set
+    /// (truncation dropped some).
     pub(crate) fn seed(&mut self, head: &Head) {
-        if self.known.is_some() {
-            return;
+        if let Some(known) = &self.known {
+            if head.stats().series >= known.len() as u64 {
+                return;
+            }
+            self.per_metric.clear();
         }
         let all: Vec<Labels> = match Matcher::new(MatchType::RegexMatch, METRIC_NAME, ".+") {
             Ok(m) => head.series(i64::MIN, i64::MAX, &[m]),

@@ -327,3 +327,27 @@ async fn instance_ingestion_rate() {
     tokio::time::advance(std::time::Duration::from_secs(1)).await;
     push(&s.ingester, "a", vec![ts("m", "1", &[T0 + 3])]).await.unwrap();
 }
+
+#[tokio::test]
+async fn series_dropped_by_head_truncation_free_their_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits(2, 1)).await;
+    push(&s.ingester, "a", vec![ts("m", "1", &[T0]), ts("n", "1", &[T0])])
+        .await
+        .unwrap();
+    let head = s.ingester.head(&tenant("a")).unwrap();
+    head.truncate(T0 + HOUR).unwrap();
+    assert_eq!(head.stats().series, 0, "truncation dropped both series");
+    let r = push(
+        &s.ingester,
+        "a",
+        vec![ts("m", "2", &[T0 + 2 * HOUR]), ts("n", "2", &[T0 + 2 * HOUR])],
+    )
+    .await
+    .unwrap();
+    assert!(
+        r.errors.is_empty(),
+        "the per-user and per-metric counts were rebuilt: {:?}",
+        r.errors
+    );
+}
