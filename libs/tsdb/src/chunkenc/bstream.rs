@@ -12,6 +12,9 @@ pub(crate) struct BitWriter {
     free: u8,
 }
 
+/// Bytes a full stream buffer grows by.
+const GROW_STEP: usize = 32;
+
 impl BitWriter {
     /// Continues a stream whose last `free` bits (of its last byte) are unused and zero.
     pub(crate) fn resume(buf: Vec<u8>, free: u8) -> Self {
@@ -42,6 +45,11 @@ impl BitWriter {
         let mut remaining = nbits.min(64);
         while remaining > 0 {
             if self.free == 0 {
+                if self.buf.len() == self.buf.capacity() {
+                    // Grow by small steps: an open chunk lives as long as its series, and doubling would leave
+                    // a quarter of its buffer unused on average.
+                    self.buf.reserve_exact(GROW_STEP);
+                }
                 self.buf.push(0);
                 self.free = 8;
             }

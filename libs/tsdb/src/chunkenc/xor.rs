@@ -53,7 +53,7 @@ impl Default for XorChunk {
 impl XorChunk {
     /// An empty chunk (two zero header bytes).
     pub fn new() -> Self {
-        let mut buf = Vec::with_capacity(128);
+        let mut buf = Vec::with_capacity(32);
         buf.extend_from_slice(&[0, 0]);
         Self {
             stream: BitWriter::resume(buf, 0),

@@ -154,7 +154,10 @@ impl Head {
         let mut series = 0u64;
         {
             let index = read(&self.index);
-            for s in index.all_series() {
+            // Ascending refs: loading then appends to postings lists instead of inserting into them.
+            let mut all: Vec<_> = index.all_series().collect();
+            all.sort_unstable_by_key(|s| s.series_ref);
+            for s in all {
                 if !s.is_logged() {
                     // Its Series record never reached the WAL and it has no samples: nothing to keep.
                     continue;
