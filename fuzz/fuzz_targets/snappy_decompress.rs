@@ -13,5 +13,8 @@ fuzz_target!(|data: &[u8]| {
         // Whatever decompressed must then decode or be refused cleanly.
         let _ = heddle_proto::decode_write_request(&arena, out);
     }
-    assert!(arena.allocated_bytes() <= 2 * LIMIT + (1 << 16), "allocation not bounded by the limit");
+    assert!(
+        arena.allocated_bytes() <= 2 * LIMIT + (1 << 16),
+        "allocation not bounded by the limit"
+    );
 });

@@ -59,7 +59,8 @@ async fn push_handler(
 fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::Instant) -> Response {
     d.record_early_refusal(&e, start);
     let mut r = e.into_response();
-    r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
 }
 
