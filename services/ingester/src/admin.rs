@@ -191,6 +191,35 @@ mod tests {
         );
     }
 
+    /// A scrape walks metric families, never series: the exposition of an ingester holding 2,000 series has
+    /// exactly as many lines as one holding 10 (gauges like memory series are kept by the events that change
+    /// them, not recomputed from the heads at scrape time).
+    #[tokio::test]
+    async fn scrape_size_does_not_grow_with_series() {
+        let mut lines = Vec::new();
+        for series in [10usize, 2_000] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut registry = Registry::default();
+            let tsdb = TsdbConfig {
+                dir: dir.path().to_path_buf(),
+                ..TsdbConfig::default()
+            };
+            let discarded = DiscardedSamples::register(&mut registry);
+            let ing = Ingester::new(&IngesterConfig::default(), tsdb, &mut registry, discarded);
+            ing.open_existing().await.unwrap();
+            let tenant = TenantId::new("t").unwrap();
+            for i in 0..series {
+                ing.push_bytes(&tenant, request(&format!("m{i}"), &[(1000, 1.0)]))
+                    .await
+                    .unwrap();
+            }
+            let text = heddle_server::encode_metrics(&registry);
+            assert!(text.contains("heddle_ingester_memory_series"), "{text}");
+            lines.push(text.lines().count());
+        }
+        assert_eq!(lines[0], lines[1], "exposition lines for 10 vs 2000 series");
+    }
+
     #[tokio::test]
     async fn flush_after_close_reports_the_tenant() {
         let dir = tempfile::tempdir().unwrap();
