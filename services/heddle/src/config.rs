@@ -3,6 +3,7 @@
 use heddle_distributor::{DistributorConfig, Limits, RuntimeConfigConfig};
 use heddle_ingester::{IngesterConfig, TsdbConfig};
 use heddle_querier::QuerierConfig;
+use heddle_ring::MemberlistConfig;
 use heddle_server::{FlagKind, FlagSpec, LogFormat};
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +11,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Target {
-    /// Every role in one process, with an in-memory ring of this one ingester.
+    /// Every role in one process. Without `memberlist.join_members`, the distributor and querier call the one
+    /// in-process ingester directly (a ring of one, RF 1); with it, the process joins the cluster ring.
     #[default]
     All,
     Distributor,
@@ -33,6 +35,8 @@ pub struct Config {
     pub ingester: IngesterConfig,
     pub querier: QuerierConfig,
     pub blocks_storage: BlocksStorageConfig,
+    /// Gossip membership of the cluster ring; unused in single-process mode.
+    pub memberlist: MemberlistConfig,
 }
 
 /// `server:`: listeners and logging.
@@ -174,6 +178,8 @@ pub fn flags() -> Vec<FlagSpec> {
         heddle_distributor::LIMITS_FLAGS,
         heddle_distributor::RUNTIME_CONFIG_FLAGS,
         heddle_querier::QUERIER_FLAGS,
+        heddle_ring::RING_FLAGS,
+        heddle_ring::MEMBERLIST_FLAGS,
     ]
     .concat()
 }
@@ -187,6 +193,8 @@ impl Config {
         self.ingester.instance_limits.validate()?;
         self.blocks_storage.tsdb.validate()?;
         self.querier.validate()?;
+        self.ingester.ring.validate()?;
+        self.memberlist.validate()?;
         Ok(())
     }
 }

@@ -2,10 +2,12 @@
 
 use crate::config::{Config, Target};
 use anyhow::{Context, bail};
-use heddle_distributor::{Distributor, Overrides, SingleIngesterRing};
+use heddle_distributor::{Distributor, IngesterRing, Overrides, RingIngesters, SingleIngesterRing};
 use heddle_ingester::{Ingester, LimitsSource, SeriesLimits};
 use heddle_model::TenantId;
-use heddle_querier::{Querier, StaticIngesters};
+use heddle_proto::IngesterClient;
+use heddle_querier::{IngesterSource, Querier, RingIngesterSource, StaticIngesters};
+use heddle_ring::{ClientPool, GossipMembership, InstanceState, Lifecycler, Membership, Ring};
 use heddle_server::{DiscardedSamples, Readiness};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -28,6 +30,82 @@ impl LimitsSource for OverridesLimits {
             max_global_series_per_metric: l.max_global_series_per_metric,
         }
     }
+}
+
+/// The cluster side of a process: its gossip membership, the ring it reads, and one pooled gRPC client per
+/// ingester address.
+struct Cluster {
+    gossip: Arc<GossipMembership>,
+    ring: Arc<Ring>,
+    pool: Arc<ClientPool<Arc<dyn IngesterClient>>>,
+}
+
+impl Cluster {
+    /// Joins the gossip cluster as `node_id` and follows the ring until `stop`.
+    async fn join(cfg: &Config, node_id: &str, stop: &CancellationToken) -> anyhow::Result<Self> {
+        let gossip_cfg = cfg.memberlist.gossip(node_id).await?;
+        let gossip = GossipMembership::start_udp(gossip_cfg)
+            .await
+            .context("joining the memberlist cluster")?;
+        let ring = Arc::new(Ring::new(cfg.ingester.ring.replication()));
+        ring.follow(gossip.watch(), stop.clone());
+        let (push_timeout, query_timeout) = (cfg.distributor.remote_timeout, cfg.querier.query_timeout);
+        let pool: Arc<ClientPool<Arc<dyn IngesterClient>>> = Arc::new(ClientPool::new(Arc::new(move |addr: &str| {
+            heddle_proto::GrpcIngesterClient::connect_lazy(addr, push_timeout)
+                .map(|c| Arc::new(c.with_query_timeout(query_timeout)) as Arc<dyn IngesterClient>)
+                .map_err(|e| format!("invalid ingester address {addr:?}: {e}"))
+        })));
+        // Close the channels of ingesters that left the ring.
+        let (mut views, pool_ref, stop_ref) = (gossip.watch(), Arc::clone(&pool), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop_ref.cancelled() => return,
+                    changed = views.changed() => if changed.is_err() { return },
+                }
+                let view = Arc::clone(&views.borrow_and_update());
+                pool_ref.retain(view.desc.instances.values().map(|i| i.addr.as_str()));
+            }
+        });
+        Ok(Self { gossip, ring, pool })
+    }
+
+    /// Keeps `part` not ready until the ring has an ACTIVE ingester: a distributor or querier without one can
+    /// only fail requests.
+    fn gate_readiness(&self, readiness: &Readiness, part: &'static str, stop: &CancellationToken) {
+        let (mut views, readiness, stop) = (self.gossip.watch(), readiness.clone(), stop.clone());
+        readiness.not_ready(part, "no ACTIVE ingester in the ring yet");
+        tokio::spawn(async move {
+            loop {
+                let active = views
+                    .borrow_and_update()
+                    .desc
+                    .instances
+                    .values()
+                    .any(|i| i.state == InstanceState::Active);
+                if active {
+                    readiness.ready(part);
+                } else {
+                    readiness.not_ready(part, "no ACTIVE ingester in the ring");
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    changed = views.changed() => if changed.is_err() { return },
+                }
+            }
+        });
+    }
+}
+
+/// The gossip member name of a process that owns no ring entry: unique per host and port.
+fn reader_node_id(cfg: &Config) -> String {
+    let role = match cfg.target {
+        Target::All => "all",
+        Target::Distributor => "distributor",
+        Target::Ingester => "ingester",
+        Target::Querier => "querier",
+    };
+    format!("{}-{role}-{}", heddle_ring::hostname(), cfg.server.http_listen_port)
 }
 
 /// Runs the configured roles until a signal (or a fatal error) stops them, then stops them in order: stop
@@ -57,17 +135,39 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
                 discarded.clone(),
             ))
         }
-        Target::Distributor | Target::Querier => bail!(
-            "--target={:?} needs the cluster ring to find ingesters, which this build does not have yet; \
-             run --target=all (single process) or --target=ingester",
-            cfg.target
-        ),
+        Target::Distributor | Target::Querier => None,
+    };
+    // Single-process mode (all roles, nobody to join) keeps its ring of one in-process ingester with RF 1;
+    // everything else joins the gossip ring.
+    let clustered = cfg.target != Target::All || !cfg.memberlist.join_members.is_empty();
+    let cluster = if clustered {
+        let node_id = match &ingester {
+            Some(_) => cfg.ingester.ring.resolved_instance_id(),
+            None => reader_node_id(&cfg),
+        };
+        Some(Cluster::join(&cfg, &node_id, &stop).await?)
+    } else {
+        None
     };
 
     if let Some(ing) = &ingester {
         ing.set_limits_source(Arc::new(OverridesLimits(overrides.clone())));
     }
 
+    let (ring, source): (Arc<dyn IngesterRing>, Arc<dyn IngesterSource>) = match (&cluster, &ingester) {
+        (Some(c), _) => (
+            Arc::new(RingIngesters::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
+            Arc::new(RingIngesterSource::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
+        ),
+        (None, Some(ing)) => {
+            let client: Arc<dyn IngesterClient> = ing.clone();
+            (
+                Arc::new(SingleIngesterRing::new("local", client.clone())),
+                Arc::new(StaticIngesters::new(vec![client])),
+            )
+        }
+        (None, None) => bail!("--target={:?} without an ingester needs the cluster ring", cfg.target),
+    };
     let admin_token = crate::admin::AdminToken::load(&cfg.server.admin_token_file).map_err(anyhow::Error::msg)?;
     let admin = crate::admin::AdminCore::new(
         ingester.clone(),
@@ -79,9 +179,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         format!("{:?}", cfg.target).to_lowercase(),
     );
     let mut api = axum::Router::new();
-    if let (Target::All, Some(ing)) = (cfg.target, &ingester) {
-        let client: Arc<dyn heddle_proto::IngesterClient> = ing.clone();
-        let ring = Arc::new(SingleIngesterRing::new("local", client.clone()));
+    if matches!(cfg.target, Target::All | Target::Distributor) {
         let distributor = Distributor::with_discarded_samples(
             cfg.distributor.clone(),
             cfg.limits.clone(),
@@ -90,14 +188,17 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             discarded.clone(),
         )
         .with_overrides(overrides.clone());
-        let querier = Querier::new(
-            cfg.querier.clone(),
-            Arc::new(StaticIngesters::new(vec![client])),
-            &mut registry,
-        );
-        api = api
-            .merge(heddle_distributor::router(Arc::new(distributor)))
-            .merge(heddle_querier::router(Arc::new(querier)));
+        api = api.merge(heddle_distributor::router(Arc::new(distributor)));
+        if let (Some(c), None) = (&cluster, &ingester) {
+            c.gate_readiness(&readiness, "ring", &stop);
+        }
+    }
+    if matches!(cfg.target, Target::All | Target::Querier) {
+        let querier = Querier::new(cfg.querier.clone(), source, &mut registry);
+        api = api.merge(heddle_querier::router(Arc::new(querier)));
+        if let (Some(c), None) = (&cluster, &ingester) {
+            c.gate_readiness(&readiness, "ring", &stop);
+        }
     }
 
     let registry = Arc::new(registry);
@@ -114,7 +215,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     // Every process serves gRPC: Admin and health everywhere, the ingester API where there is an ingester.
     let grpc = crate::admin::serve_grpc(
         &cfg.server,
-        ingester.clone().map(|i| i as Arc<dyn heddle_proto::IngesterClient>),
+        ingester.clone().map(|i| i as Arc<dyn IngesterClient>),
         admin.clone(),
         admin_token,
         stop.clone(),
@@ -124,10 +225,27 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         grpc.set_serving(true).await;
     }
 
+    // A clustered ingester registers JOINING once its gRPC port is open, and turns ACTIVE after replay.
+    let lifecycler = match (&cluster, &ingester) {
+        (Some(c), Some(_)) => {
+            let lc_cfg = cfg.ingester.ring.lifecycler(cfg.server.grpc_listen_port).await?;
+            let membership: Arc<dyn Membership> = c.gossip.clone();
+            Some(
+                Lifecycler::start(lc_cfg, membership, heddle_ring::system_clock())
+                    .await
+                    .context("registering in the ingester ring")?,
+            )
+        }
+        _ => None,
+    };
+
     if let Some(ing) = &ingester {
         tokio::select! {
             res = ing.open_existing() => {
                 res.context("opening the tenant heads")?;
+                if let Some(lc) = &lifecycler {
+                    lc.set_active().await.context("turning ACTIVE in the ring")?;
+                }
                 readiness.ready("ingester");
                 grpc.set_serving(true).await;
                 tracing::info!("ready");
@@ -139,6 +257,12 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     stop.cancelled().await;
     readiness.not_ready("server", "shutting down");
     grpc.set_serving(false).await;
+    // LEAVING first: distributors stop sending new series here while in-flight pushes finish.
+    if let Some(lc) = &lifecycler
+        && let Err(e) = lc.set_state(InstanceState::Leaving).await
+    {
+        tracing::warn!(error = %e, "could not announce LEAVING in the ring");
+    }
     let timeout = cfg.server.graceful_shutdown_timeout;
     let drain = async {
         if let Ok(Err(e)) = http_task.await {
@@ -157,6 +281,18 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     admin.on_shutdown().await;
     if let Some(ing) = &ingester {
         ing.close().await;
+    }
+    if let Some(lc) = &lifecycler
+        && let Err(e) = lc.stop().await
+    {
+        tracing::warn!(error = %e, "could not leave the ring cleanly");
+    }
+    if let Some(c) = &cluster {
+        // Give the last ring update (LEFT or LEAVING) a few gossip rounds to spread before going silent.
+        if lifecycler.is_some() {
+            tokio::time::sleep(cfg.memberlist.gossip_interval * 3).await;
+        }
+        c.gossip.shutdown().await;
     }
     Ok(())
 }
