@@ -108,6 +108,25 @@ fn reader_node_id(cfg: &Config) -> String {
     format!("{}-{role}-{}", heddle_ring::hostname(), cfg.server.http_listen_port)
 }
 
+/// The ring the Admin API reports and changes: the gossip membership in a cluster, else the ring of one.
+fn ring_admin(
+    cfg: &Config,
+    membership: Option<Arc<dyn Membership>>,
+    has_ingester: bool,
+) -> Arc<dyn crate::admin::RingAdmin> {
+    match membership {
+        Some(m) => Arc::new(crate::admin::MembershipRing::new(
+            m,
+            has_ingester.then(|| cfg.ingester.ring.resolved_instance_id()),
+            cfg.ingester.ring.heartbeat_timeout,
+        )),
+        None => Arc::new(crate::admin::LocalRing::new(
+            "local",
+            listen_addr(&cfg.server.grpc_listen_address, cfg.server.grpc_listen_port),
+        )),
+    }
+}
+
 /// Runs the configured roles until a signal (or a fatal error) stops them, then stops them in order: stop
 /// accepting requests, finish in-flight ones, close the heads (flushing the WAL).
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
@@ -171,10 +190,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let admin_token = crate::admin::AdminToken::load(&cfg.server.admin_token_file).map_err(anyhow::Error::msg)?;
     let admin = crate::admin::AdminCore::new(
         ingester.clone(),
-        Arc::new(crate::admin::LocalRing::new(
-            "local",
-            listen_addr(&cfg.server.grpc_listen_address, cfg.server.grpc_listen_port),
-        )),
+        ring_admin(
+            &cfg,
+            cluster.as_ref().map(|c| c.gossip.clone() as Arc<dyn Membership>),
+            ingester.is_some(),
+        ),
         stop.clone(),
         format!("{:?}", cfg.target).to_lowercase(),
     );
