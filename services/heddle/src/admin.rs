@@ -15,7 +15,6 @@ pub use auth::AdminToken;
 pub use error::AdminError;
 pub use grpc::AdminGrpc;
 pub use http::router as http_router;
-#[allow(unused_imports)]
 pub use ring::{LocalRing, MemberStatus, MembershipRing, RingAdmin};
 pub use serve::serve_grpc;
 

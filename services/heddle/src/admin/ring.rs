@@ -1,11 +1,8 @@
 //! The ring as the admin API sees it: a small trait, so the single-process mode and the gossip ring answer
 //! the same `RingStatus` / `ForgetMember` calls.
 
-// Used by run.rs once the process joins the gossip ring; until that wiring lands it is only tested.
-#[allow(dead_code)]
 mod membership;
 
-#[allow(unused_imports)]
 pub use membership::MembershipRing;
 
 use super::error::AdminError;
