@@ -23,6 +23,8 @@ mod mmap_tests;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod truncate_tests;

@@ -2,8 +2,8 @@
 
 use heddle_model::{LabelRef, Sample};
 
+use super::test_support::all_samples;
 use super::*;
-use crate::chunkenc::decode_xor;
 
 fn fill(head: &Head, series: usize, samples: i64) {
     for round in 0..samples {
@@ -27,21 +27,6 @@ fn fill(head: &Head, series: usize, samples: i64) {
             .collect();
         head.append(&batch).unwrap();
     }
-}
-
-fn all_samples(head: &Head) -> Vec<(String, Vec<(i64, u64)>)> {
-    head.select(i64::MIN, i64::MAX, &[])
-        .into_iter()
-        .map(|s| {
-            let v = s
-                .chunks
-                .iter()
-                .flat_map(|c| decode_xor(&c.data).unwrap())
-                .map(|x| (x.t, x.v.to_bits()))
-                .collect();
-            (s.labels.to_string(), v)
-        })
-        .collect()
 }
 
 #[test]

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use heddle_model::{LabelRef, Sample};
 
+use super::test_support::all_samples;
 use super::*;
-use crate::chunkenc::decode_xor;
 
 fn fill(head: &Head, series: usize, from: i64, rounds: i64) {
     let names: Vec<String> = (0..series).map(|i| format!("s{i}")).collect();
@@ -32,21 +32,6 @@ fn fill(head: &Head, series: usize, from: i64, rounds: i64) {
             .collect();
         head.append(&batch).unwrap();
     }
-}
-
-fn all_samples(head: &Head) -> Vec<(String, Vec<(i64, u64)>)> {
-    head.select(i64::MIN, i64::MAX, &[])
-        .into_iter()
-        .map(|s| {
-            let v = s
-                .chunks
-                .iter()
-                .flat_map(|c| decode_xor(&c.data).unwrap())
-                .map(|x| (x.t, x.v.to_bits()))
-                .collect();
-            (s.labels.to_string(), v)
-        })
-        .collect()
 }
 
 fn snapshot_dirs(dir: &Path) -> Vec<PathBuf> {

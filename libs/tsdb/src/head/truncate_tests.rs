@@ -2,8 +2,8 @@
 
 use heddle_model::{LabelRef, Sample};
 
+use super::test_support::all_samples;
 use super::*;
-use crate::chunkenc::decode_xor;
 
 const H2: i64 = 7_200_000;
 
@@ -41,21 +41,6 @@ fn fill(head: &Head, from: i64, rounds: i64) {
             .collect();
         head.append(&batch).unwrap();
     }
-}
-
-fn all_samples(head: &Head) -> Vec<(String, Vec<(i64, u64)>)> {
-    head.select(i64::MIN, i64::MAX, &[])
-        .into_iter()
-        .map(|s| {
-            let v = s
-                .chunks
-                .iter()
-                .flat_map(|c| decode_xor(&c.data).unwrap())
-                .map(|x| (x.t, x.v.to_bits()))
-                .collect();
-            (s.labels.to_string(), v)
-        })
-        .collect()
 }
 
 fn names_in(dir: &std::path::Path) -> Vec<String> {
