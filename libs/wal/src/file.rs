@@ -1,12 +1,13 @@
-//! The small file interface the writer goes through, so tests can inject short writes and failures.
+//! The small file interface that crash-relevant writes go through (WAL segments here, `chunks_head/` files in
+//! heddle-tsdb), so tests can inject short writes and failures.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
-/// An append-only segment file.
-pub(crate) trait SegmentFile: fmt::Debug + Send {
+/// An append-only file.
+pub trait DurableFile: fmt::Debug + Send {
     /// Writes some prefix of `buf` at the end of the file, like write(2); returns how many bytes were written.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize>;
     /// Cuts the file to `len` bytes; later writes append after it.
@@ -15,31 +16,31 @@ pub(crate) trait SegmentFile: fmt::Debug + Send {
     fn sync(&mut self) -> io::Result<()>;
 }
 
-/// Creates segment files.
-pub(crate) trait SegmentCreator: fmt::Debug + Send + Sync {
+/// Creates [`DurableFile`]s.
+pub trait FileCreator: fmt::Debug + Send + Sync {
     /// Creates (or empties) the file at `path` for appending.
-    fn create(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>>;
+    fn create(&self, path: &Path) -> io::Result<Box<dyn DurableFile>>;
 }
 
 /// Real files.
-#[derive(Debug, Default)]
-pub(crate) struct StdCreator;
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdFiles;
 
-impl SegmentCreator for StdCreator {
-    fn create(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>> {
+impl FileCreator for StdFiles {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn DurableFile>> {
         // O_APPEND keeps writes at the end after a truncation, without tracking a cursor.
         // The index is always past the last segment, so the file is new; a leftover of an earlier failed cut
         // is emptied.
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         file.set_len(0)?;
-        Ok(Box::new(StdSegment(file)))
+        Ok(Box::new(StdFile(file)))
     }
 }
 
 #[derive(Debug)]
-struct StdSegment(File);
+struct StdFile(File);
 
-impl SegmentFile for StdSegment {
+impl DurableFile for StdFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.write(buf)
     }
@@ -54,14 +55,11 @@ impl SegmentFile for StdSegment {
 }
 
 /// Writes all of `buf`, retrying short writes and EINTR; calls `written` with each accepted chunk's length.
-pub(crate) fn write_all(f: &mut dyn SegmentFile, mut buf: &[u8], mut written: impl FnMut(usize)) -> io::Result<()> {
+pub fn write_all(f: &mut dyn DurableFile, mut buf: &[u8], mut written: impl FnMut(usize)) -> io::Result<()> {
     while !buf.is_empty() {
         match f.write(buf) {
             Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "segment file accepted no bytes",
-                ));
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "file accepted no bytes"));
             }
             Ok(n) => {
                 written(n);

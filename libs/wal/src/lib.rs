@@ -10,7 +10,7 @@
 
 pub mod checkpoint;
 mod error;
-mod file;
+pub mod file;
 mod reader;
 mod replay;
 pub mod segment;

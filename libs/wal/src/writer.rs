@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::file::{SegmentCreator, SegmentFile, StdCreator, write_all};
+use crate::file::{FileCreator, DurableFile, StdFiles, write_all};
 use crate::segment::{
     DEFAULT_SEGMENT_SIZE, FLAG_SNAPPY, HEADER_SIZE, PAGE_SIZE, TYPE_FIRST, TYPE_FULL, TYPE_LAST, TYPE_MIDDLE,
     put_header, segment_path, segment_range, sync_dir,
@@ -66,8 +66,8 @@ pub struct Wal {
     dir: PathBuf,
     segment_size: usize,
     compress: bool,
-    creator: Box<dyn SegmentCreator>,
-    file: Box<dyn SegmentFile>,
+    creator: Box<dyn FileCreator>,
+    file: Box<dyn DurableFile>,
     segment: u32,
     /// The page being filled; `page[..flushed]` is already in the file.
     page: Box<[u8]>,
@@ -76,7 +76,7 @@ pub struct Wal {
     /// Full pages already in the current segment.
     done_pages: usize,
     /// Closed segments not yet fsynced (fsync is deferred to [`Wal::sync`] so cutting a segment stays cheap).
-    unsynced: Vec<(u32, Box<dyn SegmentFile>)>,
+    unsynced: Vec<(u32, Box<dyn DurableFile>)>,
     dir_unsynced: bool,
     bytes_written: u64,
     encoder: snap::raw::Encoder,
@@ -104,10 +104,10 @@ impl Wal {
     /// Opens `dir` for appending: creates it if missing and always starts a new segment after the last existing
     /// one (as Prometheus does) and after the last checkpoint, so replay the directory first.
     pub fn open(dir: &Path, opts: WalOptions) -> Result<Wal, WalError> {
-        Self::open_with(dir, opts, Box::new(StdCreator))
+        Self::open_with(dir, opts, Box::new(StdFiles))
     }
 
-    pub(crate) fn open_with(dir: &Path, opts: WalOptions, creator: Box<dyn SegmentCreator>) -> Result<Wal, WalError> {
+    pub(crate) fn open_with(dir: &Path, opts: WalOptions, creator: Box<dyn FileCreator>) -> Result<Wal, WalError> {
         opts.validate()?;
         std::fs::create_dir_all(dir).map_err(|e| WalError::io(dir, e))?;
         // After the last segment, and after the last checkpoint too: if every segment was folded into a

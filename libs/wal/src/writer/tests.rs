@@ -3,7 +3,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::*;
-use crate::file::SegmentFile;
+use crate::file::DurableFile;
 use crate::segment::{FLAG_SNAPPY, TYPE_FIRST, TYPE_LAST, TYPE_MIDDLE};
 
 fn opts(pages: usize, compress: bool) -> WalOptions {
@@ -230,20 +230,20 @@ struct FaultyCreator(Arc<Faults>);
 
 #[derive(Debug)]
 struct FaultyFile {
-    inner: Box<dyn SegmentFile>,
+    inner: Box<dyn DurableFile>,
     faults: Arc<Faults>,
 }
 
-impl SegmentCreator for FaultyCreator {
-    fn create(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>> {
+impl FileCreator for FaultyCreator {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn DurableFile>> {
         Ok(Box::new(FaultyFile {
-            inner: StdCreator.create(path)?,
+            inner: StdFiles.create(path)?,
             faults: self.0.clone(),
         }))
     }
 }
 
-impl SegmentFile for FaultyFile {
+impl DurableFile for FaultyFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.faults.writes.fetch_add(1, Ordering::Relaxed);
         let mut budget = self.faults.budget.lock().unwrap();
