@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::file::{FileCreator, DurableFile, StdFiles, write_all};
+use crate::file::{DurableFile, FileCreator, StdFiles, write_all};
 use crate::segment::{
     DEFAULT_SEGMENT_SIZE, FLAG_SNAPPY, HEADER_SIZE, PAGE_SIZE, TYPE_FIRST, TYPE_FULL, TYPE_LAST, TYPE_MIDDLE,
     put_header, segment_path, segment_range, sync_dir,
