@@ -81,6 +81,36 @@ impl Querier {
         Ok(())
     }
 
+    /// Every series matching `matchers` in `[start, end]` from the tenant's replication set, grouped by label
+    /// set and turned into `T` by `merge`, which also says how many samples it kept. Series `merge` leaves
+    /// empty (`None`) are dropped; the sample limit is checked as the count grows.
+    async fn select_merged<T>(
+        &self,
+        tenant: &TenantId,
+        start: i64,
+        end: i64,
+        matchers: &[Matcher],
+        merge: impl Fn(Vec<Chunk>) -> Result<Option<(T, usize)>, QuerierError>,
+    ) -> Result<Vec<(Labels, T)>, QuerierError> {
+        let req = query_request(start, end, matchers)?;
+        self.with_timeout(tenant, async {
+            let set = self.source.replication_set(tenant);
+            let grouped = merge::group_by_labels(fetch::query_stream(&set, tenant, &req).await?)?;
+            let mut out = Vec::with_capacity(grouped.len());
+            let mut selected = 0;
+            for (labels, raw) in grouped {
+                let Some((merged, samples)) = merge(raw)? else {
+                    continue;
+                };
+                selected += samples;
+                self.check_sample_limit(tenant, selected)?;
+                out.push((labels, merged));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     /// The chunks of every series matching `matchers` in `[start, end]` (milliseconds, inclusive), replicas
     /// merged, sorted by labels. Series without samples in the range are left out.
     pub async fn select_chunks(
@@ -90,26 +120,23 @@ impl Querier {
         end: i64,
         matchers: &[Matcher],
     ) -> Result<Vec<SeriesChunks>, QuerierError> {
-        let req = query_request(start, end, matchers)?;
-        self.with_timeout(tenant, async {
-            let set = self.source.replication_set(tenant);
-            let grouped = merge::group_by_labels(fetch::query_stream(&set, tenant, &req).await?)?;
-            let mut out = Vec::with_capacity(grouped.len());
-            let mut selected = 0;
-            for (labels, raw) in grouped {
+        let merged = self
+            .select_merged(tenant, start, end, matchers, |raw| {
                 let chunks = merge_chunks(raw, start, end)?;
                 if chunks.is_empty() {
-                    continue;
+                    return Ok(None);
                 }
+                let mut samples = 0;
                 for c in &chunks {
-                    selected += chunks::num_samples(c)?;
+                    samples += chunks::num_samples(c)?;
                 }
-                self.check_sample_limit(tenant, selected)?;
-                out.push(SeriesChunks { labels, chunks });
-            }
-            Ok(out)
-        })
-        .await
+                Ok(Some((chunks, samples)))
+            })
+            .await?;
+        Ok(merged
+            .into_iter()
+            .map(|(labels, chunks)| SeriesChunks { labels, chunks })
+            .collect())
     }
 
     /// The samples of every series matching `matchers` in `[start, end]` (milliseconds, inclusive), replicas
@@ -121,24 +148,17 @@ impl Querier {
         end: i64,
         matchers: &[Matcher],
     ) -> Result<Vec<SeriesSamples>, QuerierError> {
-        let req = query_request(start, end, matchers)?;
-        self.with_timeout(tenant, async {
-            let set = self.source.replication_set(tenant);
-            let grouped = merge::group_by_labels(fetch::query_stream(&set, tenant, &req).await?)?;
-            let mut out = Vec::with_capacity(grouped.len());
-            let mut selected = 0;
-            for (labels, raw) in grouped {
+        let merged = self
+            .select_merged(tenant, start, end, matchers, |raw| {
                 let samples = merge_samples(&raw, start, end)?;
-                if samples.is_empty() {
-                    continue;
-                }
-                selected += samples.len();
-                self.check_sample_limit(tenant, selected)?;
-                out.push(SeriesSamples { labels, samples });
-            }
-            Ok(out)
-        })
-        .await
+                let n = samples.len();
+                Ok((n > 0).then_some((samples, n)))
+            })
+            .await?;
+        Ok(merged
+            .into_iter()
+            .map(|(labels, samples)| SeriesSamples { labels, samples })
+            .collect())
     }
 
     /// The label sets of the series matching any of `selectors` in `[start, end]`, sorted and unique.
