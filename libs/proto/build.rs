@@ -28,7 +28,7 @@ fn protoc_path() -> Result<Option<std::path::PathBuf>, Box<dyn std::error::Error
 
 /// `heddle.admin.v1`: plain prost messages and a generated tonic client and server (nothing is forwarded raw).
 fn generate_admin_service(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let root = manifest_dir().join("../../proto");
     let file = root.join("heddle/admin.proto");
     println!("cargo:rerun-if-changed={}", file.display());
     let mut config = tonic_prost_build::Config::new();
@@ -43,7 +43,7 @@ fn generate_admin_service(protoc: Option<std::path::PathBuf>) -> Result<(), Box<
 }
 
 fn generate_messages(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let root = manifest_dir().join("../../proto");
     let files = [
         "prometheus/types.proto",
         "prometheus/remote.proto",
@@ -127,7 +127,7 @@ fn generate_ingester_service() -> Result<(), Box<dyn std::error::Error>> {
 
 /// Fails the build when `service Ingester` in the proto and the manual description disagree on method names.
 fn check_matches_proto(described: &[&str]) -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto/heddle/ingester.proto");
+    let path = manifest_dir().join("../../proto/heddle/ingester.proto");
     let proto = std::fs::read_to_string(&path)?;
     let declared: Vec<&str> = proto
         .lines()
@@ -143,4 +143,10 @@ fn check_matches_proto(described: &[&str]) -> Result<(), Box<dyn std::error::Err
         .into());
     }
     Ok(())
+}
+
+/// The crate's directory, read when the build script runs: a compile-time `env!` would bake in the path of
+/// whichever checkout first compiled the script, and a shared target directory reuses that binary.
+fn manifest_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| ".".into()))
 }
