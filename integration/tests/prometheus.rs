@@ -8,33 +8,14 @@
 use heddle_model::{Labels, METRIC_NAME, Sample};
 use heddle_testkit::{
     HeddleOptions, HeddleProcess, ManagedProcess, ReadClient, ReadMode, SeriesSamples, eq, free_port, http_client,
-    query, wait_until_async,
+    prometheus_tool, query, wait_until_async,
 };
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SELF_JOB: &str = "prometheus-self";
-
-fn prometheus_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("PROMETHEUS_BIN").map_or_else(|| PathBuf::from("/usr/bin/prometheus"), PathBuf::from);
-    if path.is_file() {
-        return Some(path);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-    assert!(
-        !ci,
-        "{} is not installed and CI is set: install the `prometheus` package (apt-get install prometheus)",
-        path.display()
-    );
-    eprintln!(
-        "SKIPPED prometheus compatibility test: {} is not installed (apt-get install prometheus); with CI=true this \
-         is a failure",
-        path.display()
-    );
-    None
-}
 
 /// A Prometheus server owned by the test (killed on drop).
 struct Prometheus {
@@ -128,7 +109,7 @@ fn bits_equal(a: &[Sample], b: &[Sample]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_writes_and_reads_through_heddle() {
-    let Some(bin) = prometheus_binary() else {
+    let Some(bin) = prometheus_tool("PROMETHEUS_BIN", "prometheus", "prometheus compatibility test") else {
         return;
     };
     let heddle = tokio::task::spawn_blocking(|| HeddleProcess::start(HeddleOptions::default()))

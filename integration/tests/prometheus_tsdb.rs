@@ -10,7 +10,10 @@
 //! Needs `/usr/bin/prometheus` (Debian package `prometheus`; `PROMETHEUS_BIN` overrides the path). Without it the
 //! test is skipped with a message, unless `CI` is set, in which case a missing Prometheus fails the test.
 
-use heddle_testkit::{DEFAULT_STOP_TIMEOUT, HeddleOptions, HeddleProcess, ManagedProcess, free_port, run_loadtest};
+use heddle_testkit::{
+    DEFAULT_STOP_TIMEOUT, HeddleOptions, HeddleProcess, ManagedProcess, copy_dir, free_port, prometheus_tool,
+    run_loadtest,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -71,41 +74,6 @@ const CASES: [Case; 4] = [
         seed: 14,
     },
 ];
-
-fn prometheus_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("PROMETHEUS_BIN").map_or_else(|| PathBuf::from("/usr/bin/prometheus"), PathBuf::from);
-    if path.is_file() {
-        return Some(path);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-    assert!(
-        !ci,
-        "{} is not installed and CI is set: install the `prometheus` package (apt-get install prometheus)",
-        path.display()
-    );
-    eprintln!(
-        "SKIPPED prometheus tsdb compatibility test: {} is not installed (apt-get install prometheus); with CI=true \
-         this is a failure",
-        path.display()
-    );
-    None
-}
-
-/// Copies the directory tree `src` to `dst` (files and directories only).
-fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dst)?;
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let to = dst.join(entry.file_name());
-        if kind.is_dir() {
-            copy_dir(&entry.path(), &to)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &to)?;
-        }
-    }
-    Ok(())
-}
 
 /// The generation flags of a dataset: `rounds` rounds from `start_ms`, labelled `job=<tenant>`.
 fn gen_flags(case: &Case, start_ms: i64, rounds: u32) -> Vec<String> {
@@ -245,7 +213,7 @@ fn prometheus_fixture(bin: &Path, root: &Path, case: &Case, start_ms: i64) -> Pa
 
 #[test]
 fn heddle_serves_a_tsdb_written_by_prometheus() {
-    let Some(bin) = prometheus_binary() else {
+    let Some(bin) = prometheus_tool("PROMETHEUS_BIN", "prometheus", "prometheus tsdb compatibility test") else {
         return;
     };
     let t0 = std::time::Instant::now();

@@ -20,12 +20,12 @@
 use heddle_model::{Labels, METRIC_NAME};
 use heddle_proto::prometheus::label_matcher::Type as MatcherType;
 use heddle_testkit::{
-    HeddleOptions, HeddleProcess, ManagedProcess, ReadClient, ReadMode, SeriesGen, eq, free_port, http_client, matcher,
-    push, query, run_bounded,
+    HeddleOptions, HeddleProcess, ManagedProcess, ReadClient, ReadMode, SeriesGen, copy_dir, eq, free_port,
+    http_client, matcher, prometheus_tool, push, query, run_bounded,
 };
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -80,43 +80,6 @@ fn wal_fragments(tenant_dir: &Path) -> (usize, usize) {
         }
     }
     (all, snappy)
-}
-
-/// The path of a Prometheus tool from `env` or `/usr/bin/<name>`; `None` (test skipped) when it is missing and
-/// `CI` is unset.
-fn tool_binary(env: &str, name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os(env).map_or_else(|| PathBuf::from("/usr/bin").join(name), PathBuf::from);
-    if path.is_file() {
-        return Some(path);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-    assert!(
-        !ci,
-        "{} is not installed and CI is set: install the `prometheus` package (apt-get install prometheus)",
-        path.display()
-    );
-    eprintln!(
-        "SKIPPED promtool compatibility test: {} is not installed (apt-get install prometheus); with CI=true this \
-         is a failure",
-        path.display()
-    );
-    None
-}
-
-/// Copies the directory tree `src` to `dst` (files and directories only).
-fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dst)?;
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let to = dst.join(entry.file_name());
-        if kind.is_dir() {
-            copy_dir(&entry.path(), &to)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &to)?;
-        }
-    }
-    Ok(())
 }
 
 /// Runs `promtool tsdb dump` on a copy of `tenant_dir` (promtool replays the WAL and may write `chunks_head/`,
@@ -402,8 +365,8 @@ fn samples(d: &Dump) -> usize {
 #[test]
 fn promtool_reads_every_acknowledged_sample_after_crash_and_graceful_stop() {
     let (Some(promtool), Some(prometheus)) = (
-        tool_binary("PROMTOOL_BIN", "promtool"),
-        tool_binary("PROMETHEUS_BIN", "prometheus"),
+        prometheus_tool("PROMTOOL_BIN", "promtool", "promtool compatibility test"),
+        prometheus_tool("PROMETHEUS_BIN", "prometheus", "promtool compatibility test"),
     ) else {
         return;
     };

@@ -21,6 +21,7 @@ mod mock;
 mod port;
 mod process;
 pub mod strategies;
+mod tools;
 mod wait;
 pub mod xor;
 
@@ -34,4 +35,5 @@ pub use http::http_get;
 pub use mock::MockReceiver;
 pub use port::free_port;
 pub use process::{DEFAULT_STOP_TIMEOUT, ManagedProcess};
+pub use tools::{copy_dir, prometheus_tool};
 pub use wait::{POLL_INTERVAL, wait_until, wait_until_async};
