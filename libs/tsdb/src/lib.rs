@@ -4,6 +4,7 @@
 //! symbols, postings, appends, queries and WAL replay. It knows nothing of gRPC, HTTP or tenants' limits,
 //! and nothing of the WAL's byte layout (`heddle-wal` owns that).
 
+pub mod block;
 pub mod chunkenc;
 pub mod chunks_head;
 mod error;
