@@ -10,6 +10,7 @@
 //! formats) of DESIGN.md §3.
 
 mod cargo;
+pub mod cluster;
 pub mod client;
 pub mod codec;
 mod command;
@@ -19,6 +20,7 @@ mod heddle;
 mod http;
 mod mock;
 mod port;
+pub mod s3;
 mod process;
 pub mod strategies;
 mod tools;
