@@ -22,6 +22,7 @@ mod mock;
 mod port;
 pub mod s3;
 mod process;
+pub mod promtool;
 pub mod strategies;
 mod tools;
 mod wait;
@@ -29,6 +30,7 @@ pub mod xor;
 
 pub use cargo::{WORKSPACE_BINS, cargo_bin, workspace_root};
 pub use client::{PushOutcome, ReadClient, ReadMode, SeriesSamples, eq, http_client, matcher, push, push_body, query};
+pub use cluster::{Cluster, ClusterOptions, Node, Role};
 pub use command::{CommandOutput, run_bounded, run_loadtest};
 pub use error::TestkitError;
 pub use generate::{MAX_JITTER_MS, MIN_INTERVAL_FOR_JITTER_MS, SeriesGen, splitmix64};
