@@ -1,9 +1,23 @@
 //! Persistent blocks in Prometheus' on-disk format: `<ULID>/{meta.json, index, chunks/000001..., tombstones}`.
 //!
 //! `meta` is the block's `meta.json`; `files` is where a reader gets its bytes (a local directory or a bucket).
+//! The formats live beside their code: `chunks` (segment files), `index` (v2 index), `tombstones`.
+//! [`BlockWriter`] writes a block from series given in label order; [`BlockReader`] queries one.
 
+mod chunks;
+mod encoding;
+mod fetch;
 pub mod files;
+mod index;
 pub mod meta;
+mod reader;
+mod tombstones;
+mod writer;
 
-pub use files::BlockFiles;
+#[cfg(test)]
+mod tests;
+
+pub use files::{BlockFiles, LocalBlockFiles};
 pub use meta::{BlockMeta, META_FILENAME, new_ulid};
+pub use reader::BlockReader;
+pub use writer::{BlockWriter, TMP_SUFFIX, list_local_blocks, remove_incomplete_blocks};
