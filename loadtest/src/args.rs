@@ -2,8 +2,14 @@
 //! values recomputes exactly what was pushed.
 
 use crate::LoadtestError;
+use crate::readback::ReadBackend;
+use crate::retry::Backoff;
+use crate::run::RunOptions;
+use crate::scenario::{Scenario, parse_duration};
+use crate::target::TargetKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use heddle_testkit::{ReadMode, SeriesGen};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// `heddle-loadtest`: remote-write load generator and read-back verifier.
@@ -21,6 +27,10 @@ pub enum Command {
     Push(PushArgs),
     /// Read back what `push` sent (same generation flags) and check every sample, bit for bit.
     Verify(VerifyArgs),
+    /// Run a scenario file against one target, verify, and write `result.json` and `report.html`.
+    Run(RunArgs),
+    /// Run a scenario against two targets the driver starts, alternating, and report the ratios.
+    Compare(CompareArgs),
 }
 
 /// What data is generated: identical for `push` and `verify`.
@@ -186,6 +196,140 @@ pub struct VerifyArgs {
     pub max_examples: usize,
 }
 
+/// Scenario flags shared by `run` and `compare`: the file and the values that override it.
+#[derive(Debug, Clone, Args)]
+pub struct ScenarioArgs {
+    /// Scenario YAML file (see `loadtest/scenarios/`).
+    #[arg(long)]
+    pub scenario: PathBuf,
+    /// Active series (overrides the scenario's `series`).
+    #[arg(long)]
+    pub series: Option<usize>,
+    /// Push duration such as `30s` or `5m` (overrides the scenario's `duration`).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Tenant sent as `X-Scope-OrgID` (the name prefix in multi-tenant scenarios).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// `job` label (prefix) of every series; default `lt-<scenario>-<unix seconds>`, unique per run.
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Output directory.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// No progress line on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Retries of one request after a 5xx, 429 or transport error.
+    #[arg(long, default_value_t = 10)]
+    pub max_retries: u32,
+    /// Timeout of one HTTP request.
+    #[arg(long, default_value_t = 30_000)]
+    pub timeout_ms: u64,
+}
+
+impl ScenarioArgs {
+    /// Loads the scenario and applies the overrides.
+    pub fn load(&self) -> Result<Scenario, LoadtestError> {
+        let mut s = Scenario::load(&self.scenario)?;
+        if let Some(n) = self.series {
+            s.series = n;
+        }
+        if let Some(d) = self.duration {
+            s.duration = d;
+        }
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Run options for a target at `write_url` / `read`.
+    pub fn run_options(&self, scenario: &Scenario, write_url: String, read: ReadBackend) -> RunOptions {
+        let job = self.job.clone().unwrap_or_else(|| {
+            let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            format!("lt-{}-{secs}", scenario.name)
+        });
+        RunOptions {
+            write_url,
+            read,
+            tenant: self.tenant.clone(),
+            job,
+            target_pid: None,
+            target_name: "external".to_owned(),
+            progress: !self.no_progress,
+            backoff: Backoff {
+                max_retries: self.max_retries,
+                min: Duration::from_millis(30),
+                max: Duration::from_millis(5_000),
+            },
+            timeout: Duration::from_millis(self.timeout_ms),
+        }
+    }
+
+    /// Whether the workload sends `X-Scope-OrgID` (a started heddle then needs multitenancy).
+    pub fn sends_tenant(&self, scenario: &Scenario) -> bool {
+        self.tenant.is_some() || scenario.tenants.is_some()
+    }
+}
+
+/// Which read API `run` verifies through, for a target it did not start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReadApi {
+    /// Prometheus remote read at `<read-url>/api/v1/read` (heddle, Prometheus).
+    RemoteRead,
+    /// VictoriaMetrics' `<read-url>/api/v1/export`.
+    VmExport,
+}
+
+/// Flags of `run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// Remote-write URL (not with `--start`).
+    #[arg(long, required_unless_present = "start", conflicts_with = "start")]
+    pub url: Option<String>,
+    /// Prometheus API prefix to read back from, e.g. `http://127.0.0.1:8080/prometheus` (not with `--start`).
+    #[arg(long, required_unless_present = "start", conflicts_with = "start")]
+    pub read_url: Option<String>,
+    /// Read API of `--read-url`.
+    #[arg(long, value_enum, default_value_t = ReadApi::RemoteRead)]
+    pub read_api: ReadApi,
+    /// Remote-read response type.
+    #[arg(long, value_enum, default_value_t = ReadModeArg::Samples)]
+    pub read_mode: ReadModeArg,
+    /// Process whose CPU and RSS are sampled (the target's).
+    #[arg(long, conflicts_with = "start")]
+    pub target_pid: Option<u32>,
+    /// Start this target on a free 127.0.0.1 port in a temporary directory, and stop it at the end.
+    #[arg(long, value_enum)]
+    pub start: Option<TargetKind>,
+    /// Binary of the started target (default: `heddle` next to this executable, others on PATH).
+    #[arg(long)]
+    pub bin: Option<PathBuf>,
+}
+
+/// Flags of `compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// First target (ratios are a / b).
+    #[arg(long, value_enum)]
+    pub a: TargetKind,
+    /// Second target.
+    #[arg(long, value_enum)]
+    pub b: TargetKind,
+    /// Runs of each target.
+    #[arg(long, default_value_t = 2)]
+    pub repeat: u32,
+    /// Binary of target a.
+    #[arg(long)]
+    pub a_bin: Option<PathBuf>,
+    /// Binary of target b.
+    #[arg(long)]
+    pub b_bin: Option<PathBuf>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,7 +385,7 @@ mod tests {
                 assert_eq!(v.generate.series, 5);
                 assert_eq!(v.mode, ReadModeArg::Chunks);
             }
-            Command::Push(_) => panic!("wrong subcommand"),
+            other => panic!("wrong subcommand {other:?}"),
         }
     }
 }

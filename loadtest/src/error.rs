@@ -9,4 +9,10 @@ pub enum LoadtestError {
     Testkit(#[from] heddle_testkit::TestkitError),
     #[error("background task failed: {0}")]
     Task(String),
+    #[error("invalid scenario: {0}")]
+    Scenario(String),
+    #[error("target: {0}")]
+    Target(String),
+    #[error("output: {0}")]
+    Output(String),
 }

@@ -18,16 +18,37 @@
 //! ```
 //! Exit status 0 = every request acknowledged / everything verified, 1 = a request failed or verification found
 //! a difference, 2 = unusable flags.
+//!
+//! `run` and `compare` drive scenario files ([`scenario`]): the load of [`workload`] at the pace of
+//! [`run::Pacer`], the target's CPU and RSS from [`procstat`], verification through remote read or
+//! VictoriaMetrics' export API ([`readback`]), `result.json` and a self-contained `report.html` ([`report`],
+//! [`svg`]); targets it can start itself are in [`target`]; see `loadtest/README.md`.
+//!
+//! ```text
+//! heddle-loadtest run --scenario loadtest/scenarios/steady.yaml --url http://127.0.0.1:8080/api/v1/push \
+//!     --read-url http://127.0.0.1:8080/prometheus [--target-pid PID] --out out/steady
+//! heddle-loadtest run --scenario loadtest/scenarios/steady.yaml --start heddle --out out/steady
+//! heddle-loadtest compare --scenario loadtest/scenarios/steady.yaml --a heddle --b prometheus --repeat 2 --out out/cmp
+//! ```
 
 pub mod args;
+pub mod compare;
 mod error;
+pub mod procstat;
 mod push;
+pub mod readback;
+pub mod report;
 mod retry;
+pub mod run;
+pub mod scenario;
 mod stats;
+pub mod svg;
+pub mod target;
 mod verify;
+pub mod workload;
 
 pub use error::LoadtestError;
 pub use push::{PushReport, run_push};
 pub use retry::{Attempt, Backoff, classify};
 pub use stats::{Latencies, LatencySummary};
-pub use verify::{Examples, VerifyReport, compare_metric, run_verify};
+pub use verify::{Examples, ValueMatch, VerifyReport, compare_expected, compare_metric, run_verify};

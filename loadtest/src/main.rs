@@ -1,8 +1,15 @@
-//! The `heddle-loadtest` binary: `push` and `verify` subcommands; JSON summary on stdout, progress on stderr.
-//! Exit status: 0 on success, 1 when a request failed or verification found a difference, 2 on unusable flags.
+//! The `heddle-loadtest` binary: `push`, `verify`, `run` and `compare`. `push` and `verify` print a JSON summary
+//! on stdout; `run` writes `result.json` and `report.html` and prints a one-line summary; `compare` prints a
+//! table of ratios and writes `compare.json` and `compare.html`. Progress goes to stderr.
+//! Exit status: 0 on success, 1 when a request failed, verification found a difference or an end check failed,
+//! 2 on unusable flags or a target that could not start.
 
 use clap::Parser;
-use heddle_loadtest::args::{Cli, Command};
+use heddle_loadtest::args::{Cli, Command, CompareArgs, ReadApi, RunArgs};
+use heddle_loadtest::compare::{StartedRun, run_compare, run_started, text_table, write_run};
+use heddle_loadtest::readback::ReadBackend;
+use heddle_loadtest::run::{RunResult, run_scenario};
+use heddle_loadtest::target::StartOptions;
 use heddle_loadtest::{run_push, run_verify};
 use std::process::ExitCode;
 
@@ -17,6 +24,10 @@ fn main() -> ExitCode {
     }
 }
 
+fn exit(ok: bool) -> ExitCode {
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (json, ok) = match cli.command {
@@ -28,7 +39,90 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let report = runtime.block_on(run_verify(&args))?;
             (serde_json::to_string(&report)?, report.verified)
         }
+        Command::Run(args) => return runtime.block_on(run_cmd(&args)),
+        Command::Compare(args) => return runtime.block_on(compare_cmd(&args)),
     };
     println!("{json}");
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(exit(ok))
+}
+
+fn summary_line(r: &RunResult) -> String {
+    format!(
+        "{} on {}: verified={} checks_passed={} samples_acknowledged={} samples/s={:.0} p99={:.1}ms \
+         cpu_s_per_M_samples={} rss_B_per_series={}",
+        r.scenario.name,
+        r.target,
+        r.verified,
+        r.checks_passed,
+        r.samples_acknowledged,
+        r.samples_per_second,
+        r.latency_ms.p99,
+        r.cpu_seconds_per_million_samples
+            .map_or("n/a".into(), |v| format!("{v:.3}")),
+        r.rss_bytes_per_series.map_or("n/a".into(), |v| format!("{v:.0}")),
+    )
+}
+
+async fn run_cmd(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let scenario = args.scenario.load()?;
+    let result = match args.start {
+        Some(kind) => {
+            let spec = StartedRun {
+                kind,
+                start: StartOptions {
+                    binary: args.bin.clone(),
+                    multitenancy: args.scenario.sends_tenant(&scenario),
+                },
+                run: args
+                    .scenario
+                    .run_options(&scenario, String::new(), ReadBackend::VmExport { base: String::new() }),
+            };
+            run_started(&scenario, &spec, &args.scenario.out).await?
+        }
+        None => {
+            let (url, base) = (
+                args.url.clone().unwrap_or_default(),
+                args.read_url.clone().unwrap_or_default(),
+            );
+            let read = match args.read_api {
+                ReadApi::RemoteRead => ReadBackend::RemoteRead {
+                    base,
+                    mode: args.read_mode.into(),
+                },
+                ReadApi::VmExport => ReadBackend::VmExport { base },
+            };
+            let mut opts = args.scenario.run_options(&scenario, url, read);
+            opts.target_pid = args.target_pid;
+            let result = run_scenario(&scenario, &opts).await?;
+            write_run(&args.scenario.out, &result)?;
+            result
+        }
+    };
+    println!("{}", summary_line(&result));
+    eprintln!("wrote {}/result.json and report.html", args.scenario.out.display());
+    Ok(exit(result.checks_passed))
+}
+
+async fn compare_cmd(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let scenario = args.scenario.load()?;
+    let spec = |kind, binary| StartedRun {
+        kind,
+        start: StartOptions {
+            binary,
+            multitenancy: args.scenario.sends_tenant(&scenario),
+        },
+        run: args
+            .scenario
+            .run_options(&scenario, String::new(), ReadBackend::VmExport { base: String::new() }),
+    };
+    let (a, b) = (spec(args.a, args.a_bin.clone()), spec(args.b, args.b_bin.clone()));
+    std::fs::create_dir_all(&args.scenario.out)?;
+    let result = run_compare(&scenario, &a, &b, args.repeat, &args.scenario.out).await?;
+    print!("{}", text_table(&result));
+    eprintln!(
+        "wrote {}/compare.json and compare.html (all runs verified: {})",
+        args.scenario.out.display(),
+        result.verified
+    );
+    Ok(exit(result.verified))
 }

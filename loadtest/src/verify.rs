@@ -36,10 +36,13 @@ pub struct VerifyReport {
     pub series_unexpected: u64,
     /// Remote-read requests that failed.
     pub read_errors: u64,
+    /// Samples accepted as equal although their bits differ (only with [`ValueMatch::Relative`]).
+    pub inexact: u64,
 }
 
 impl VerifyReport {
-    fn add(&mut self, o: &VerifyReport) {
+    /// Adds another report's counts (not `verified`).
+    pub fn add(&mut self, o: &VerifyReport) {
         self.series_checked += o.series_checked;
         self.samples_expected += o.samples_expected;
         self.samples_found += o.samples_found;
@@ -49,6 +52,7 @@ impl VerifyReport {
         self.series_missing += o.series_missing;
         self.series_unexpected += o.series_unexpected;
         self.read_errors += o.read_errors;
+        self.inexact += o.inexact;
     }
 }
 
@@ -135,7 +139,7 @@ impl Examples {
         }
     }
 
-    fn note(&mut self, what: impl FnOnce() -> String) {
+    pub(crate) fn note(&mut self, what: impl FnOnce() -> String) {
         if self.printed < self.max {
             self.printed += 1;
             eprintln!("verify: {}", what());
@@ -144,9 +148,30 @@ impl Examples {
         }
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if self.suppressed > 0 {
             eprintln!("verify: {} more problems not shown", self.suppressed);
+        }
+    }
+}
+
+/// How a value read back is compared with the value pushed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueMatch {
+    /// Same bits (Prometheus, heddle: they store float64 as is).
+    Exact,
+    /// Within this relative difference; values that are close but not bit-equal are counted in
+    /// [`VerifyReport::inexact`] (for stores that round values, such as VictoriaMetrics).
+    Relative(f64),
+}
+
+impl ValueMatch {
+    fn matches(self, want: f64, got: f64) -> bool {
+        match self {
+            ValueMatch::Exact => want.to_bits() == got.to_bits(),
+            ValueMatch::Relative(tol) => {
+                want.to_bits() == got.to_bits() || (want - got).abs() <= tol * want.abs().max(got.abs())
+            }
         }
     }
 }
@@ -159,18 +184,39 @@ pub fn compare_metric(
     found: &[SeriesSamples],
     examples: &mut Examples,
 ) -> VerifyReport {
-    let mut report = VerifyReport::default();
-    let expected: HashMap<Labels, usize> = generator
+    let expected = generator
         .series_of_metric(metric)
-        .map(|i| (generator.model_labels(i), i))
+        .map(|i| {
+            let samples = (0..rounds).map(|r| (generator.sample(i, r), true)).collect();
+            (generator.model_labels(i), samples)
+        })
         .collect();
+    compare_expected(expected, found, ValueMatch::Exact, examples)
+}
+
+/// Compares what one query returned with the series it must return. Each expected sample carries whether it is
+/// required: an optional one (from a refused request) is neither missing when absent nor unexpected when found.
+pub fn compare_expected(
+    expected: Vec<(Labels, Vec<(Sample, bool)>)>,
+    found: &[SeriesSamples],
+    value_match: ValueMatch,
+    examples: &mut Examples,
+) -> VerifyReport {
+    let mut report = VerifyReport::default();
+    let index: HashMap<&Labels, usize> = expected.iter().enumerate().map(|(k, (l, _))| (l, k)).collect();
     let mut seen = HashSet::new();
     for series in found {
-        match expected.get(&series.labels) {
+        match index.get(&series.labels) {
             // A series returned twice is as wrong as a series never pushed.
-            Some(&i) if seen.insert(i) => {
-                let want: Vec<Sample> = (0..rounds).map(|r| generator.sample(i, r)).collect();
-                compare_samples(&series.labels, &want, &series.samples, &mut report, examples);
+            Some(&k) if seen.insert(k) => {
+                compare_samples(
+                    &series.labels,
+                    &expected[k].1,
+                    &series.samples,
+                    value_match,
+                    &mut report,
+                    examples,
+                );
             }
             _ => {
                 report.series_unexpected += 1;
@@ -186,28 +232,41 @@ pub fn compare_metric(
         }
     }
     report.series_checked = expected.len() as u64;
-    report.samples_expected = report.series_checked * u64::from(rounds);
-    for (labels, i) in &expected {
-        if !seen.contains(i) {
+    for (k, (labels, want)) in expected.iter().enumerate() {
+        let required = want.iter().filter(|(_, req)| *req).count() as u64;
+        report.samples_expected += required;
+        if !seen.contains(&k) && required > 0 {
             report.series_missing += 1;
-            report.missing += u64::from(rounds);
-            examples.note(|| format!("missing series {labels} (series index {i}, {rounds} samples)"));
+            report.missing += required;
+            examples.note(|| format!("missing series {labels} ({required} samples)"));
         }
     }
     report
 }
 
 /// Merges two time-ordered sample lists. `want` has strictly increasing timestamps; `got` is what came back.
-fn compare_samples(labels: &Labels, want: &[Sample], got: &[Sample], report: &mut VerifyReport, ex: &mut Examples) {
+fn compare_samples(
+    labels: &Labels,
+    want: &[(Sample, bool)],
+    got: &[Sample],
+    value_match: ValueMatch,
+    report: &mut VerifyReport,
+    ex: &mut Examples,
+) {
     let (mut w, mut g) = (0, 0);
     while w < want.len() || g < got.len() {
         match (want.get(w), got.get(g)) {
-            (Some(a), Some(b)) if a.t == b.t => {
-                if a.v.to_bits() == b.v.to_bits() {
-                    report.samples_found += 1;
+            (Some((a, required)), Some(b)) if a.t == b.t => {
+                if value_match.matches(a.v, b.v) {
+                    if *required {
+                        report.samples_found += 1;
+                    }
+                    if a.v.to_bits() != b.v.to_bits() {
+                        report.inexact += 1;
+                    }
                 } else {
                     report.mismatched += 1;
-                    report.missing += 1;
+                    report.missing += u64::from(*required);
                     report.unexpected += 1;
                     ex.note(|| {
                         format!(
@@ -223,14 +282,12 @@ fn compare_samples(labels: &Labels, want: &[Sample], got: &[Sample], report: &mu
                 w += 1;
                 g += 1;
             }
-            (Some(a), Some(b)) if a.t < b.t => {
-                report.missing += 1;
-                ex.note(|| format!("{labels}: missing sample t={} v={:?}", a.t, a.v));
+            (Some((a, required)), Some(b)) if a.t < b.t => {
+                missing(labels, a, *required, report, ex);
                 w += 1;
             }
-            (Some(a), None) => {
-                report.missing += 1;
-                ex.note(|| format!("{labels}: missing sample t={} v={:?}", a.t, a.v));
+            (Some((a, required)), None) => {
+                missing(labels, a, *required, report, ex);
                 w += 1;
             }
             (_, Some(b)) => {
@@ -240,6 +297,13 @@ fn compare_samples(labels: &Labels, want: &[Sample], got: &[Sample], report: &mu
             }
             (None, None) => break,
         }
+    }
+}
+
+fn missing(labels: &Labels, a: &Sample, required: bool, report: &mut VerifyReport, ex: &mut Examples) {
+    if required {
+        report.missing += 1;
+        ex.note(|| format!("{labels}: missing sample t={} v={:?}", a.t, a.v));
     }
 }
 

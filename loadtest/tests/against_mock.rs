@@ -24,7 +24,7 @@ fn push_args(url: &str, extra: &[&str]) -> PushArgs {
     argv.extend(extra.iter().map(|s| s.to_string()));
     match Cli::try_parse_from(argv).expect("flags").command {
         Command::Push(a) => a,
-        Command::Verify(_) => unreachable!("push flags"),
+        _ => unreachable!("push flags"),
     }
 }
 
@@ -42,7 +42,7 @@ fn verify_args(base: &str, extra: &[&str]) -> VerifyArgs {
     argv.extend(extra.iter().map(|s| s.to_string()));
     match Cli::try_parse_from(argv).expect("flags").command {
         Command::Verify(a) => a,
-        Command::Push(_) => unreachable!("verify flags"),
+        _ => unreachable!("verify flags"),
     }
 }
 

@@ -1,0 +1,254 @@
+//! `compare`: the same scenario against two targets that the driver starts itself, alternating (a b, b a, ...)
+//! so slow drifts of a shared machine hit both, and the ratios of the medians. Absolute figures on a noisy
+//! machine move; the ratios of interleaved runs are what is stable.
+
+use crate::run::{RunOptions, RunResult, run_scenario};
+use crate::scenario::Scenario;
+use crate::target::{StartOptions, StartedTarget, TargetKind};
+use crate::{LoadtestError, report};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// One run of a comparison, as listed in `compare.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub target: String,
+    /// Sub-directory of the output holding its `result.json` and `report.html`.
+    pub dir: String,
+    pub verified: bool,
+    pub samples_per_second: f64,
+    pub cpu_seconds_per_million_samples: Option<f64>,
+    pub rss_bytes_per_series: Option<f64>,
+    pub p99_ms: f64,
+}
+
+/// One compared figure: medians of both targets and their ratio a / b.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    pub name: String,
+    pub unit: String,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    pub ratio: Option<f64>,
+    #[serde(skip)]
+    pub of_run: fn(&RunSummary) -> Option<f64>,
+}
+
+/// `compare.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareResult {
+    pub scenario: String,
+    pub a: String,
+    pub b: String,
+    pub repeat: u32,
+    /// True when every run verified.
+    pub verified: bool,
+    pub figures: Vec<Figure>,
+    pub runs: Vec<RunSummary>,
+}
+
+/// How to run one started target.
+#[derive(Debug, Clone)]
+pub struct StartedRun {
+    pub kind: TargetKind,
+    pub start: StartOptions,
+    /// Options of the run; the URLs, pid and target name are filled in from the started target.
+    pub run: RunOptions,
+}
+
+/// Starts the target, runs the scenario, stops the target, writes `dir/result.json` and `dir/report.html`.
+pub async fn run_started(scenario: &Scenario, spec: &StartedRun, dir: &Path) -> Result<RunResult, LoadtestError> {
+    let (kind, start) = (spec.kind, spec.start.clone());
+    let target = tokio::task::block_in_place(|| StartedTarget::start(kind, &start))?;
+    let mut opts = spec.run.clone();
+    opts.write_url = target.write_url.clone();
+    opts.read = target.read.clone();
+    opts.target_pid = target.pid();
+    opts.target_name = kind.name().to_owned();
+    eprintln!(
+        "{}: started (pid {}, data in {})",
+        kind.name(),
+        opts.target_pid.unwrap_or(0),
+        target.dir().display()
+    );
+    let result = run_scenario(scenario, &opts).await;
+    if let Err(e) = tokio::task::block_in_place(|| target.stop()) {
+        eprintln!("{}: stopping: {e}", kind.name());
+    }
+    let result = result?;
+    write_run(dir, &result)?;
+    Ok(result)
+}
+
+/// Writes `dir/result.json` and `dir/report.html`.
+pub fn write_run(dir: &Path, result: &RunResult) -> Result<(), LoadtestError> {
+    let io = |what: &Path, e: std::io::Error| LoadtestError::Output(format!("writing {}: {e}", what.display()));
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let json = serde_json::to_string_pretty(result).map_err(|e| LoadtestError::Output(e.to_string()))?;
+    let path = dir.join("result.json");
+    std::fs::write(&path, json).map_err(|e| io(&path, e))?;
+    let path = dir.join("report.html");
+    std::fs::write(&path, report::run_html(result)).map_err(|e| io(&path, e))?;
+    Ok(())
+}
+
+/// Runs the comparison: `repeat` rounds of both targets, the order alternating every round; writes each run to
+/// `out/<target>-<k>/` and the comparison to `out/compare.json` and `out/compare.html`.
+pub async fn run_compare(
+    scenario: &Scenario,
+    a: &StartedRun,
+    b: &StartedRun,
+    repeat: u32,
+    out: &Path,
+) -> Result<CompareResult, LoadtestError> {
+    let mut runs = Vec::new();
+    for k in 0..repeat {
+        let order = if k % 2 == 0 { [a, b] } else { [b, a] };
+        for spec in order {
+            let dir = format!("{}-{k}", spec.kind.name());
+            eprintln!("compare: run {dir}");
+            let r = run_started(scenario, spec, &out.join(&dir)).await?;
+            eprintln!(
+                "compare: {dir}: verified={} {:.0} samples/s, {} CPU s/M samples, {} B/series, p99 {:.1} ms",
+                r.verified,
+                r.samples_per_second,
+                r.cpu_seconds_per_million_samples
+                    .map_or("n/a".into(), |v| format!("{v:.3}")),
+                r.rss_bytes_per_series.map_or("n/a".into(), |v| format!("{v:.0}")),
+                r.latency_ms.p99
+            );
+            runs.push(RunSummary {
+                target: spec.kind.name().to_owned(),
+                dir,
+                verified: r.verified,
+                samples_per_second: r.samples_per_second,
+                cpu_seconds_per_million_samples: r.cpu_seconds_per_million_samples,
+                rss_bytes_per_series: r.rss_bytes_per_series,
+                p99_ms: r.latency_ms.p99,
+            });
+        }
+    }
+    let result = summarize(scenario, a.kind.name(), b.kind.name(), repeat, runs);
+    let io = |p: PathBuf, e: std::io::Error| LoadtestError::Output(format!("writing {}: {e}", p.display()));
+    let json = serde_json::to_string_pretty(&result).map_err(|e| LoadtestError::Output(e.to_string()))?;
+    std::fs::write(out.join("compare.json"), json).map_err(|e| io(out.join("compare.json"), e))?;
+    std::fs::write(out.join("compare.html"), report::compare_html(&result))
+        .map_err(|e| io(out.join("compare.html"), e))?;
+    Ok(result)
+}
+
+/// Median of the values present.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Medians per target and ratios a / b.
+pub fn summarize(scenario: &Scenario, a: &str, b: &str, repeat: u32, runs: Vec<RunSummary>) -> CompareResult {
+    type Getter = fn(&RunSummary) -> Option<f64>;
+    let specs: [(&str, &str, Getter); 4] = [
+        ("samples/s", "samples/s", |r| Some(r.samples_per_second)),
+        ("CPU seconds per million samples", "s", |r| {
+            r.cpu_seconds_per_million_samples
+        }),
+        ("RSS per active series", "bytes", |r| r.rss_bytes_per_series),
+        ("p99 push latency", "ms", |r| Some(r.p99_ms)),
+    ];
+    let figures = specs
+        .iter()
+        .map(|(name, unit, get)| {
+            let of = |t: &str| median(runs.iter().filter(|r| r.target == t).filter_map(get).collect());
+            let (va, vb) = (of(a), of(b));
+            Figure {
+                name: (*name).to_owned(),
+                unit: (*unit).to_owned(),
+                a: va,
+                b: vb,
+                ratio: va.zip(vb).filter(|(_, b)| *b != 0.0).map(|(a, b)| a / b),
+                of_run: *get,
+            }
+        })
+        .collect();
+    CompareResult {
+        scenario: scenario.name.clone(),
+        a: a.to_owned(),
+        b: b.to_owned(),
+        repeat,
+        verified: runs.iter().all(|r| r.verified),
+        figures,
+        runs,
+    }
+}
+
+/// The comparison as a plain-text table (stdout).
+pub fn text_table(c: &CompareResult) -> String {
+    let mut s = format!(
+        "{:<34} {:>14} {:>14} {:>10}\n",
+        "figure (median)",
+        c.a,
+        c.b,
+        format!("{}/{}", initial(&c.a), initial(&c.b))
+    );
+    let f = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{v:.3}"));
+    for fig in &c.figures {
+        s.push_str(&format!(
+            "{:<34} {:>14} {:>14} {:>10}\n",
+            format!("{} ({})", fig.name, fig.unit),
+            f(fig.a),
+            f(fig.b),
+            f(fig.ratio)
+        ));
+    }
+    s
+}
+
+fn initial(name: &str) -> String {
+    name.split('-').filter_map(|w| w.chars().next()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(target: &str, sps: f64, cpu: Option<f64>) -> RunSummary {
+        RunSummary {
+            target: target.into(),
+            dir: format!("{target}-x"),
+            verified: true,
+            samples_per_second: sps,
+            cpu_seconds_per_million_samples: cpu,
+            rss_bytes_per_series: Some(100.0),
+            p99_ms: 10.0,
+        }
+    }
+
+    #[test]
+    fn medians_and_ratios() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+        let s = Scenario::parse("name: s\nduration: 1s\nseries: 1\n").expect("scenario");
+        let runs = vec![
+            run("heddle", 100.0, Some(1.0)),
+            run("prometheus", 50.0, Some(4.0)),
+            run("heddle", 300.0, Some(3.0)),
+            run("prometheus", 150.0, None),
+        ];
+        let c = summarize(&s, "heddle", "prometheus", 2, runs);
+        let by = |n: &str| c.figures.iter().find(|f| f.name == n).expect(n).clone();
+        assert_eq!(by("samples/s").ratio, Some(2.0));
+        assert_eq!(by("CPU seconds per million samples").ratio, Some(0.5));
+        assert_eq!(by("RSS per active series").ratio, Some(1.0));
+        assert!(c.verified);
+        assert!(text_table(&c).contains("h/p"));
+    }
+}
