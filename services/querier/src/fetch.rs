@@ -2,8 +2,8 @@
 
 use crate::error::QuerierError;
 use crate::source::ReplicationSet;
-use futures::TryStreamExt;
-use futures::future::join_all;
+use futures::stream::FuturesUnordered;
+use futures::{StreamExt, TryStreamExt};
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
 use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, QueryRequest, SeriesRequest};
@@ -13,17 +13,34 @@ use std::sync::Arc;
 
 /// Calls `call` on every ingester of `set` concurrently and returns the successful answers. Fails when more than
 /// `set.max_errors` ingesters fail, reporting the last failure.
+///
+/// Returns as soon as all but `max_errors` ingesters have answered: that many answers already hold every
+/// acknowledged sample (a write is acknowledged by a majority of its replicas, and the set tolerates losing
+/// `max_errors` of them), so a frozen ingester does not hold the query until its deadline. The calls still
+/// running are dropped (cancelled).
 async fn fan_out<T, F, Fut>(set: &ReplicationSet, call: F) -> Result<Vec<T>, QuerierError>
 where
     F: Fn(Arc<dyn IngesterClient>) -> Fut,
     Fut: Future<Output = Result<T, tonic::Status>>,
 {
     let asked = set.ingesters.len();
-    let results = join_all(set.ingesters.iter().map(|c| call(Arc::clone(c)))).await;
+    let enough = asked.saturating_sub(set.max_errors);
+    let mut pending: FuturesUnordered<_> = set
+        .ingesters
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let fut = call(Arc::clone(c));
+            async move { (i, fut.await) }
+        })
+        .collect();
     let mut ok = Vec::with_capacity(asked);
     let mut failed = 0;
     let mut last = None;
-    for (i, r) in results.into_iter().enumerate() {
+    while ok.len() < enough
+        && failed <= set.max_errors
+        && let Some((i, r)) = pending.next().await
+    {
         match r {
             Ok(v) => ok.push(v),
             Err(status) => {

@@ -287,6 +287,17 @@ async fn failing_replicas_within_max_errors_are_tolerated() {
     let resp = decode_samples_response(&send(&h.app, read_request(vec![query(0, 100, m())], &[])).await);
     assert_eq!(resp.results[0].timeseries[0].samples.len(), 10);
 
+    // A frozen replica (no answer until the 2m query timeout) does not hold the query once the others answered.
+    let hang = || -> Arc<dyn IngesterClient> { Arc::new(FakeIngester::new(Mode::Hang)) };
+    let h = harness(QuerierConfig::default(), vec![hang(), up(), up()], 1);
+    let a = tokio::time::timeout(
+        Duration::from_secs(10),
+        send(&h.app, read_request(vec![query(0, 100, m())], &[])),
+    )
+    .await
+    .expect("the query waited for the frozen replica");
+    assert_eq!(decode_samples_response(&a).results[0].timeseries[0].samples.len(), 10);
+
     let h = harness(QuerierConfig::default(), vec![up(), down(), down()], 1);
     let a = send(&h.app, read_request(vec![query(0, 100, m())], &[])).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
