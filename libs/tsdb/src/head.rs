@@ -9,6 +9,7 @@
 //! series' chunks and cut policy).
 
 mod append;
+mod compact;
 mod index;
 mod postings;
 mod read;
@@ -18,6 +19,8 @@ mod snapshot;
 mod symbols;
 mod truncate;
 
+#[cfg(test)]
+mod compact_tests;
 #[cfg(test)]
 mod mmap_tests;
 #[cfg(test)]
@@ -34,6 +37,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use append::{AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError};
+pub use compact::{CompactStats, range_start};
 pub use read::{ChunkData, HeadStats, SeriesChunks};
 pub use replay::ReplayStats;
 pub use snapshot::SnapshotStats;
@@ -106,10 +110,14 @@ pub struct Head {
     dir: PathBuf,
     policy: CutPolicy,
     wal_compression: bool,
-    min_valid_time: i64,
+    /// Appends of samples before this time are refused ([`AppendErrorKind::OutOfBounds`]): a block covers
+    /// that range already. Raised by compaction, under the appender lock.
+    min_valid_time: AtomicI64,
     index: RwLock<HeadIndex>,
     chunks: ChunkDiskMapper,
     appender: Mutex<Appender>,
+    /// Serializes compactions (and the truncations they end with).
+    compacting: Mutex<()>,
     num_series: AtomicU64,
     samples_appended: AtomicU64,
     min_time: AtomicI64,
@@ -146,10 +154,11 @@ impl Head {
                 range_ms: opts.chunk_range_ms,
             },
             wal_compression: opts.wal_compression,
-            min_valid_time: opts.min_valid_time,
+            min_valid_time: AtomicI64::new(opts.min_valid_time),
             index: RwLock::new(HeadIndex::new()),
             chunks,
             appender: Mutex::new(Appender::default()),
+            compacting: Mutex::new(()),
             num_series: AtomicU64::new(0),
             samples_appended: AtomicU64::new(0),
             min_time: AtomicI64::new(i64::MAX),

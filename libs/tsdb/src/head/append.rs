@@ -34,6 +34,8 @@ pub enum AppendErrorKind {
     DuplicateTimestamp,
     /// A label set that is empty, unsorted or has a repeated name: the series cannot be created.
     InvalidLabels,
+    /// A sample before the head's minimum valid time: that range was compacted into a block already.
+    OutOfBounds,
 }
 
 impl AppendErrorKind {
@@ -43,6 +45,7 @@ impl AppendErrorKind {
             AppendErrorKind::OutOfOrder => "err-heddle-sample-out-of-order",
             AppendErrorKind::DuplicateTimestamp => "err-heddle-sample-duplicate-timestamp",
             AppendErrorKind::InvalidLabels => "err-heddle-series-invalid-labels",
+            AppendErrorKind::OutOfBounds => "err-heddle-sample-out-of-bounds",
         }
     }
 }
@@ -65,7 +68,8 @@ pub struct SeriesAppendError {
     pub samples_rejected: u32,
     /// Timestamp of the first rejected sample.
     pub first_rejected_t: i64,
-    /// The series' newest timestamp when that sample was rejected (`i64::MIN` if it had none).
+    /// The series' newest timestamp when that sample was rejected (`i64::MIN` if it had none); for
+    /// [`AppendErrorKind::OutOfBounds`], the head's minimum valid time.
     pub last_accepted_t: i64,
 }
 
@@ -91,6 +95,11 @@ impl fmt::Display for SeriesAppendError {
             AppendErrorKind::InvalidLabels => write!(
                 f,
                 "{id}: {n} sample(s) of a series whose labels are empty, unsorted or repeat a name"
+            ),
+            AppendErrorKind::OutOfBounds => write!(
+                f,
+                "{id}: {n} sample(s) older than the head's minimum valid time {last} (first rejected ts={ts}): \
+                 that time range was already compacted into a block"
             ),
         }
     }
@@ -169,6 +178,8 @@ impl Head {
         app.samples.clear();
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(batch.len());
         let mut newest: HashMap<u64, Option<(i64, u64)>> = HashMap::new();
+        // Stable while the appender lock is held: compaction raises it under that lock.
+        let min_valid = self.min_valid_time.load(Ordering::Relaxed);
         for (index, (entry, series)) in batch.iter().zip(&resolved).enumerate() {
             let start = app.samples.len();
             if let Some(series) = series {
@@ -178,6 +189,17 @@ impl Head {
                 let mut error: Option<SeriesAppendError> = None;
                 for s in entry.samples {
                     let bits = s.v.to_bits();
+                    if s.t < min_valid {
+                        let e = error.get_or_insert(SeriesAppendError {
+                            index,
+                            reason: AppendErrorKind::OutOfBounds,
+                            samples_rejected: 0,
+                            first_rejected_t: s.t,
+                            last_accepted_t: min_valid,
+                        });
+                        e.samples_rejected = e.samples_rejected.saturating_add(1);
+                        continue;
+                    }
                     let kind = match judge(*last, s.t, bits) {
                         Verdict::Append => {
                             *last = Some((s.t, bits));

@@ -170,7 +170,7 @@ impl Head {
             let mut state = lock(&series.state);
             let covered = state.mapped_max_time();
             for s in run_samples {
-                if s.t < self.min_valid_time {
+                if s.t < self.min_valid_time.load(Ordering::Relaxed) {
                     stats.samples_before_min_valid_time += 1;
                     continue;
                 }

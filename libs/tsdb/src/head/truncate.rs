@@ -30,7 +30,7 @@ impl Head {
     /// Deletes the `chunks_head/` files that only held such chunks, then checkpoints the WAL: the current
     /// segment is closed, the last checkpoint and every segment up to it are folded into `checkpoint.N` (Series
     /// records of live series, samples at or after `mint`, tombstones), and the folded segments and older
-    /// checkpoints are deleted. Appends wait while it runs.
+    /// checkpoints are deleted. Appends wait while memory is truncated, not while the checkpoint is written.
     ///
     /// The blocks issue calls this after a block covering everything before `mint` is written.
     pub fn truncate(&self, mint: i64) -> Result<TruncateStats, TsdbError> {
@@ -69,6 +69,8 @@ impl Head {
         };
         let through = wal.current_segment();
         wal.cut_segment()?;
+        // Appends go on into the new segment while the closed ones are folded into the checkpoint.
+        drop(app);
         let opts = WalOptions {
             segment_size: heddle_wal::DEFAULT_SEGMENT_SIZE,
             compress: self.wal_compression,
@@ -110,7 +112,6 @@ impl Head {
         stats.segments_deleted = heddle_wal::delete_segments_before(&wal_dir, through.saturating_add(1))?;
         heddle_wal::delete_checkpoints_before(&wal_dir, through)?;
         stats.checkpoint = Some(cp);
-        drop(app);
         tracing::info!(
             dir = %self.dir.display(),
             mint,

@@ -1,0 +1,204 @@
+//! Cutting blocks from the head (Prometheus `db.compactHead` with a `RangeHead`): which range is due, writing
+//! it as a block, and the minimum valid time that keeps a compacted range closed to appends.
+//!
+//! Order matters for "nothing acknowledged is lost": the caller raises the minimum valid time to the block's
+//! end (under the appender lock, so no append in flight can still land before it), writes the block, and only
+//! then truncates the head. A crash between writing the block and truncating replays the WAL on the next start
+//! with the block's end as minimum valid time, so the block's samples are neither lost nor loaded twice.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::read::ChunkData;
+use super::series::MemSeries;
+use super::{Head, TruncateStats, lock, read};
+use crate::block::{BlockMeta, BlockWriter, new_ulid};
+use crate::chunkenc::{XorChunk, XorIter};
+use crate::error::TsdbError;
+
+/// The start of the block range holding `t`.
+pub fn range_start(t: i64, range_ms: i64) -> i64 {
+    t.div_euclid(range_ms).saturating_mul(range_ms)
+}
+
+/// What [`Head::compact`] did.
+#[derive(Debug, Clone, Default)]
+pub struct CompactStats {
+    /// Blocks written, oldest first.
+    pub blocks: Vec<BlockMeta>,
+    /// The head's truncation, if any range was compacted.
+    pub truncate: Option<TruncateStats>,
+}
+
+impl Head {
+    /// Compacts into blocks under `parent`, then truncates the head and checkpoints its WAL:
+    /// - `force == false`: every block range that is due ([`Head::compactable_range`]), oldest first;
+    /// - `force == true` (flush, idle head): everything the head holds, one block per block range, the last
+    ///   one ending just after the newest sample; later samples of that range are refused as out of bounds.
+    ///
+    /// Compactions of one head are serialized; appends go on while blocks are written (samples of a range
+    /// being compacted are refused from the moment it starts).
+    pub fn compact(
+        &self,
+        parent: &Path,
+        range_ms: i64,
+        tenant: Option<&str>,
+        force: bool,
+    ) -> Result<CompactStats, TsdbError> {
+        let _one_at_a_time = lock(&self.compacting);
+        if lock(&self.appender).wal.is_none() {
+            return Err(TsdbError::Closed);
+        }
+        let mut out = CompactStats::default();
+        let mut truncate_at = None;
+        loop {
+            let range = if force {
+                self.next_forced_range(range_ms)
+            } else {
+                self.compactable_range(range_ms)
+            };
+            let Some((mint, maxt)) = range else { break };
+            self.raise_min_valid_time(maxt);
+            if let Some(meta) = self.write_block(parent, mint, maxt, tenant)? {
+                out.blocks.push(meta);
+                crate::file::failpoint("compact-after-block");
+            }
+            truncate_at = Some(maxt);
+        }
+        if let Some(t) = truncate_at {
+            out.truncate = Some(self.truncate(t)?);
+        }
+        Ok(out)
+    }
+
+    /// The next range a forced compaction writes: from the oldest sample not yet compacted to the end of its
+    /// block range, or just past the newest sample if that comes first.
+    fn next_forced_range(&self, range_ms: i64) -> Option<(i64, i64)> {
+        let stats = self.stats();
+        let (lo, hi) = (stats.min_time?, stats.max_time?);
+        let lo = lo.max(self.min_valid_time());
+        if lo > hi {
+            return None;
+        }
+        let end = range_start(lo, range_ms).saturating_add(range_ms);
+        Some((lo, end.min(hi.saturating_add(1))))
+    }
+
+    /// Samples before this time are refused by appends (a block holds that range).
+    pub fn min_valid_time(&self) -> i64 {
+        self.min_valid_time.load(Ordering::Relaxed)
+    }
+
+    /// Raises the minimum valid time to `t` (never lowers it). Takes the appender lock, so once this returns
+    /// no append can add a sample before `t`.
+    pub fn raise_min_valid_time(&self, t: i64) {
+        let _app = lock(&self.appender);
+        self.min_valid_time.fetch_max(t, Ordering::Relaxed);
+    }
+
+    /// The oldest block range `[start, start + range_ms)` that is due for compaction: the head spans more than
+    /// 1.5 block ranges (Prometheus' `compactable`), so that range lies wholly before the last half range in
+    /// which appends still arrive. `None` when the head is not that long yet.
+    pub fn compactable_range(&self, range_ms: i64) -> Option<(i64, i64)> {
+        let stats = self.stats();
+        let (lo, hi) = (stats.min_time?, stats.max_time?);
+        let lo = lo.max(self.min_valid_time());
+        if hi.saturating_sub(lo) <= range_ms.saturating_mul(3) / 2 {
+            return None;
+        }
+        let start = range_start(lo, range_ms);
+        Some((start, start.saturating_add(range_ms)))
+    }
+
+    /// Writes the head's samples in `[mint, maxt)` as a level-1 block under `parent` (a `<ULID>` directory,
+    /// created atomically through a temporary directory), with `tenant` as its `__org_id__` external label.
+    /// Returns `None` (and writes nothing) when the range holds no sample.
+    ///
+    /// Runs beside appends: it takes the index lock shared (only new series wait while series are sorted), then
+    /// each series' lock just long enough to copy its chunk list. The caller should have raised the minimum
+    /// valid time to `maxt` first so that the range is complete.
+    pub fn write_block(
+        &self,
+        parent: &Path,
+        mint: i64,
+        maxt: i64,
+        tenant: Option<&str>,
+    ) -> Result<Option<BlockMeta>, TsdbError> {
+        let started = std::time::Instant::now();
+        let mut series = self.series_sorted_by_labels();
+        // Drop series without samples in range before creating anything on disk.
+        series.retain(|s| lock(&s.state).overlaps(mint, maxt.saturating_sub(1)));
+        if series.is_empty() {
+            return Ok(None);
+        }
+        let meta = BlockMeta::new(new_ulid(), mint, maxt, tenant);
+        let mut writer = BlockWriter::new(parent, meta)?;
+        for s in &series {
+            let chunks = lock(&s.state).chunks(mint, maxt.saturating_sub(1), &self.chunks);
+            let chunks = clip_chunks(chunks, mint, maxt);
+            if chunks.is_empty() {
+                continue;
+            }
+            let labels = read(&self.index).labels_of(s);
+            writer.add_series(&labels, &chunks)?;
+        }
+        let meta = writer.finish()?;
+        tracing::info!(
+            dir = %self.dir.display(),
+            block = %meta.ulid,
+            mint,
+            maxt,
+            series = meta.stats.num_series,
+            samples = meta.stats.num_samples,
+            chunks = meta.stats.num_chunks,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "wrote block from head"
+        );
+        Ok(Some(meta))
+    }
+
+    /// Every series, sorted by labels (the order a block's index needs), compared through the symbol table so
+    /// that no label set is copied.
+    fn series_sorted_by_labels(&self) -> Vec<Arc<MemSeries>> {
+        let index = read(&self.index);
+        let mut all: Vec<Arc<MemSeries>> = index.all_series().cloned().collect();
+        let sym = |id: u32| index.symbols.resolve(id);
+        all.sort_unstable_by(|a, b| {
+            for (&(an, av), &(bn, bv)) in a.labels.iter().zip(b.labels.iter()) {
+                let ord = sym(an).cmp(sym(bn)).then_with(|| sym(av).cmp(sym(bv)));
+                if ord != CmpOrdering::Equal {
+                    return ord;
+                }
+            }
+            a.labels.len().cmp(&b.labels.len())
+        });
+        all
+    }
+}
+
+/// Chunks as a block of `[mint, maxt)` stores them: a chunk wholly inside is kept byte for byte (the usual case,
+/// since head chunks never cross a block-range boundary), one that sticks out is re-encoded with only the
+/// samples inside.
+fn clip_chunks(chunks: Vec<ChunkData>, mint: i64, maxt: i64) -> Vec<ChunkData> {
+    chunks
+        .into_iter()
+        .filter_map(|c| {
+            if c.min_time >= mint && c.max_time < maxt {
+                return Some(c);
+            }
+            let mut clipped = XorChunk::default();
+            for s in XorIter::new(&c.data).filter(|s| s.t >= mint && s.t < maxt) {
+                clipped.append(s.t, s.v).ok()?;
+            }
+            Some(ChunkData {
+                min_time: clipped.min_time()?,
+                max_time: clipped.max_time()?,
+                data: Bytes::from(clipped.into_bytes()),
+            })
+        })
+        .collect()
+}
