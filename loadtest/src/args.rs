@@ -313,12 +313,15 @@ pub struct RunArgs {
 pub struct CompareArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    /// First target (ratios are a / b).
+    /// First target (ratios are a / b and a / c).
     #[arg(long, value_enum)]
     pub a: TargetKind,
     /// Second target.
     #[arg(long, value_enum)]
     pub b: TargetKind,
+    /// Optional third target, run side by side with the other two.
+    #[arg(long, value_enum)]
+    pub c: Option<TargetKind>,
     /// Runs of each target.
     #[arg(long, default_value_t = 2)]
     pub repeat: u32,
@@ -328,6 +331,9 @@ pub struct CompareArgs {
     /// Binary of target b.
     #[arg(long)]
     pub b_bin: Option<PathBuf>,
+    /// Binary of target c.
+    #[arg(long)]
+    pub c_bin: Option<PathBuf>,
 }
 
 #[cfg(test)]

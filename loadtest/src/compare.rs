@@ -22,14 +22,14 @@ pub struct RunSummary {
     pub p99_ms: f64,
 }
 
-/// One compared figure: medians of both targets and their ratio a / b.
+/// One compared figure: the median of each target (in target order) and the ratios of the first target's
+/// median to each other target's (`ratios[k]` is `targets[0] / targets[k + 1]`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Figure {
     pub name: String,
     pub unit: String,
-    pub a: Option<f64>,
-    pub b: Option<f64>,
-    pub ratio: Option<f64>,
+    pub medians: Vec<Option<f64>>,
+    pub ratios: Vec<Option<f64>>,
     #[serde(skip)]
     pub of_run: fn(&RunSummary) -> Option<f64>,
 }
@@ -38,8 +38,8 @@ pub struct Figure {
 #[derive(Debug, Clone, Serialize)]
 pub struct CompareResult {
     pub scenario: String,
-    pub a: String,
-    pub b: String,
+    /// Target names; ratios are the first over each other.
+    pub targets: Vec<String>,
     pub repeat: u32,
     /// True when every run verified.
     pub verified: bool,
@@ -92,18 +92,20 @@ pub fn write_run(dir: &Path, result: &RunResult) -> Result<(), LoadtestError> {
     Ok(())
 }
 
-/// Runs the comparison: `repeat` rounds of both targets, the order alternating every round; writes each run to
-/// `out/<target>-<k>/` and the comparison to `out/compare.json` and `out/compare.html`.
+/// Runs the comparison: `repeat` rounds of every target, the order reversed every other round (a b c, c b a,
+/// ...); writes each run to `out/<target>-<k>/` and the comparison to `out/compare.json` and `out/compare.html`.
 pub async fn run_compare(
     scenario: &Scenario,
-    a: &StartedRun,
-    b: &StartedRun,
+    targets: &[StartedRun],
     repeat: u32,
     out: &Path,
 ) -> Result<CompareResult, LoadtestError> {
     let mut runs = Vec::new();
     for k in 0..repeat {
-        let order = if k % 2 == 0 { [a, b] } else { [b, a] };
+        let mut order: Vec<&StartedRun> = targets.iter().collect();
+        if k % 2 == 1 {
+            order.reverse();
+        }
         for spec in order {
             let dir = format!("{}-{k}", spec.kind.name());
             eprintln!("compare: run {dir}");
@@ -128,7 +130,8 @@ pub async fn run_compare(
             });
         }
     }
-    let result = summarize(scenario, a.kind.name(), b.kind.name(), repeat, runs);
+    let names: Vec<&str> = targets.iter().map(|t| t.kind.name()).collect();
+    let result = summarize(scenario, &names, repeat, runs);
     let io = |p: PathBuf, e: std::io::Error| LoadtestError::Output(format!("writing {}: {e}", p.display()));
     let json = serde_json::to_string_pretty(&result).map_err(|e| LoadtestError::Output(e.to_string()))?;
     std::fs::write(out.join("compare.json"), json).map_err(|e| io(out.join("compare.json"), e))?;
@@ -152,8 +155,8 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
-/// Medians per target and ratios a / b.
-pub fn summarize(scenario: &Scenario, a: &str, b: &str, repeat: u32, runs: Vec<RunSummary>) -> CompareResult {
+/// Medians per target and ratios of the first target to each other.
+pub fn summarize(scenario: &Scenario, targets: &[&str], repeat: u32, runs: Vec<RunSummary>) -> CompareResult {
     type Getter = fn(&RunSummary) -> Option<f64>;
     let specs: [(&str, &str, Getter); 4] = [
         ("samples/s", "samples/s", |r| Some(r.samples_per_second)),
@@ -167,21 +170,23 @@ pub fn summarize(scenario: &Scenario, a: &str, b: &str, repeat: u32, runs: Vec<R
         .iter()
         .map(|(name, unit, get)| {
             let of = |t: &str| median(runs.iter().filter(|r| r.target == t).filter_map(get).collect());
-            let (va, vb) = (of(a), of(b));
+            let medians: Vec<Option<f64>> = targets.iter().map(|t| of(t)).collect();
+            let ratios = medians[1..]
+                .iter()
+                .map(|m| medians[0].zip(*m).filter(|(_, b)| *b != 0.0).map(|(a, b)| a / b))
+                .collect();
             Figure {
                 name: (*name).to_owned(),
                 unit: (*unit).to_owned(),
-                a: va,
-                b: vb,
-                ratio: va.zip(vb).filter(|(_, b)| *b != 0.0).map(|(a, b)| a / b),
+                medians,
+                ratios,
                 of_run: *get,
             }
         })
         .collect();
     CompareResult {
         scenario: scenario.name.clone(),
-        a: a.to_owned(),
-        b: b.to_owned(),
+        targets: targets.iter().map(|t| (*t).to_owned()).collect(),
         repeat,
         verified: runs.iter().all(|r| r.verified),
         figures,
@@ -191,22 +196,25 @@ pub fn summarize(scenario: &Scenario, a: &str, b: &str, repeat: u32, runs: Vec<R
 
 /// The comparison as a plain-text table (stdout).
 pub fn text_table(c: &CompareResult) -> String {
-    let mut s = format!(
-        "{:<34} {:>14} {:>14} {:>10}\n",
-        "figure (median)",
-        c.a,
-        c.b,
-        format!("{}/{}", initial(&c.a), initial(&c.b))
-    );
+    let first = &c.targets[0];
+    let mut s = format!("{:<40}", "figure (median)");
+    for t in &c.targets {
+        s.push_str(&format!(" {t:>16}"));
+    }
+    for t in &c.targets[1..] {
+        s.push_str(&format!(" {:>10}", format!("{}/{}", initial(first), initial(t))));
+    }
+    s.push('\n');
     let f = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{v:.3}"));
     for fig in &c.figures {
-        s.push_str(&format!(
-            "{:<34} {:>14} {:>14} {:>10}\n",
-            format!("{} ({})", fig.name, fig.unit),
-            f(fig.a),
-            f(fig.b),
-            f(fig.ratio)
-        ));
+        s.push_str(&format!("{:<40}", format!("{} ({})", fig.name, fig.unit)));
+        for m in &fig.medians {
+            s.push_str(&format!(" {:>16}", f(*m)));
+        }
+        for r in &fig.ratios {
+            s.push_str(&format!(" {:>10}", f(*r)));
+        }
+        s.push('\n');
     }
     s
 }
@@ -242,13 +250,16 @@ mod tests {
             run("prometheus", 50.0, Some(4.0)),
             run("heddle", 300.0, Some(3.0)),
             run("prometheus", 150.0, None),
+            run("victoria-metrics", 400.0, Some(0.5)),
         ];
-        let c = summarize(&s, "heddle", "prometheus", 2, runs);
+        let c = summarize(&s, &["heddle", "prometheus", "victoria-metrics"], 2, runs);
         let by = |n: &str| c.figures.iter().find(|f| f.name == n).expect(n).clone();
-        assert_eq!(by("samples/s").ratio, Some(2.0));
-        assert_eq!(by("CPU seconds per million samples").ratio, Some(0.5));
-        assert_eq!(by("RSS per active series").ratio, Some(1.0));
+        assert_eq!(by("samples/s").ratios, vec![Some(2.0), Some(0.5)]);
+        assert_eq!(by("samples/s").medians, vec![Some(200.0), Some(100.0), Some(400.0)]);
+        assert_eq!(by("CPU seconds per million samples").ratios, vec![Some(0.5), Some(4.0)]);
+        assert_eq!(by("RSS per active series").ratios, vec![Some(1.0), Some(1.0)]);
         assert!(c.verified);
-        assert!(text_table(&c).contains("h/p"));
+        let table = text_table(&c);
+        assert!(table.contains("h/p") && table.contains("h/vm"), "{table}");
     }
 }

@@ -115,9 +115,12 @@ async fn compare_cmd(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             .scenario
             .run_options(&scenario, String::new(), ReadBackend::VmExport { base: String::new() }),
     };
-    let (a, b) = (spec(args.a, args.a_bin.clone()), spec(args.b, args.b_bin.clone()));
+    let mut targets = vec![spec(args.a, args.a_bin.clone()), spec(args.b, args.b_bin.clone())];
+    if let Some(c) = args.c {
+        targets.push(spec(c, args.c_bin.clone()));
+    }
     std::fs::create_dir_all(&args.scenario.out)?;
-    let result = run_compare(&scenario, &a, &b, args.repeat, &args.scenario.out).await?;
+    let result = run_compare(&scenario, &targets, args.repeat, &args.scenario.out).await?;
     print!("{}", text_table(&result));
     eprintln!(
         "wrote {}/compare.json and compare.html (all runs verified: {})",

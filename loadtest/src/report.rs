@@ -135,38 +135,41 @@ pub fn run_html(r: &RunResult) -> String {
 /// The report of a comparison.
 pub fn compare_html(c: &CompareResult) -> String {
     let mut s = String::new();
+    let names = c.targets.join(" vs ");
+    let first = &c.targets[0];
     let _ = write!(
         s,
-        "<!DOCTYPE html><html><head><meta charset=utf-8><title>loadtest compare {} vs {}</title><style>{STYLE}</style>\
-         </head><body><h1>{} vs {}: scenario <code>{}</code></h1><p>{} runs each, alternating; medians. Ratios are \
-         {} / {} (below 1 means {} uses less / is faster for CPU, RSS and p99; more for samples/s).</p>",
-        c.a,
-        c.b,
-        c.a,
-        c.b,
+        "<!DOCTYPE html><html><head><meta charset=utf-8><title>loadtest compare {names}</title><style>{STYLE}</style>\
+         </head><body><h1>{names}: scenario <code>{}</code></h1><p>{} runs of each target, the order reversed every \
+         other round; medians. A ratio is {first}'s median over the other target's: below 1 means {first} uses less \
+         CPU / memory or has the lower p99; above 1 means more samples/s.</p>",
         escape(&c.scenario),
-        c.repeat,
-        c.a,
-        c.b,
-        c.a
+        c.repeat
     );
     s.push_str("<table><tr><th>figure</th>");
-    let _ = write!(s, "<th>{}</th><th>{}</th><th>ratio {}/{}</th></tr>", c.a, c.b, c.a, c.b);
-    for f in &c.figures {
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&f.name),
-            opt(f.a, 3),
-            opt(f.b, 3),
-            opt(f.ratio, 3)
-        );
+    for t in &c.targets {
+        let _ = write!(s, "<th>{t}</th>");
     }
-    s.push_str("</table><h2>Runs</h2><table><tr><th>run</th><th>verified</th><th>samples/s</th><th>CPU s / M samples</th><th>RSS B / series</th><th>p99 ms</th><th>report</th></tr>");
+    for t in &c.targets[1..] {
+        let _ = write!(s, "<th>{first} / {t}</th>");
+    }
+    s.push_str("</tr>");
+    for f in &c.figures {
+        let _ = write!(s, "<tr><td>{} ({})</td>", escape(&f.name), escape(&f.unit));
+        for v in f.medians.iter().chain(&f.ratios) {
+            let _ = write!(s, "<td>{}</td>", opt(*v, 3));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str(
+        "</table><h2>Runs</h2><table><tr><th>run</th><th>verified</th><th>samples/s</th><th>CPU s / M samples</th>\
+         <th>RSS B / series</th><th>p99 ms</th><th>report</th></tr>",
+    );
     for r in &c.runs {
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{:.1}</td><td><a href=\"{}/report.html\">{}</a></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{:.1}</td>\
+             <td><a href=\"{}/report.html\">{}</a></td></tr>",
             escape(&r.dir),
             r.verified,
             r.samples_per_second,

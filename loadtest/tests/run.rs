@@ -238,7 +238,7 @@ async fn compare_prometheus_and_victoria_metrics_when_installed() {
         serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).expect("compare.json")).expect("json");
     assert_eq!(c["verified"], true, "{c}");
     assert_eq!(c["runs"].as_array().map(Vec::len), Some(2));
-    let ratio = c["figures"][0]["ratio"].as_f64().expect("samples/s ratio");
+    let ratio = c["figures"][0]["ratios"][0].as_f64().expect("samples/s ratio");
     assert!(ratio > 0.0);
     for run in ["prometheus-0", "victoria-metrics-0"] {
         assert_eq!(result_json(&out.join(run))["verified"], true, "{run}");
