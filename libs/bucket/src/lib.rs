@@ -1,2 +1,24 @@
-//! Object storage for blocks (`blocks_storage.backend`): `filesystem` or any S3-compatible endpoint, through
-//! `object_store`. Layout, as in Mimir and Cortex: `<tenant>/<ULID>/{meta.json,index,chunks/000001,tombstones}`.
+//! Object storage for blocks (`blocks_storage.backend`): a local directory (`filesystem`, the default) or any
+//! S3-compatible endpoint (`s3`), through `object_store`. Layout, as in Mimir and Cortex:
+//! `<tenant>/<ULID>/{meta.json, index, chunks/000001, tombstones}`, with `meta.json` written last so a block is
+//! visible only when complete.
+//!
+//! Owns: the bucket config and flags ([`BucketConfig`], [`BUCKET_FLAGS`]), block upload, listing and download,
+//! ranged reads of bucket blocks for the block reader ([`Bucket::block_files`]), and the [`Shipper`] that uploads
+//! a tenant's local blocks once each and deletes them only after a confirmed upload. It does not write, read or
+//! compact blocks (`heddle-tsdb` does) and does not decide when to ship (the ingester does).
+
+mod bucket;
+mod config;
+mod error;
+mod metrics;
+mod retry;
+mod shipper;
+#[cfg(test)]
+mod testing;
+
+pub use bucket::Bucket;
+pub use config::{BUCKET_FLAGS, Backend, BucketConfig, FilesystemConfig, S3Config};
+pub use error::BucketError;
+pub use retry::{BucketOptions, RetryOptions};
+pub use shipper::{SHIPPER_FILENAME, ShipReport, Shipper};
