@@ -15,6 +15,8 @@ mod tombstones;
 mod writer;
 
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod tests;
 
 pub use files::{BlockFiles, LocalBlockFiles};

@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use heddle_model::{Labels, MatchType, Matcher};
@@ -261,7 +260,7 @@ fn incomplete_blocks_are_removed_and_not_listed() {
 }
 
 /// A block with `n` series of two chunks, and the bytes of its files.
-fn small_block(n: usize) -> (tempfile::TempDir, BlockMeta, BTreeMap<Labels, Vec<ChunkData>>) {
+pub(super) fn small_block(n: usize) -> (tempfile::TempDir, BlockMeta, BTreeMap<Labels, Vec<ChunkData>>) {
     let dir = tempfile::tempdir().unwrap();
     let mut series = BTreeMap::new();
     for i in 0..n {
@@ -282,7 +281,7 @@ fn flip(path: &Path, at: usize) {
     std::fs::write(path, b).unwrap();
 }
 
-fn corruption(e: TsdbError) -> String {
+pub(super) fn corruption(e: TsdbError) -> String {
     match e {
         TsdbError::Corruption { what, reason } => format!("{what}: {reason}"),
         other => panic!("expected a corruption error, got {other}"),
@@ -340,7 +339,7 @@ fn copy_block(src: &Path, dst: &Path) {
     }
 }
 
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(super) fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
@@ -355,7 +354,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 /// Block files held in memory, for feeding a reader arbitrary bytes.
 #[derive(Debug)]
-struct MemFiles(HashMap<String, Bytes>);
+pub(super) struct MemFiles(pub(super) HashMap<String, Bytes>);
 
 impl BlockFiles for MemFiles {
     fn size(&self, name: &str) -> Result<u64, TsdbError> {
@@ -383,7 +382,7 @@ impl BlockFiles for MemFiles {
     }
 }
 
-fn mem_files(block: &Path) -> HashMap<String, Bytes> {
+pub(super) fn mem_files(block: &Path) -> HashMap<String, Bytes> {
     walk(block)
         .into_iter()
         .map(|p| {
@@ -400,7 +399,7 @@ fn label_set() -> impl Strategy<Value = Labels> {
         .prop_map(|m| Labels::from_sorted(m.iter().map(|(n, v)| (*n, *v))).unwrap())
 }
 
-fn matcher() -> impl Strategy<Value = Matcher> {
+pub(super) fn matcher() -> impl Strategy<Value = Matcher> {
     let kinds = prop::sample::select(vec![
         MatchType::Equal,
         MatchType::NotEqual,
@@ -431,49 +430,5 @@ proptest! {
         let meta = write_block(dir.path(), &series, Some(4096));
         let r = BlockReader::open_dir(&dir.path().join(&meta.ulid)).unwrap();
         check_queries(&r, &series, &ms, mint, mint + span);
-    }
-}
-
-proptest! {
-
-    #[test]
-    fn hostile_index_bytes_never_panic(
-        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
-        cut in prop::option::of(any::<prop::sample::Index>()),
-        ms in prop::collection::vec(matcher(), 0..2),
-    ) {
-        let (dir, meta, _) = small_block(40);
-        let mut files = mem_files(&dir.path().join(&meta.ulid));
-        for name in ["index", "chunks/000001"] {
-            let mut b = files[name].to_vec();
-            for (at, v) in &edits {
-                let i = at.index(b.len());
-                b[i] = *v;
-            }
-            if let Some(c) = &cut && name == "index" {
-                b.truncate(c.index(b.len()));
-            }
-            files.insert(name.to_owned(), Bytes::from(b));
-        }
-        if let Ok(r) = BlockReader::open(Arc::new(MemFiles(files)), meta) {
-            let _ = r.select(i64::MIN, i64::MAX, &ms);
-            let _ = r.label_values("i", &ms);
-            let _ = r.label_names(&[]);
-        }
-    }
-
-    #[test]
-    fn hostile_section_bodies_never_panic(body in prop::collection::vec(any::<u8>(), 0..200)) {
-        let (dir, meta, _) = small_block(3);
-        let files = LocalBlockFiles::new(dir.path().join(&meta.ulid));
-        let header = index::IndexHeader::open(&files, "test").unwrap();
-        let _ = header.decode_series(&body);
-        let _ = index::decode_postings(&body);
-        let _ = index::series_frame_total(&body);
-        let _ = chunks::decode_frame(&body);
-        let _ = chunks::frame_total(&body);
-        let _ = index::decode_symbols(&body);
-        let mut d = encoding::Dec::new(&body);
-        let _ = index::decode_chunk_metas(&mut d);
     }
 }
