@@ -20,6 +20,7 @@ pub struct RunSummary {
     pub cpu_seconds_per_million_samples: Option<f64>,
     pub rss_bytes_per_series: Option<f64>,
     pub p99_ms: f64,
+    pub restart_seconds: Option<f64>,
 }
 
 /// One compared figure: the median of each target (in target order) and the ratios of the first target's
@@ -59,7 +60,7 @@ pub struct StartedRun {
 /// Starts the target, runs the scenario, stops the target, writes `dir/result.json` and `dir/report.html`.
 pub async fn run_started(scenario: &Scenario, spec: &StartedRun, dir: &Path) -> Result<RunResult, LoadtestError> {
     let (kind, start) = (spec.kind, spec.start.clone());
-    let target = tokio::task::block_in_place(|| StartedTarget::start(kind, &start))?;
+    let mut target = tokio::task::block_in_place(|| StartedTarget::start(kind, &start))?;
     let mut opts = spec.run.clone();
     opts.write_url = target.write_url.clone();
     opts.read = target.read.clone();
@@ -71,7 +72,13 @@ pub async fn run_started(scenario: &Scenario, spec: &StartedRun, dir: &Path) -> 
         opts.target_pid.unwrap_or(0),
         target.dir().display()
     );
-    let result = run_scenario(scenario, &opts).await;
+    let mut result = run_scenario(scenario, &opts).await;
+    if let Ok(r) = result.as_mut() {
+        match tokio::task::block_in_place(|| target.restart()) {
+            Ok(took) => r.restart_seconds = Some(took.as_secs_f64()),
+            Err(e) => eprintln!("{}: restart failed: {e}", kind.name()),
+        }
+    }
     if let Err(e) = tokio::task::block_in_place(|| target.stop()) {
         eprintln!("{}: stopping: {e}", kind.name());
     }
@@ -127,6 +134,7 @@ pub async fn run_compare(
                 cpu_seconds_per_million_samples: r.cpu_seconds_per_million_samples,
                 rss_bytes_per_series: r.rss_bytes_per_series,
                 p99_ms: r.latency_ms.p99,
+                restart_seconds: r.restart_seconds,
             });
         }
     }
@@ -158,13 +166,14 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// Medians per target and ratios of the first target to each other.
 pub fn summarize(scenario: &Scenario, targets: &[&str], repeat: u32, runs: Vec<RunSummary>) -> CompareResult {
     type Getter = fn(&RunSummary) -> Option<f64>;
-    let specs: [(&str, &str, Getter); 4] = [
+    let specs: [(&str, &str, Getter); 5] = [
         ("samples/s", "samples/s", |r| Some(r.samples_per_second)),
         ("CPU seconds per million samples", "s", |r| {
             r.cpu_seconds_per_million_samples
         }),
         ("RSS per active series", "bytes", |r| r.rss_bytes_per_series),
         ("p99 push latency", "ms", |r| Some(r.p99_ms)),
+        ("restart time", "s", |r| r.restart_seconds),
     ];
     let figures = specs
         .iter()
@@ -236,6 +245,7 @@ mod tests {
             cpu_seconds_per_million_samples: cpu,
             rss_bytes_per_series: Some(100.0),
             p99_ms: 10.0,
+            restart_seconds: None,
         }
     }
 

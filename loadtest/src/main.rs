@@ -49,7 +49,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn summary_line(r: &RunResult) -> String {
     format!(
         "{} on {}: verified={} checks_passed={} samples_acknowledged={} samples/s={:.0} p99={:.1}ms \
-         cpu_s_per_M_samples={} rss_B_per_series={}",
+         cpu_s_per_M_samples={} rss_B_per_series={} restart_s={}",
         r.scenario.name,
         r.target,
         r.verified,
@@ -60,6 +60,7 @@ fn summary_line(r: &RunResult) -> String {
         r.cpu_seconds_per_million_samples
             .map_or("n/a".into(), |v| format!("{v:.3}")),
         r.rss_bytes_per_series.map_or("n/a".into(), |v| format!("{v:.0}")),
+        r.restart_seconds.map_or("n/a".into(), |v| format!("{v:.2}")),
     )
 }
 

@@ -73,6 +73,7 @@ pub fn run_html(r: &RunResult) -> String {
             ),
         ),
         ("RSS bytes per active series", opt(r.rss_bytes_per_series, 0)),
+        ("restart time on the same data (s)", opt(r.restart_seconds, 2)),
         (
             "verified samples found / expected",
             v.map_or("not verified".to_owned(), |v| {
@@ -163,12 +164,12 @@ pub fn compare_html(c: &CompareResult) -> String {
     }
     s.push_str(
         "</table><h2>Runs</h2><table><tr><th>run</th><th>verified</th><th>samples/s</th><th>CPU s / M samples</th>\
-         <th>RSS B / series</th><th>p99 ms</th><th>report</th></tr>",
+         <th>RSS B / series</th><th>p99 ms</th><th>restart s</th><th>report</th></tr>",
     );
     for r in &c.runs {
         let _ = write!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{:.1}</td>\
+            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td>\
              <td><a href=\"{}/report.html\">{}</a></td></tr>",
             escape(&r.dir),
             r.verified,
@@ -176,6 +177,7 @@ pub fn compare_html(c: &CompareResult) -> String {
             opt(r.cpu_seconds_per_million_samples, 3),
             opt(r.rss_bytes_per_series, 0),
             r.p99_ms,
+            opt(r.restart_seconds, 2),
             escape(&r.dir),
             escape(&r.dir)
         );

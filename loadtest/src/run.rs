@@ -105,6 +105,9 @@ pub struct RunResult {
     pub rss_bytes_per_series: Option<f64>,
     pub verify: Option<VerifyReport>,
     pub verify_duration_s: f64,
+    /// For a target the driver started: time from a graceful stop and start on the same data until it was
+    /// ready again (measured after verification).
+    pub restart_seconds: Option<f64>,
     pub timeline: Vec<TimelinePoint>,
 }
 
@@ -278,6 +281,7 @@ pub async fn run_scenario(scenario: &Scenario, opts: &RunOptions) -> Result<RunR
             .map(|(b, a)| (a.rss_bytes as f64 - b.rss_bytes as f64) / active as f64),
         verify,
         verify_duration_s: verify_started.elapsed().as_secs_f64(),
+        restart_seconds: None,
         timeline,
     };
     result.failed_checks = failed_checks(&result);

@@ -12,6 +12,9 @@ use std::process::Command;
 use std::time::Duration;
 use tempfile::TempDir;
 
+/// Upper bound on a start or restart.
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// A kind of target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -54,10 +57,14 @@ pub struct StartedTarget {
     pub read: ReadBackend,
     process: ManagedProcess,
     dir: TempDir,
+    binary: PathBuf,
+    args: Vec<String>,
+    addr: SocketAddr,
+    ready: &'static str,
 }
 
 impl StartedTarget {
-    /// Starts `kind` and waits (at most 60 s) until it is ready.
+    /// Starts `kind` and waits (at most 5 minutes) until it is ready.
     pub fn start(kind: TargetKind, opts: &StartOptions) -> Result<Self, LoadtestError> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("loadtest-{}-", kind.name()))
@@ -131,14 +138,30 @@ impl StartedTarget {
         let mut cmd = Command::new(&binary);
         cmd.args(&args);
         let mut process = ManagedProcess::spawn(kind.name(), cmd, dir.path())?;
-        process.wait_http_ok(addr, ready, Duration::from_secs(60))?;
+        process.wait_http_ok(addr, ready, READY_TIMEOUT)?;
         Ok(Self {
             kind,
             write_url,
             read,
             process,
             dir,
+            binary,
+            args,
+            addr,
+            ready,
         })
+    }
+
+    /// Stops the target gracefully and starts it again on the same data; returns the time from the new
+    /// process' start until it answers its readiness probe (WAL replay and the like).
+    pub fn restart(&mut self) -> Result<Duration, LoadtestError> {
+        self.process.sigterm_and_wait(Duration::from_secs(60))?;
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(&self.args);
+        let started = std::time::Instant::now();
+        self.process = ManagedProcess::spawn(self.kind.name(), cmd, self.dir.path())?;
+        self.process.wait_http_ok(self.addr, self.ready, READY_TIMEOUT)?;
+        Ok(started.elapsed())
     }
 
     /// The target's process id.

@@ -205,6 +205,7 @@ async fn run_starts_heddle_itself() {
     assert_eq!(r["target"], "heddle");
     assert!(r["rss_bytes_idle"].as_u64().expect("heddle rss sampled") > 0);
     assert!(r["cpu_seconds"].as_f64().expect("heddle cpu sampled") > 0.0);
+    assert!(r["restart_seconds"].as_f64().expect("restart measured") > 0.0, "{r}");
     assert_report(&out);
 }
 
