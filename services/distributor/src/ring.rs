@@ -19,6 +19,9 @@ pub struct ReplicaSet {
     pub ingesters: Vec<(InstanceId, Arc<dyn IngesterClient>)>,
     /// Acknowledgements needed for the write of a series to succeed (quorum, usually RF/2+1).
     pub min_success: usize,
+    /// Why the ring could not form a full set (its error, e.g. too many unhealthy ingesters), quoted in the
+    /// 5xx message of a write that misses quorum for lack of replicas.
+    pub unavailable: Option<String>,
 }
 
 impl ReplicaSet {
@@ -52,6 +55,7 @@ impl IngesterRing for SingleIngesterRing {
         ReplicaSet {
             ingesters: vec![(self.id.clone(), Arc::clone(&self.client))],
             min_success: 1,
+            unavailable: None,
         }
     }
 }
@@ -100,6 +104,7 @@ impl IngesterRing for RingIngesters {
                 return ReplicaSet {
                     ingesters: Vec::new(),
                     min_success: 1,
+                    unavailable: Some(e.to_string()),
                 };
             }
         };
@@ -114,6 +119,7 @@ impl IngesterRing for RingIngesters {
         ReplicaSet {
             ingesters,
             min_success: set.min_success,
+            unavailable: None,
         }
     }
 }
@@ -214,6 +220,11 @@ mod tests {
         assert!(
             set.ingesters.is_empty() && set.min_success == 1,
             "an empty ring fails every series"
+        );
+        assert!(
+            set.unavailable.as_deref().is_some_and(|e| !e.is_empty()),
+            "and says why: {:?}",
+            set.unavailable
         );
     }
 

@@ -150,6 +150,7 @@ impl IngesterRing for StaticRing {
                 .map(|(id, c)| (id.clone(), Arc::clone(c) as Arc<dyn IngesterClient>))
                 .collect(),
             min_success: self.min_success,
+            unavailable: None,
         }
     }
 }

@@ -37,6 +37,7 @@ impl Distributor {
             mut rejections,
             series,
             batches,
+            ring_error,
         } = prepared;
         let timeout = self.cfg.remote_timeout;
 
@@ -145,7 +146,12 @@ impl Distributor {
                 details.push(format!("and {} more", failures.len() - MAX_FAILURE_DETAILS));
             }
             if let Some((need, have)) = short_of_replicas {
-                details.insert(0, format!("the ring has {have} healthy ingesters for a series that needs {need}"));
+                // The ring's own words (which instances are unhealthy) say more than the counts.
+                let detail = match &ring_error {
+                    Some(e) => format!("no replica set: {e}"),
+                    None => format!("the ring has {have} healthy ingesters for a series that needs {need}"),
+                };
+                details.insert(0, detail);
             }
             let unavailable = all_unavailable;
             let id = if unavailable { "err-heddle-ingesters-unavailable" } else { "err-heddle-ingester-failed" };

@@ -35,6 +35,8 @@ pub(crate) struct Prepared {
     pub(crate) series: Vec<Forwarded>,
     /// One request per ingester.
     pub(crate) batches: Vec<Batch>,
+    /// The first ring error met while forming replica sets (why some series have too few replicas).
+    pub(crate) ring_error: Option<String>,
 }
 
 /// What the quorum logic needs to know about one forwarded series.
@@ -204,6 +206,9 @@ impl Distributor {
             let kept = a.labels.iter().filter(|l| !l.value.is_empty());
             let token = series_token(tenant.as_str(), kept.map(|l| (l.name, l.value)));
             let set = self.ring.replica_set(token);
+            if prepared.ring_error.is_none() {
+                prepared.ring_error = set.unavailable;
+            }
             let series_idx = prepared.series.len();
             prepared.series.push(Forwarded {
                 samples: a.samples,

@@ -27,6 +27,7 @@ impl IngesterRing for ParityRing {
         ReplicaSet {
             ingesters: vec![(id.to_owned(), Arc::clone(c) as Arc<dyn IngesterClient>)],
             min_success: 1,
+            unavailable: None,
         }
     }
 }

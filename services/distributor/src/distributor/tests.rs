@@ -181,6 +181,7 @@ impl IngesterRing for ParityRing {
         ReplicaSet {
             ingesters: vec![(id.to_owned(), Arc::clone(c) as Arc<dyn IngesterClient>)],
             min_success: 1,
+            unavailable: None,
         }
     }
 }
@@ -451,4 +452,34 @@ fn header_checks() {
         let got = check_headers(&h, &cfg).err().map(|e| e.id());
         assert_eq!(got, *want, "case {name}");
     }
+}
+
+/// A ring that cannot form any replica set, as the gossip ring does with too many unhealthy ingesters.
+#[derive(Debug)]
+struct BrokenRing;
+
+impl IngesterRing for BrokenRing {
+    fn replica_set(&self, _token: u32) -> ReplicaSet {
+        ReplicaSet {
+            ingesters: Vec::new(),
+            min_success: 1,
+            unavailable: Some(
+                "err-heddle-ring-too-many-unhealthy: at least 2 live replicas required, could only find 1 \
+                 (unhealthy or unreachable: ing-1,ing-2)"
+                    .into(),
+            ),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rings_error_is_quoted_when_no_replica_set_can_be_formed() {
+    let (d, _registry) = distributor(Arc::new(BrokenRing));
+    let outcome = push(&d, vec![up("up")]).await.expect("push");
+    let body = outcome.body();
+    assert_eq!(outcome.status(), StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body.contains("no replica set: err-heddle-ring-too-many-unhealthy") && body.contains("ing-1,ing-2"),
+        "{body}"
+    );
 }
