@@ -316,4 +316,44 @@ mod tests {
             assert_eq!(spec.flag.replace('-', "_"), spec.key.replace('-', "_"), "{}", spec.flag);
         }
     }
+
+    #[test]
+    fn flags_fill_the_config() {
+        #[derive(Debug, Default, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        struct Root {
+            blocks_storage: BucketConfig,
+        }
+        let args = [
+            "heddle",
+            "--blocks-storage.backend=s3",
+            "--blocks-storage.s3.endpoint=127.0.0.1:9000",
+            "--blocks-storage.s3.bucket-name=blocks",
+            "--blocks-storage.s3.access-key-id=ak",
+            "--blocks-storage.s3.secret-access-key=sk",
+            "--blocks-storage.s3.insecure=true",
+            "--blocks-storage.s3.region=eu-west-1",
+            "--blocks-storage.filesystem.dir=/data/blocks",
+        ];
+        let (root, _) =
+            heddle_server::load::<Root>("heddle", "test", BUCKET_FLAGS, args.map(String::from)).expect("flags parse");
+        let want = BucketConfig {
+            backend: Backend::S3,
+            filesystem: FilesystemConfig {
+                dir: PathBuf::from("/data/blocks"),
+            },
+            s3: S3Config {
+                endpoint: "127.0.0.1:9000".into(),
+                bucket_name: "blocks".into(),
+                access_key_id: "ak".into(),
+                secret_access_key: "sk".into(),
+                insecure: true,
+                region: "eu-west-1".into(),
+            },
+        };
+        assert_eq!(root.blocks_storage, want);
+        let (root, _) =
+            heddle_server::load::<Root>("heddle", "test", BUCKET_FLAGS, ["heddle".to_owned()]).expect("defaults");
+        assert_eq!(root.blocks_storage, BucketConfig::default());
+    }
 }
