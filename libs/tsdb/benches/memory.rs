@@ -16,102 +16,11 @@
 
 use std::time::Instant;
 
-use heddle_model::{LabelRef, Sample};
-use heddle_tsdb::{AppendSeries, Head, HeadOptions};
+use heddle_tsdb::{Head, HeadOptions};
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
-fn dir_bytes(path: &std::path::Path) -> u64 {
-    std::fs::read_dir(path).map_or(0, |entries| {
-        entries
-            .filter_map(Result::ok)
-            .map(|e| {
-                let p = e.path();
-                if p.is_dir() {
-                    dir_bytes(&p)
-                } else {
-                    e.metadata().map_or(0, |m| m.len())
-                }
-            })
-            .sum()
-    })
-}
-
-/// The label values of series `i`: (name, job, namespace, pod, instance, container, zone, env).
-fn series_values(i: usize) -> [String; 8] {
-    [
-        format!("app_metric_{}_total", i % 200),
-        format!("job-{}", i % 50),
-        format!("namespace-{}", i % 20),
-        format!("pod-{}-{:x}", i / 200, (i / 200).wrapping_mul(2_654_435_761) % 0xfffff),
-        format!("10.{}.{}.{}:9100", (i >> 16) & 255, (i >> 8) & 255, i & 255),
-        format!("container-{}", i % 7),
-        format!("zone-{}", i % 3),
-        "production".to_owned(),
-    ]
-}
-
-const NAMES: [&str; 8] = [
-    "__name__",
-    "container",
-    "env",
-    "instance",
-    "job",
-    "namespace",
-    "pod",
-    "zone",
-];
-
-fn labels_of(v: &[String; 8]) -> [LabelRef<'_>; 8] {
-    // Sorted by name: __name__, container, env, instance, job, namespace, pod, zone.
-    let order = [0, 5, 7, 4, 1, 2, 3, 6];
-    std::array::from_fn(|k| LabelRef {
-        name: NAMES[k],
-        value: &v[order[k]],
-    })
-}
-
-fn value(i: usize, round: i64) -> f64 {
-    let x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (round as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    if i.is_multiple_of(3) {
-        // Gauge with two decimals.
-        ((x % 100_000) as f64) / 100.0
-    } else {
-        // Counter growing by a varying step.
-        (round as f64) * 10.0 + (x % 17) as f64
-    }
-}
-
-fn append_rounds(head: &Head, values: &[[String; 8]], rounds: std::ops::Range<i64>) -> u64 {
-    let mut samples = 0;
-    for round in rounds {
-        for (start, chunk) in values.chunks(5_000).enumerate().map(|(k, c)| (k * 5_000, c)) {
-            let labels: Vec<[LabelRef<'_>; 8]> = chunk.iter().map(labels_of).collect();
-            let s: Vec<[Sample; 1]> = (0..chunk.len())
-                .map(|j| [Sample::new(1_700_000_400_000 + round * 15_000, value(start + j, round))])
-                .collect();
-            let batch: Vec<AppendSeries<'_>> = labels
-                .iter()
-                .zip(&s)
-                .map(|(l, s)| AppendSeries { labels: l, samples: s })
-                .collect();
-            let out = head.append(&batch).expect("append");
-            samples += out.samples_appended;
-        }
-    }
-    samples
-}
+#[path = "support/workload.rs"]
+mod workload;
+use workload::{append_rounds, dir_bytes, env, rss_bytes, series_values};
 
 fn main() {
     let series = env("HEDDLE_BENCH_SERIES", 1_000_000);
