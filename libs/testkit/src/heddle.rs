@@ -200,6 +200,25 @@ impl HeddleProcess {
         self.spawn()
     }
 
+    /// The options the next [`Self::restart`] uses: a crash test arms a failpoint through `env` for one run and
+    /// clears it for the next.
+    pub fn options_mut(&mut self) -> &mut HeddleOptions {
+        &mut self.opts
+    }
+
+    /// Waits up to `timeout` for the process to exit on its own (a failpoint abort, a fatal error) and returns
+    /// whether it did.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if !self.is_running() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        !self.is_running()
+    }
+
     /// The last `lines` lines of heddle's stderr and stdout.
     pub fn log_tail(&self, lines: usize) -> String {
         self.process

@@ -97,17 +97,18 @@ impl AdminCore {
             });
             return Ok(FlushOutcome {
                 tenants: planned,
-                message: "flush started in the background (pass wait to block until it is done); \
-                          this build has no blocks yet, so a flush syncs each tenant's WAL and chunks_head"
+                message: "flush started in the background (pass wait to block until it is done): each tenant's \
+                          head is compacted into blocks and shipped to the bucket"
                     .into(),
             });
         }
         let report = ing.flush(&ids).await.map_err(|e| AdminError::Flush(e.to_string()))?;
         Ok(FlushOutcome {
             message: format!(
-                "synced the WAL and chunks_head of {} tenant(s); this build has no blocks yet, so nothing was \
-                 cut or shipped",
-                report.tenants.len()
+                "compacted the heads of {} tenant(s) into {} block(s); {} block(s) uploaded to the bucket",
+                report.tenants.len(),
+                report.blocks_written,
+                report.blocks_shipped
             ),
             tenants: report.tenants.iter().map(|t| t.to_string()).collect(),
         })

@@ -78,12 +78,66 @@ impl Default for ServerConfig {
     }
 }
 
-/// `blocks_storage:`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+/// `blocks_storage:`: the ingesters' TSDBs, the bucket blocks are shipped to, and how queriers read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BlocksStorageConfig {
     pub tsdb: TsdbConfig,
+    /// Object store kind: `filesystem` (the default: a local directory, for the single process) or `s3`.
+    pub backend: heddle_bucket::Backend,
+    pub filesystem: heddle_bucket::FilesystemConfig,
+    pub s3: heddle_bucket::S3Config,
+    pub bucket_store: BucketStoreConfig,
 }
+
+impl Default for BlocksStorageConfig {
+    fn default() -> Self {
+        let bucket = heddle_bucket::BucketConfig::default();
+        Self {
+            tsdb: TsdbConfig::default(),
+            backend: bucket.backend,
+            filesystem: bucket.filesystem,
+            s3: bucket.s3,
+            bucket_store: BucketStoreConfig::default(),
+        }
+    }
+}
+
+impl BlocksStorageConfig {
+    /// The bucket settings as `heddle-bucket` takes them.
+    pub fn bucket(&self) -> heddle_bucket::BucketConfig {
+        heddle_bucket::BucketConfig {
+            backend: self.backend,
+            filesystem: self.filesystem.clone(),
+            s3: self.s3.clone(),
+        }
+    }
+}
+
+/// `blocks_storage.bucket_store:`: how queriers read blocks from the bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BucketStoreConfig {
+    /// How often a querier lists a tenant's blocks again (Mimir's default is 15m; Heddle's 1m, so a block
+    /// shipped by a flush is queryable from the bucket within a minute).
+    #[serde(with = "heddle_server::serde_duration")]
+    pub sync_interval: std::time::Duration,
+}
+
+impl Default for BucketStoreConfig {
+    fn default() -> Self {
+        Self {
+            sync_interval: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
+const BUCKET_STORE_FLAGS: &[FlagSpec] = &[FlagSpec {
+    flag: "blocks-storage.bucket-store.sync-interval",
+    key: "blocks_storage.bucket_store.sync_interval",
+    kind: FlagKind::Value,
+    help: "How often queriers list a tenant's blocks in the bucket again",
+}];
 
 /// Flags of the keys this crate owns.
 const OWN_FLAGS: &[FlagSpec] = &[
@@ -171,6 +225,8 @@ pub fn flags() -> Vec<FlagSpec> {
         OWN_FLAGS,
         ADMIN_FLAGS,
         heddle_ingester::TSDB_FLAGS,
+        heddle_bucket::BUCKET_FLAGS,
+        BUCKET_STORE_FLAGS,
         heddle_ingester::INGESTER_FLAGS,
         heddle_ingester::INSTANCE_LIMITS_FLAGS,
         heddle_distributor::DISTRIBUTOR_FLAGS,
@@ -192,6 +248,7 @@ impl Config {
         self.runtime_config.validate().map_err(|e| e.to_string())?;
         self.ingester.instance_limits.validate()?;
         self.blocks_storage.tsdb.validate()?;
+        self.blocks_storage.bucket().validate()?;
         self.querier.validate()?;
         self.ingester.ring.validate()?;
         self.memberlist.validate()?;

@@ -144,12 +144,22 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             .context("loading --runtime-config.file")?;
         tokio::spawn(overrides.clone().run_reloader(cfg.runtime_config.clone(), stop.clone()));
     }
+    // Ingesters ship blocks to the bucket and queriers read them from it; distributors never touch it.
+    let bucket = match cfg.target {
+        Target::Distributor => None,
+        _ => Some(
+            heddle_bucket::Bucket::new(&cfg.blocks_storage.bucket(), &mut registry)
+                .context("opening the blocks bucket (blocks_storage.backend)")?,
+        ),
+    };
     let ingester = match cfg.target {
         Target::All | Target::Ingester => {
             readiness.not_ready("ingester", "replaying the WAL");
+            let shipping = !cfg.blocks_storage.tsdb.ship_interval.is_zero();
             Some(Ingester::new(
                 &cfg.ingester,
                 cfg.blocks_storage.tsdb.clone(),
+                bucket.clone().filter(|_| shipping),
                 &mut registry,
                 discarded.clone(),
             ))
@@ -214,7 +224,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
     if matches!(cfg.target, Target::All | Target::Querier) {
-        let querier = Querier::new(cfg.querier.clone(), source, &mut registry);
+        let mut querier = Querier::new(cfg.querier.clone(), source, &mut registry);
+        if let Some(bucket) = &bucket {
+            querier = querier.with_store(Arc::new(heddle_querier::BucketStore::new(
+                bucket.clone(),
+                cfg.blocks_storage.bucket_store.sync_interval,
+            )));
+        }
         api = api.merge(heddle_querier::router(Arc::new(querier)));
         if let (Some(c), None) = (&cluster, &ingester) {
             c.gate_readiness(&readiness, "ring", &stop);
@@ -268,6 +284,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
                 }
                 readiness.ready("ingester");
                 grpc.set_serving(true).await;
+                tokio::spawn(ing.clone().run_blocks_loop(stop.clone()));
                 tracing::info!("ready");
             }
             _ = stop.cancelled() => {}

@@ -32,6 +32,10 @@ pub struct TenantStats {
 pub struct FlushReport {
     /// The tenants whose head was flushed, sorted.
     pub tenants: Vec<TenantId>,
+    /// Blocks written from their heads.
+    pub blocks_written: u64,
+    /// Blocks uploaded to the bucket (0 when shipping is off).
+    pub blocks_shipped: u64,
 }
 
 impl Ingester {
@@ -68,9 +72,11 @@ impl Ingester {
         })
     }
 
-    /// Makes everything appended so far durable: fsyncs the WAL of each named tenant (every tenant when
-    /// `tenants` is empty) and writes buffered `chunks_head/` chunks. Tenants without a head are skipped (they
-    /// hold nothing to flush). Until the ingester cuts blocks this is all a flush can do.
+    /// Compacts the whole head of each named tenant (every tenant when `tenants` is empty) into blocks and
+    /// ships them to the bucket now (Mimir's `/ingester/flush`): used before scale-down and in tests. Samples
+    /// older than the newest flushed one are refused afterwards (that range is in a block). Tenants without a
+    /// head are skipped. Fails on the first tenant whose compaction or upload fails; blocks already written
+    /// stay, and the next flush or ship tick uploads them.
     pub async fn flush(&self, tenants: &[TenantId]) -> Result<FlushReport, IngesterError> {
         let selected: Vec<TenantId> = if tenants.is_empty() {
             self.tenants()
@@ -80,20 +86,32 @@ impl Ingester {
             t.dedup();
             t
         };
+        let mut report = FlushReport {
+            tenants: selected.clone(),
+            blocks_written: 0,
+            blocks_shipped: 0,
+        };
         for tenant in &selected {
-            let Some(head) = self.head(tenant) else {
-                continue;
-            };
-            tokio::task::spawn_blocking(move || head.sync())
-                .await
-                .map_err(|e| IngesterError::Task(e.to_string()))?
-                .map_err(|source| IngesterError::Tsdb {
-                    tenant: tenant.clone(),
-                    source,
-                })?;
+            let done = self.flush_tenant(tenant, true).await?;
+            report.blocks_written += done.blocks_written.len() as u64;
+            if let Some(shipped) = &done.shipped {
+                report.blocks_shipped += shipped.uploaded.len() as u64;
+                if let Some((ulid, error)) = shipped.failed.first() {
+                    return Err(IngesterError::ShipFailed {
+                        tenant: tenant.clone(),
+                        block: ulid.clone(),
+                        reason: error.clone(),
+                    });
+                }
+            }
         }
-        tracing::info!(tenants = selected.len(), "flushed tenant heads");
-        Ok(FlushReport { tenants: selected })
+        tracing::info!(
+            tenants = selected.len(),
+            blocks_written = report.blocks_written,
+            blocks_shipped = report.blocks_shipped,
+            "flushed tenant heads"
+        );
+        Ok(report)
     }
 }
 
@@ -156,7 +174,7 @@ mod tests {
             ..TsdbConfig::default()
         };
         let discarded = DiscardedSamples::register(&mut registry);
-        let ing = Ingester::new(&IngesterConfig::default(), tsdb, &mut registry, discarded);
+        let ing = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
         ing.open_existing().await.unwrap();
         ing
     }
@@ -205,7 +223,7 @@ mod tests {
                 ..TsdbConfig::default()
             };
             let discarded = DiscardedSamples::register(&mut registry);
-            let ing = Ingester::new(&IngesterConfig::default(), tsdb, &mut registry, discarded);
+            let ing = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
             ing.open_existing().await.unwrap();
             let tenant = TenantId::new("t").unwrap();
             for i in 0..series {

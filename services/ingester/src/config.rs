@@ -4,6 +4,7 @@ use crate::limits::InstanceLimitsConfig;
 use heddle_server::{FlagKind, FlagSpec};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// `ingester:` settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,6 +46,24 @@ pub struct TsdbConfig {
     /// start loads it instead of replaying the WAL. Mimir's default is false; Heddle's is true: restarts are
     /// several times faster and a bad snapshot only falls back to the WAL.
     pub memory_snapshot_on_shutdown: bool,
+    /// Length of a block, and the range no head chunk crosses (Mimir's `block_ranges_period`; one range:
+    /// ingesters only cut level-1 blocks, so a list, as Mimir's YAML writes it, may hold one element).
+    #[serde(with = "block_range")]
+    pub block_ranges_period: Duration,
+    /// Local blocks are deleted once shipped and older than this (their end before now minus it).
+    #[serde(with = "heddle_server::serde_duration")]
+    pub retention_period: Duration,
+    /// How often new blocks are uploaded to the bucket; 0 disables shipping (blocks stay local).
+    #[serde(with = "heddle_server::serde_duration")]
+    pub ship_interval: Duration,
+    /// How often heads are checked for a block range that is due.
+    #[serde(with = "heddle_server::serde_duration")]
+    pub head_compaction_interval: Duration,
+    /// A head that received nothing for this long is compacted whole (and shipped); 0 disables it.
+    #[serde(with = "heddle_server::serde_duration")]
+    pub head_compaction_idle_timeout: Duration,
+    /// Compact every head into blocks and ship them on shutdown (Mimir's `flush_blocks_on_shutdown`).
+    pub flush_blocks_on_shutdown: bool,
 }
 
 impl Default for TsdbConfig {
@@ -54,6 +73,12 @@ impl Default for TsdbConfig {
             wal_compression_enabled: true,
             wal_segment_size_bytes: 128 * 1024 * 1024,
             memory_snapshot_on_shutdown: true,
+            block_ranges_period: Duration::from_secs(2 * 3600),
+            retention_period: Duration::from_secs(24 * 3600),
+            ship_interval: Duration::from_secs(60),
+            head_compaction_interval: Duration::from_secs(60),
+            head_compaction_idle_timeout: Duration::from_secs(3600),
+            flush_blocks_on_shutdown: false,
         }
     }
 }
@@ -71,7 +96,23 @@ impl TsdbConfig {
         if self.dir.as_os_str().is_empty() {
             return Err("blocks_storage.tsdb.dir: must not be empty".into());
         }
+        if self.block_ranges_period < Duration::from_secs(60)
+            || !self.block_ranges_period.as_millis().is_multiple_of(60_000)
+        {
+            return Err(format!(
+                "blocks_storage.tsdb.block_ranges_period: {:?} must be a whole number of minutes, at least 1m",
+                self.block_ranges_period
+            ));
+        }
+        if self.head_compaction_interval.is_zero() {
+            return Err("blocks_storage.tsdb.head_compaction_interval: must be positive".into());
+        }
         Ok(())
+    }
+
+    /// The block range in milliseconds.
+    pub fn block_range_ms(&self) -> i64 {
+        i64::try_from(self.block_ranges_period.as_millis()).unwrap_or(i64::MAX)
     }
 }
 
@@ -117,4 +158,70 @@ pub const TSDB_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Bool,
         help: "Write a chunk snapshot of every head on graceful shutdown, so the next start skips WAL replay",
     },
+    FlagSpec {
+        flag: "blocks-storage.tsdb.block-ranges-period",
+        key: "blocks_storage.tsdb.block_ranges_period",
+        kind: FlagKind::Value,
+        help: "Length of the blocks cut from the head (one range, e.g. 2h)",
+    },
+    FlagSpec {
+        flag: "blocks-storage.tsdb.retention-period",
+        key: "blocks_storage.tsdb.retention_period",
+        kind: FlagKind::Value,
+        help: "Delete local blocks once shipped and older than this",
+    },
+    FlagSpec {
+        flag: "blocks-storage.tsdb.ship-interval",
+        key: "blocks_storage.tsdb.ship_interval",
+        kind: FlagKind::Value,
+        help: "How often new blocks are uploaded to the bucket; 0 disables shipping",
+    },
+    FlagSpec {
+        flag: "blocks-storage.tsdb.head-compaction-interval",
+        key: "blocks_storage.tsdb.head_compaction_interval",
+        kind: FlagKind::Value,
+        help: "How often heads are checked for a block range that is due",
+    },
+    FlagSpec {
+        flag: "blocks-storage.tsdb.head-compaction-idle-timeout",
+        key: "blocks_storage.tsdb.head_compaction_idle_timeout",
+        kind: FlagKind::Value,
+        help: "Compact and ship a head that received nothing for this long; 0 disables it",
+    },
+    FlagSpec {
+        flag: "blocks-storage.tsdb.flush-blocks-on-shutdown",
+        key: "blocks_storage.tsdb.flush_blocks_on_shutdown",
+        kind: FlagKind::Bool,
+        help: "Compact every head into blocks and ship them on shutdown",
+    },
 ];
+
+/// `block_ranges_period` as a duration string, or Mimir's list form holding exactly one.
+mod block_range {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        heddle_server::serde_duration::serialize(d, s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrList {
+            One(String),
+            List(Vec<String>),
+        }
+        let s = match OneOrList::deserialize(d)? {
+            OneOrList::One(s) => s,
+            OneOrList::List(mut l) if l.len() == 1 => l.remove(0),
+            OneOrList::List(l) => {
+                return Err(serde::de::Error::custom(format!(
+                    "{} block ranges given; ingesters cut blocks of one range, give one (e.g. 2h)",
+                    l.len()
+                )));
+            }
+        };
+        heddle_server::parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}

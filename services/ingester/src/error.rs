@@ -23,6 +23,19 @@ pub enum IngesterError {
          of {value}; retry with backoff, or raise the limit or add ingesters"
     )]
     InstanceLimit { limit: &'static str, value: String },
+    #[error("shipping blocks of tenant {tenant}: {source}")]
+    Bucket {
+        tenant: TenantId,
+        source: Box<heddle_bucket::BucketError>,
+    },
+    #[error(
+        "block {block} of tenant {tenant} was written but not uploaded: {reason}; it stays local and ships on the next try"
+    )]
+    ShipFailed {
+        tenant: TenantId,
+        block: String,
+        reason: String,
+    },
     #[error("internal task failed: {0}")]
     Task(String),
 }
@@ -37,7 +50,11 @@ impl IngesterError {
             IngesterError::NotReady(_) | IngesterError::Stopping | IngesterError::InstanceLimit { .. } => {
                 tonic::Status::unavailable(msg)
             }
-            IngesterError::Tsdb { .. } | IngesterError::Task(_) => tonic::Status::internal(msg),
+            IngesterError::Bucket { source, .. } if source.is_retryable() => tonic::Status::unavailable(msg),
+            IngesterError::ShipFailed { .. } => tonic::Status::unavailable(msg),
+            IngesterError::Tsdb { .. } | IngesterError::Bucket { .. } | IngesterError::Task(_) => {
+                tonic::Status::internal(msg)
+            }
         }
     }
 }

@@ -28,14 +28,21 @@ pub struct Ingester {
     pub(crate) metrics: Metrics,
     pub(crate) discarded: DiscardedSamples,
     pub(crate) limits: IngesterLimits,
+    /// Local blocks per tenant, oldest first (see `blocks`).
+    pub(crate) blocks: RwLock<HashMap<TenantId, crate::blocks::LocalBlocks>>,
+    /// Where blocks are shipped; `None` when shipping is off.
+    pub(crate) bucket: Option<heddle_bucket::Bucket>,
+    pub(crate) shippers: std::sync::Mutex<HashMap<TenantId, Arc<heddle_bucket::Shipper>>>,
     state: AtomicU8,
 }
 
 impl Ingester {
-    /// Creates the ingester and registers its metrics; no I/O until [`Ingester::open_existing`].
+    /// Creates the ingester and registers its metrics; no I/O until [`Ingester::open_existing`]. Blocks are
+    /// shipped to `bucket` when one is given and `ship_interval` is not 0.
     pub fn new(
         cfg: &IngesterConfig,
         tsdb: TsdbConfig,
+        bucket: Option<heddle_bucket::Bucket>,
         registry: &mut Registry,
         discarded: DiscardedSamples,
     ) -> Arc<Self> {
@@ -47,6 +54,9 @@ impl Ingester {
             metrics: Metrics::register(registry),
             discarded,
             limits: IngesterLimits::new(cfg.instance_limits.clone(), registry),
+            blocks: RwLock::new(HashMap::new()),
+            bucket,
+            shippers: std::sync::Mutex::new(HashMap::new()),
             state: AtomicU8::new(STARTING),
         })
     }
@@ -106,6 +116,13 @@ impl Ingester {
     pub async fn close(&self) {
         let snapshot = self.tsdb.memory_snapshot_on_shutdown;
         self.state.store(STOPPING, Ordering::Release);
+        if self.tsdb.flush_blocks_on_shutdown {
+            for tenant in self.tenants() {
+                if let Err(e) = self.flush_tenant(&tenant, true).await {
+                    tracing::error!(%tenant, error = %e, "flushing blocks on shutdown failed; the WAL keeps the samples");
+                }
+            }
+        }
         let heads: Vec<(TenantId, Arc<Head>)> = self
             .heads
             .read()
@@ -164,16 +181,28 @@ impl Ingester {
             return Ok(h);
         }
         let dir = self.tsdb.dir.join(tenant.as_str());
-        let opts = HeadOptions {
+        let mut opts = HeadOptions {
             wal_compression: self.tsdb.wal_compression_enabled,
             wal_segment_size: self.tsdb.wal_segment_size_bytes,
+            chunk_range_ms: self.tsdb.block_range_ms(),
             ..HeadOptions::default()
         };
         let t = tenant.clone();
-        let (head, stats) = tokio::task::spawn_blocking(move || Head::open(&dir, opts))
-            .await
-            .map_err(|e| IngesterError::Task(e.to_string()))?
-            .map_err(|source| IngesterError::Tsdb { tenant: t, source })?;
+        let (head, stats, blocks) = tokio::task::spawn_blocking(move || {
+            let (blocks, newest_end) = crate::blocks::open_local_blocks(&dir)?;
+            opts.min_valid_time = newest_end;
+            Head::open(&dir, opts).map(|(h, s)| (h, s, blocks))
+        })
+        .await
+        .map_err(|e| IngesterError::Task(e.to_string()))?
+        .map_err(|source| IngesterError::Tsdb { tenant: t, source })?;
+        if !blocks.is_empty() {
+            tracing::info!(%tenant, blocks = blocks.len(), "opened local blocks");
+            self.blocks
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(tenant.clone(), blocks);
+        }
         if let Some(c) = &stats.wal_repaired {
             self.metrics.wal_corruptions_repaired.inc();
             tracing::warn!(%tenant, segment = c.segment, offset = c.offset, reason = %c.reason, "repaired a corrupt WAL tail; records after it were dropped");

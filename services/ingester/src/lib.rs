@@ -7,6 +7,7 @@
 //! callers and, through `heddle_proto::ingester_service`, gRPC.
 
 mod admin;
+mod blocks;
 mod config;
 mod convert;
 mod error;
@@ -17,6 +18,7 @@ mod push;
 mod read;
 
 pub use admin::{FlushReport, TenantStats};
+pub use blocks::TenantFlush;
 pub use config::{INGESTER_FLAGS, IngesterConfig, TSDB_FLAGS, TsdbConfig};
 pub use error::IngesterError;
 pub use ingester::Ingester;

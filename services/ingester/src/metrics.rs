@@ -2,6 +2,7 @@
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
@@ -18,6 +19,34 @@ pub(crate) struct Metrics {
     pub(crate) arena_retained_bytes: Gauge,
     pub(crate) arenas_dropped: Gauge,
     pub(crate) replay: ReplayMetrics,
+    pub(crate) blocks: BlockMetrics,
+}
+
+/// Head compaction and local blocks (`heddle_ingester_compaction*`, `heddle_ingester_blocks_*`).
+#[derive(Debug, Clone)]
+pub(crate) struct BlockMetrics {
+    /// Compactions that wrote at least one block.
+    pub(crate) compactions: Counter,
+    /// Compactions that failed (retried on the next tick).
+    pub(crate) compaction_failures: Counter,
+    /// Wall time of compactions that wrote blocks.
+    pub(crate) compaction_duration_seconds: Histogram,
+    /// Blocks written from heads.
+    pub(crate) blocks_written: Counter,
+    /// Local blocks deleted after shipping, past the retention.
+    pub(crate) blocks_deleted: Counter,
+}
+
+impl Default for BlockMetrics {
+    fn default() -> Self {
+        Self {
+            compactions: Counter::default(),
+            compaction_failures: Counter::default(),
+            compaction_duration_seconds: Histogram::new([0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 180.0, 600.0]),
+            blocks_written: Counter::default(),
+            blocks_deleted: Counter::default(),
+        }
+    }
 }
 
 /// Start-up replay progress and outcome (`heddle_ingester_replay_*`).
@@ -59,6 +88,7 @@ impl Metrics {
             arena_retained_bytes: Gauge::default(),
             arenas_dropped: Gauge::default(),
             replay: ReplayMetrics::default(),
+            blocks: BlockMetrics::default(),
         };
         r.register(
             "heddle_ingester_ingested_samples",
@@ -109,6 +139,32 @@ impl Metrics {
             "heddle_ingester_arenas_dropped",
             "Request arenas freed instead of pooled because they grew too large or the pool was full",
             m.arenas_dropped.clone(),
+        );
+        let b = &m.blocks;
+        r.register(
+            "heddle_ingester_compactions",
+            "Head compactions that wrote blocks",
+            b.compactions.clone(),
+        );
+        r.register(
+            "heddle_ingester_compaction_failures",
+            "Head compactions that failed (retried on the next tick)",
+            b.compaction_failures.clone(),
+        );
+        r.register(
+            "heddle_ingester_compaction_duration_seconds",
+            "Wall time of head compactions that wrote blocks",
+            b.compaction_duration_seconds.clone(),
+        );
+        r.register(
+            "heddle_ingester_blocks_written",
+            "Blocks written from tenant heads",
+            b.blocks_written.clone(),
+        );
+        r.register(
+            "heddle_ingester_blocks_deleted",
+            "Local blocks deleted after shipping, past the retention period",
+            b.blocks_deleted.clone(),
         );
         let rp = &m.replay;
         let counters: [(&str, &str, &Counter); 8] = [

@@ -41,13 +41,28 @@ impl IngesterClient for Ingester {
 
     async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, tonic::Status> {
         let m = matchers(&req.matchers)?;
-        let Some(head) = self.head(tenant) else {
-            return Ok(Box::pin(futures::stream::empty()));
-        };
         let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
-        let selected = tokio::task::spawn_blocking(move || head.select(mint, maxt, &m))
-            .await
-            .map_err(|e| IngesterError::Task(e.to_string()))?;
+        let head = self.head(tenant);
+        let blocks = self.blocks_overlapping(tenant, mint, maxt);
+        if head.is_none() && blocks.is_empty() {
+            return Ok(Box::pin(futures::stream::empty()));
+        }
+        let t = tenant.clone();
+        let selected = tokio::task::spawn_blocking(move || {
+            let mut parts = Vec::with_capacity(blocks.len() + 1);
+            for b in &blocks {
+                parts.push(b.select(mint, maxt, &m).map_err(|source| IngesterError::Tsdb {
+                    tenant: t.clone(),
+                    source,
+                })?);
+            }
+            if let Some(h) = head {
+                parts.push(h.select(mint, maxt, &m));
+            }
+            Ok::<_, IngesterError>(merge_series(parts))
+        })
+        .await
+        .map_err(|e| IngesterError::Task(e.to_string()))??;
         let mut messages = Vec::with_capacity(selected.len().div_ceil(SERIES_PER_MESSAGE));
         let mut it = selected.into_iter().peekable();
         while it.peek().is_some() {
@@ -63,11 +78,18 @@ impl IngesterClient for Ingester {
         req: LabelNamesRequest,
     ) -> Result<LabelNamesResponse, tonic::Status> {
         let m = matchers(&req.matchers)?;
-        let names = match self.head(tenant) {
-            Some(h) => h.label_names(req.start_timestamp_ms, req.end_timestamp_ms, &m),
-            None => Vec::new(),
+        let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
+        let mut names: BTreeSet<String> = match self.head(tenant) {
+            Some(h) => h.label_names(mint, maxt, &m).into_iter().collect(),
+            None => BTreeSet::new(),
         };
-        Ok(LabelNamesResponse { names })
+        for b in self.blocks_overlapping(tenant, mint, maxt) {
+            let m = m.clone();
+            names.extend(self.block_call(tenant, move || b.label_names(&m)).await?);
+        }
+        Ok(LabelNamesResponse {
+            names: names.into_iter().collect(),
+        })
     }
 
     async fn label_values(
@@ -76,22 +98,35 @@ impl IngesterClient for Ingester {
         req: LabelValuesRequest,
     ) -> Result<LabelValuesResponse, tonic::Status> {
         let m = matchers(&req.matchers)?;
-        let values = match self.head(tenant) {
-            Some(h) => h.label_values(&req.name, req.start_timestamp_ms, req.end_timestamp_ms, &m),
-            None => Vec::new(),
+        let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
+        let mut values: BTreeSet<String> = match self.head(tenant) {
+            Some(h) => h.label_values(&req.name, mint, maxt, &m).into_iter().collect(),
+            None => BTreeSet::new(),
         };
-        Ok(LabelValuesResponse { values })
+        for b in self.blocks_overlapping(tenant, mint, maxt) {
+            let (name, m) = (req.name.clone(), m.clone());
+            values.extend(self.block_call(tenant, move || b.label_values(&name, &m)).await?);
+        }
+        Ok(LabelValuesResponse {
+            values: values.into_iter().collect(),
+        })
     }
 
     async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
-        let Some(head) = self.head(tenant) else {
-            return Ok(SeriesResponse::default());
-        };
+        let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
+        let head = self.head(tenant);
+        let blocks = self.blocks_overlapping(tenant, mint, maxt);
         // The union over selectors, de-duplicated and sorted like Prometheus' /api/v1/series.
         let mut all = BTreeSet::new();
         for sel in &req.selectors {
             let m = matchers(&sel.matchers)?;
-            all.extend(head.series(req.start_timestamp_ms, req.end_timestamp_ms, &m));
+            if let Some(h) = &head {
+                all.extend(h.series(mint, maxt, &m));
+            }
+            for b in &blocks {
+                let (b, m) = (b.clone(), m.clone());
+                all.extend(self.block_call(tenant, move || b.series(mint, maxt, &m)).await?);
+            }
         }
         Ok(SeriesResponse {
             series: all
@@ -102,4 +137,44 @@ impl IngesterClient for Ingester {
                 .collect(),
         })
     }
+}
+
+impl Ingester {
+    /// Runs a local block read on a blocking thread (it may fault pages in from disk).
+    async fn block_call<T: Send + 'static>(
+        &self,
+        tenant: &TenantId,
+        f: impl FnOnce() -> Result<T, heddle_tsdb::TsdbError> + Send + 'static,
+    ) -> Result<T, IngesterError> {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| IngesterError::Task(e.to_string()))?
+            .map_err(|source| IngesterError::Tsdb {
+                tenant: tenant.clone(),
+                source,
+            })
+    }
+}
+
+/// Merges series lists (each sorted by labels) from blocks and the head into one sorted list; a series in
+/// several parts gets all their chunks, oldest first, with exact duplicates (same range and bytes) dropped.
+pub(crate) fn merge_series(parts: Vec<Vec<SeriesChunks>>) -> Vec<SeriesChunks> {
+    if parts.len() == 1 {
+        return parts.into_iter().next().unwrap_or_default();
+    }
+    let mut merged: std::collections::BTreeMap<heddle_model::Labels, Vec<heddle_tsdb::ChunkData>> =
+        std::collections::BTreeMap::new();
+    for part in parts {
+        for s in part {
+            merged.entry(s.labels).or_default().extend(s.chunks);
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(labels, mut chunks)| {
+            chunks.sort_by_key(|c| (c.min_time, c.max_time));
+            chunks.dedup();
+            SeriesChunks { labels, chunks }
+        })
+        .collect()
 }

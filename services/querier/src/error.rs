@@ -35,6 +35,9 @@ pub enum QuerierError {
     /// An ingester sent data the querier cannot interpret (bad labels, an undecodable chunk).
     #[error("invalid data from an ingester: {0}")]
     InvalidIngesterData(String),
+    /// Blocks in the bucket could not be listed or read; the answer would miss older data, so none is given.
+    #[error("reading blocks from the bucket failed (tenant={tenant}): {reason}")]
+    Store { tenant: String, reason: String },
 }
 
 impl QuerierError {
@@ -51,6 +54,7 @@ impl QuerierError {
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
             QuerierError::InvalidIngesterData(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            QuerierError::Store { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 

@@ -25,6 +25,7 @@ mod querier;
 mod remote_read;
 mod selector;
 mod source;
+mod store;
 
 pub use config::{QUERIER_FLAGS, QuerierConfig};
 pub use error::QuerierError;
@@ -33,6 +34,7 @@ pub use params::{MAX_TIME_MS, MIN_TIME_MS, parse_time};
 pub use querier::{Querier, SeriesChunks, SeriesSamples};
 pub use remote_read::STREAMED_CONTENT_TYPE;
 pub use selector::parse_selector;
+pub use store::BucketStore;
 pub use source::{IngesterSource, ReplicationSet, RingIngesterSource, StaticIngesters};
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use crate::error::QuerierError;
 use crate::merge::{self, merge_chunks, merge_samples};
 use crate::metrics::Metrics;
 use crate::source::IngesterSource;
+use crate::store::BucketStore;
 use crate::{chunks, fetch};
 use futures::future::try_join_all;
 use heddle_model::{Labels, Matcher, Sample, TenantId};
@@ -37,6 +38,8 @@ pub struct SeriesChunks {
 pub struct Querier {
     cfg: QuerierConfig,
     source: Arc<dyn IngesterSource>,
+    /// Blocks in the bucket, read beside the ingesters; `None` reads ingesters only.
+    store: Option<Arc<BucketStore>>,
     pub(crate) metrics: Metrics,
 }
 
@@ -46,8 +49,15 @@ impl Querier {
         Self {
             cfg,
             source,
+            store: None,
             metrics: Metrics::new(registry),
         }
+    }
+
+    /// Also reads the blocks of `store` (the bucket), so data older than what the ingesters keep is found.
+    pub fn with_store(mut self, store: Arc<BucketStore>) -> Self {
+        self.store = Some(store);
+        self
     }
 
     pub fn config(&self) -> &QuerierConfig {
@@ -95,7 +105,13 @@ impl Querier {
         let req = query_request(start, end, matchers)?;
         self.with_timeout(tenant, async {
             let set = self.source.replication_set(tenant);
-            let grouped = merge::group_by_labels(fetch::query_stream(&set, tenant, &req).await?)?;
+            let mut parts = fetch::query_stream(&set, tenant, &req).await?;
+            if let Some(store) = &self.store {
+                // Blocks and ingesters may both hold a range (a block stays local until it expires): the merge
+                // treats the bucket as one more replica and de-duplicates.
+                parts.push(store.query(tenant, start, end, matchers).await?);
+            }
+            let grouped = merge::group_by_labels(parts)?;
             let mut out = Vec::with_capacity(grouped.len());
             let mut selected = 0;
             for (labels, raw) in grouped {
@@ -188,6 +204,11 @@ impl Querier {
             for labels in fetch::series(&set, tenant, &req).await?.into_iter().flatten() {
                 out.insert(merge::labels_from_proto(&labels.labels)?);
             }
+            if let Some(store) = &self.store {
+                for matchers in selectors {
+                    out.extend(store.series(tenant, start, end, matchers).await?);
+                }
+            }
             Ok(out.into_iter().collect())
         })
         .await
@@ -214,7 +235,13 @@ impl Querier {
                 async move { fetch::label_names(set, tenant, &req).await }
             }))
             .await?;
-            Ok(sorted_union(answers.into_iter().flatten().flatten()))
+            let mut stored = Vec::new();
+            if let Some(store) = &self.store {
+                for matchers in selectors_or_all(selectors) {
+                    stored.extend(store.label_names(tenant, start, end, matchers).await?);
+                }
+            }
+            Ok(sorted_union(answers.into_iter().flatten().flatten().chain(stored)))
         })
         .await
     }
@@ -242,7 +269,13 @@ impl Querier {
                 async move { fetch::label_values(set, tenant, &req).await }
             }))
             .await?;
-            Ok(sorted_union(answers.into_iter().flatten().flatten()))
+            let mut stored = Vec::new();
+            if let Some(store) = &self.store {
+                for matchers in selectors_or_all(selectors) {
+                    stored.extend(store.label_values(tenant, name, start, end, matchers).await?);
+                }
+            }
+            Ok(sorted_union(answers.into_iter().flatten().flatten().chain(stored)))
         })
         .await
     }
@@ -268,6 +301,12 @@ fn per_selector(selectors: &[Vec<Matcher>]) -> impl Iterator<Item = Vec<LabelMat
         .iter()
         .map(|ms| ms.iter().map(matcher_to_proto).collect())
         .chain(all)
+}
+
+/// The selectors, or one empty matcher list (every series) when there are none.
+fn selectors_or_all(selectors: &[Vec<Matcher>]) -> impl Iterator<Item = &[Matcher]> {
+    let all: Option<&[Matcher]> = selectors.is_empty().then_some(&[]);
+    selectors.iter().map(Vec::as_slice).chain(all)
 }
 
 fn sorted_union(values: impl Iterator<Item = String>) -> Vec<String> {

@@ -17,7 +17,7 @@ fn open(dir: &Path, snapshot: bool) -> (Arc<Ingester>, Registry) {
         memory_snapshot_on_shutdown: snapshot,
         ..TsdbConfig::default()
     };
-    let ingester = Ingester::new(&IngesterConfig::default(), tsdb, &mut registry, discarded);
+    let ingester = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
     (ingester, registry)
 }
 

@@ -32,7 +32,7 @@ async fn open(dir: &Path, instance_limits: InstanceLimitsConfig, limits: SeriesL
         dir: dir.to_path_buf(),
         ..TsdbConfig::default()
     };
-    let ingester = Ingester::new(&cfg, tsdb, &mut registry, discarded.clone());
+    let ingester = Ingester::new(&cfg, tsdb, None, &mut registry, discarded.clone());
     ingester.set_limits_source(Arc::new(StaticLimits(limits)));
     ingester.open_existing().await.unwrap();
     Setup {
