@@ -128,7 +128,7 @@ impl Bucket {
     /// The complete blocks (those with a `meta.json`) of `tenant`, sorted by `min_time`, then ULID. A
     /// `meta.json` that does not parse is skipped with a warning rather than hiding the tenant's other blocks.
     pub async fn list_blocks(&self, tenant: &TenantId) -> Result<Vec<BlockMeta>, BucketError> {
-        let prefix = ObjectPath::from(tenant.as_str());
+        let prefix = object_path(tenant.as_str());
         let objects = self
             .call("iter", &prefix, || {
                 self.inner.store.list(Some(&prefix)).try_collect::<Vec<_>>()
@@ -214,7 +214,7 @@ impl Bucket {
                 std::io::Error::new(std::io::ErrorKind::AlreadyExists, "block directory already exists"),
             ));
         }
-        let prefix = ObjectPath::from(format!("{}/{ulid}", tenant.as_str()));
+        let prefix = object_path(&format!("{}/{ulid}", tenant.as_str()));
         let objects = self
             .call("iter", &prefix, || {
                 self.inner.store.list(Some(&prefix)).try_collect::<Vec<_>>()
@@ -276,7 +276,7 @@ impl Bucket {
     pub fn block_files(&self, tenant: &TenantId, ulid: &str) -> Arc<dyn BlockFiles> {
         Arc::new(files::BucketBlockFiles::new(
             self.clone(),
-            ObjectPath::from(format!("{}/{ulid}", tenant.as_str())),
+            object_path(&format!("{}/{ulid}", tenant.as_str())),
             tokio::runtime::Handle::current(),
         ))
     }
@@ -360,7 +360,15 @@ impl Bucket {
 
 /// `<tenant>/<ulid>/<name>` (`name` may contain `/`, as `chunks/000001`).
 fn object_key(tenant: &TenantId, ulid: &str, name: &str) -> ObjectPath {
-    ObjectPath::from(format!("{}/{ulid}/{name}", tenant.as_str()))
+    object_path(&format!("{}/{ulid}/{name}", tenant.as_str()))
+}
+
+/// The key `s` as it is, so a tenant id with `*` (valid in Mimir) keeps Mimir's object names instead of
+/// `object_store`'s percent-encoding (`Path::from` encodes characters AWS advises against). Tenant ids, ULIDs
+/// and block file names never hold what `Path::parse` refuses (control characters, empty or `.`/`..` segments);
+/// anything else falls back to the encoded form.
+pub(crate) fn object_path(s: &str) -> ObjectPath {
+    ObjectPath::parse(s).unwrap_or_else(|_| ObjectPath::from(s))
 }
 
 /// Whether `s` is a ULID as Prometheus names block directories: 26 Crockford base32 characters.

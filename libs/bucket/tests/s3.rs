@@ -232,3 +232,25 @@ async fn an_outage_delays_shipping_and_the_block_lands_exactly_once() {
         "shipper.json remembers"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_ids_with_star_and_quotes_sign_and_list() {
+    let s3 = S3Server::start().expect("s3s-fs");
+    let tenant = TenantId::new("team*(1)!'x'").unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let (ulid, block) = fake_block(local.path(), tenant.as_str(), 0, 1000);
+    let bucket = bucket(&s3);
+    bucket.upload_block(&tenant, &block).await.expect("upload");
+    assert_eq!(
+        files(&s3.bucket_dir()),
+        prefixed(&format!("team*(1)!'x'/{ulid}"), files(&block))
+    );
+    assert_eq!(bucket.tenants().await.unwrap(), vec![tenant.clone()]);
+    assert_eq!(bucket.list_blocks(&tenant).await.unwrap().len(), 1);
+    let dest = tempfile::tempdir().unwrap();
+    let got = bucket
+        .download_block(&tenant, &ulid, dest.path())
+        .await
+        .expect("download");
+    assert_eq!(files(&got), files(&block));
+}

@@ -34,7 +34,7 @@ impl BucketBlockFiles {
     }
 
     fn key(&self, name: &str) -> ObjectPath {
-        ObjectPath::from(format!("{}/{name}", self.prefix))
+        super::object_path(&format!("{}/{name}", self.prefix))
     }
 
     fn tsdb_err(&self, key: &ObjectPath, e: BucketError) -> TsdbError {

@@ -134,6 +134,22 @@ async fn lists_complete_blocks_by_min_time_and_tenants() {
 }
 
 #[tokio::test]
+async fn tenant_ids_keep_their_characters_in_object_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bucket, store, _reg) = memory_bucket(fast_options());
+    let odd = TenantId::new("team*(1)!'x'").unwrap();
+    let (ulid, block) = fake_block(dir.path(), odd.as_str(), 0, 10, 10);
+    bucket.upload_block(&odd, &block).await.unwrap();
+    assert!(
+        store.writes().contains(&format!("team*(1)!'x'/{ulid}/meta.json")),
+        "Mimir's key, not percent-encoded: {:?}",
+        store.writes()
+    );
+    assert_eq!(bucket.tenants().await.unwrap(), vec![odd.clone()]);
+    assert_eq!(bucket.list_blocks(&odd).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn refuses_blocks_that_are_not_what_they_claim() {
     let dir = tempfile::tempdir().unwrap();
     let (bucket, _store, _reg) = memory_bucket(fast_options());
