@@ -410,6 +410,7 @@ fn kill9_then_restart_under_load_loses_no_acknowledged_sample() {
 #[test]
 fn rolling_restart_loses_no_acknowledged_sample() {
     let _serial = serial();
+    // Ingesters keep their ring entry (LEAVING) while stopped, as the Helm chart runs them.
     let mut cluster = start_cluster(ClusterOptions::default());
     let load = Load::start(&cluster, "rolling");
     load.wait_rounds(5);
@@ -421,6 +422,12 @@ fn rolling_restart_loses_no_acknowledged_sample() {
             cluster.ingester(i).name(),
             cluster.ingester(i).log_tail(20)
         );
+        let id = cluster.ingester(i).name().to_owned();
+        cluster
+            .wait_ring(&format!("{id} in the ring but not ACTIVE"), |m| {
+                state_of(m, &id).is_some_and(|s| s != "ACTIVE")
+            })
+            .expect("the stopped ingester keeps its entry, no longer ACTIVE");
         load.wait_rounds(3);
         cluster.restart(i).expect("restart");
         load.wait_rounds(5);

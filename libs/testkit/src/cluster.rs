@@ -19,7 +19,8 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 /// How a [`Cluster`] is started. Defaults: 3 ingesters, 2 distributors, RF 3, no zones, and ring timings
-/// short enough for tests (1 s heartbeats, 5 s heartbeat timeout, 2 s push deadline).
+/// short enough for tests (1 s heartbeats, 5 s heartbeat timeout, 2 s push deadline), ingesters that keep their
+/// ring entry on a clean stop.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
     /// Number of `--target=ingester` processes.
@@ -37,7 +38,8 @@ pub struct ClusterOptions {
     pub heartbeat_timeout: Duration,
     /// `--distributor.remote-timeout`: the deadline of each push from a distributor to an ingester.
     pub remote_timeout: Duration,
-    /// `--ingester.ring.unregister-on-shutdown` for the ingesters.
+    /// `--ingester.ring.unregister-on-shutdown` for the ingesters. Off by default, as in the Helm chart: a
+    /// stopped ingester stays in the ring as LEAVING and takes its tokens back when it restarts.
     pub unregister_on_shutdown: bool,
     /// Extra arguments for every process, after the ones the harness sets.
     pub args: Vec<String>,
@@ -59,7 +61,7 @@ impl Default for ClusterOptions {
             heartbeat_period: Duration::from_secs(1),
             heartbeat_timeout: Duration::from_secs(5),
             remote_timeout: Duration::from_secs(2),
-            unregister_on_shutdown: true,
+            unregister_on_shutdown: false,
             args: Vec::new(),
             env: Vec::new(),
             ready_timeout: Duration::from_secs(60),
