@@ -151,3 +151,48 @@ async fn compaction_queries_flush_and_restart() {
         "shipped blocks are never re-uploaded"
     );
 }
+
+/// A head that receives nothing for the idle timeout is compacted whole and shipped by the background loop.
+#[tokio::test]
+async fn idle_head_is_compacted_and_shipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket_dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::default();
+    let discarded = DiscardedSamples::register(&mut registry);
+    let bucket = Bucket::new(
+        &BucketConfig {
+            backend: Backend::Filesystem,
+            filesystem: FilesystemConfig {
+                dir: bucket_dir.path().to_path_buf(),
+            },
+            ..BucketConfig::default()
+        },
+        &mut registry,
+    )
+    .unwrap();
+    let tsdb = TsdbConfig {
+        dir: dir.path().to_path_buf(),
+        head_compaction_interval: std::time::Duration::from_millis(20),
+        head_compaction_idle_timeout: std::time::Duration::from_millis(100),
+        ship_interval: std::time::Duration::from_millis(20),
+        // The samples are from 1970: keep the shipped block local so the ingester still answers from it.
+        retention_period: std::time::Duration::from_secs(100 * 365 * 86_400),
+        ..TsdbConfig::default()
+    };
+    let ing = Ingester::new(&IngesterConfig::default(), tsdb, Some(bucket), &mut registry, discarded);
+    ing.open_existing().await.unwrap();
+    push(&ing, 0, 30 * STEP).await; // half an hour: nothing is due by range
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(ing.clone().run_blocks_loop(stop.clone()));
+    let shipped = || std::fs::read_dir(bucket_dir.path().join("team-a")).map_or(0, |d| d.count());
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while shipped() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    task.await.unwrap();
+    assert_eq!(shipped(), 1, "the idle head was compacted into one block and shipped");
+    assert_eq!(ing.head(&tenant()).unwrap().stats().series, 0, "the head is empty");
+    let all: Vec<i64> = (0..30 * STEP).step_by(STEP as usize).collect();
+    assert_eq!(query_all(&ing).await, vec![all.clone(), all], "the block answers");
+}
