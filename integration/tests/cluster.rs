@@ -1,7 +1,8 @@
 //! Fault tolerance of a real cluster (3 ingesters, 2 distributors, 1 querier, RF 3, gossip ring): under a steady
 //! load through both distributors, an ingester killed with SIGKILL, restarted, frozen with SIGSTOP, a rolling
-//! restart of all three, and the loss of a whole zone never lose a sample the distributors acknowledged. Every
-//! check reads the data back through the querier and compares it bit for bit with what the generator sent.
+//! restart of all three, the loss of a whole zone and an operator forgetting a dead ingester never lose a
+//! sample the distributors acknowledged. Every check reads the data back through the querier and compares it bit
+//! for bit with what the generator sent.
 //!
 //! The tests run one at a time (each starts six processes; on a small machine two clusters at once would
 //! measure CPU starvation, not heddle).
@@ -520,4 +521,30 @@ fn losing_a_whole_zone_keeps_writes_and_reads_working() {
     eprintln!("zone loss: {}", report.summary());
     let checked = assert_all_read_back(&cluster, &data, &report, "with zone-0 down");
     eprintln!("zone loss: {checked} acknowledged samples read back, 0 lost");
+}
+
+#[test]
+fn a_forgotten_dead_ingester_leaves_every_ring_and_writes_continue() {
+    let _serial = serial();
+    let mut cluster = start_cluster(ClusterOptions::default());
+    let id = cluster.ingester(2).name().to_owned();
+    let load = Load::start(&cluster, "forget");
+    load.wait_rounds(5);
+    cluster.kill9(2).expect("kill -9");
+    cluster
+        .wait_ring(&format!("{id} not ACTIVE"), |m| state_of(m, &id) != Some("ACTIVE"))
+        .expect("the dead ingester is noticed");
+    cluster
+        .forget(cluster.distributor(0), &id)
+        .expect("forget the dead ingester");
+    cluster
+        .wait_ring(&format!("{id} forgotten"), |m| {
+            m.len() == 2 && state_of(m, &id).is_none()
+        })
+        .expect("every reader drops the forgotten ingester");
+    load.wait_rounds(10);
+    let (data, report) = load.finish();
+    eprintln!("forget: {}", report.summary());
+    let checked = assert_all_read_back(&cluster, &data, &report, "after forgetting a dead ingester");
+    eprintln!("forget: {checked} acknowledged samples read back, 0 lost");
 }

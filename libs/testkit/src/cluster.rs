@@ -10,7 +10,9 @@
 use crate::process::{DEFAULT_STOP_TIMEOUT, ManagedProcess};
 use crate::{TestkitError, cargo_bin, free_port, wait_until};
 use heddle_proto::admin::admin_client::AdminClient;
-use heddle_proto::admin::{RingMember, RingStatusRequest, TenantStatsRequest, TenantStatsResponse};
+use heddle_proto::admin::{
+    ForgetMemberRequest, RingMember, RingStatusRequest, TenantStatsRequest, TenantStatsResponse,
+};
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -483,6 +485,11 @@ impl Cluster {
         ring_status_at(node.grpc_addr(), Duration::from_secs(5))
     }
 
+    /// Admin `ForgetMember`: asks `via` (any process) to drop ring member `id`; gossip spreads it.
+    pub fn forget(&self, via: &Node, id: &str) -> Result<(), TestkitError> {
+        forget_at(via.grpc_addr(), id, Duration::from_secs(5))
+    }
+
     /// Admin `TenantStats` of `tenant` (`anonymous` without multitenancy) on ingester `i`.
     pub fn tenant_stats(&self, i: usize, tenant: &str) -> Result<TenantStatsResponse, TestkitError> {
         tenant_stats_at(self.ingesters[i].grpc_addr(), tenant, Duration::from_secs(5))
@@ -604,4 +611,38 @@ fn tenant_stats_at(addr: SocketAddr, tenant: &str, timeout: Duration) -> Result<
             tenant: tenant.to_owned()
         }
     ))
+}
+
+/// `ForgetMember` of `id`, asked of the process at `addr`.
+fn forget_at(addr: SocketAddr, id: &str, timeout: Duration) -> Result<(), TestkitError> {
+    admin_call!(addr, timeout, "ForgetMember", |client| client
+        .forget_member(ForgetMemberRequest { id: id.to_owned() }))
+    .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picked_ports_are_distinct_and_bindable() {
+        let (tcp, udp) = pick_ports(12, 6).expect("ports");
+        assert_eq!(tcp.iter().collect::<HashSet<_>>().len(), 12);
+        assert_eq!(udp.iter().collect::<HashSet<_>>().len(), 6);
+        UdpSocket::bind(("127.0.0.1", udp[0])).expect("udp port is bindable again");
+    }
+
+    #[test]
+    fn ring_helpers() {
+        let m = |id: &str, state: &str| RingMember {
+            id: id.into(),
+            state: state.into(),
+            ..Default::default()
+        };
+        let ring = [m("a", "ACTIVE"), m("b", "LEAVING"), m("c", "ACTIVE")];
+        assert_eq!(active_count(&ring), 2);
+        assert_eq!(state_of(&ring, "b"), Some("LEAVING"));
+        assert_eq!(state_of(&ring, "x"), None);
+        assert_eq!(describe(&ring), "a=ACTIVE, b=LEAVING, c=ACTIVE");
+    }
 }
