@@ -24,8 +24,9 @@ pub enum ReadBackend {
     VmExport { base: String },
 }
 
-/// Relative tolerance of values read through [`ReadBackend::VmExport`].
-pub const VM_TOLERANCE: f64 = 1e-12;
+/// Relative tolerance of values read through [`ReadBackend::VmExport`]: VictoriaMetrics keeps about 12
+/// significant decimal digits (`89.32894323758933` comes back as `89.3289432375`), a relative error up to 1e-11.
+pub const VM_TOLERANCE: f64 = 1e-10;
 
 /// Reads back what `workload` sent in rounds `0..rounds` (except `failed` batches, which are optional).
 pub async fn verify_workload(
@@ -193,6 +194,38 @@ mod tests {
         let got: Vec<(i64, f64)> = up.samples.iter().map(|s| (s.t, s.v)).collect();
         assert_eq!(got, vec![(5, 4.0), (10, 1.0), (20, 2.5)]);
         assert!(parse_vm_export("{\"metric\":{},\"values\":[1],\"timestamps\":[]}", 0, 9).is_err());
+    }
+
+    #[test]
+    fn vm_rounding_is_inexact_but_wrong_values_are_not() {
+        let labels = Labels::from_sorted([("__name__", "g")]).expect("labels");
+        let want = vec![(Sample::new(1, 89.32894323758933), true), (Sample::new(2, 5.0), true)];
+        let found = |v: f64| {
+            vec![SeriesSamples {
+                labels: labels.clone(),
+                samples: vec![Sample::new(1, v), Sample::new(2, 5.0)],
+            }]
+        };
+        let check = |v: f64| {
+            let expected = vec![(labels.clone(), want.clone())];
+            compare_expected(
+                expected,
+                &found(v),
+                ValueMatch::Relative(VM_TOLERANCE),
+                &mut Examples::new(0),
+            )
+        };
+        let rounded = check(89.3289432375);
+        assert_eq!((rounded.samples_found, rounded.inexact, rounded.mismatched), (2, 1, 0));
+        let wrong = check(89.3289);
+        assert_eq!((wrong.samples_found, wrong.missing, wrong.mismatched), (1, 1, 1));
+        let exact = compare_expected(
+            vec![(labels.clone(), want.clone())],
+            &found(89.3289432375),
+            ValueMatch::Exact,
+            &mut Examples::new(0),
+        );
+        assert_eq!(exact.mismatched, 1);
     }
 
     #[test]

@@ -78,9 +78,10 @@ pub fn line_chart(title: &str, x_label: &str, y_unit: &str, lines: &[Line]) -> S
     );
     let _ = write!(
         s,
-        r#"<text x="{}" y="18" font-size="13" font-weight="bold">{}</text>"#,
+        r#"<text x="{}" y="18" font-size="13" font-weight="bold">{} ({})</text>"#,
         LEFT,
-        escape(title)
+        escape(title),
+        escape(y_unit)
     );
     for k in 0..=4 {
         let y = y_max * f64::from(k) / 4.0;
@@ -94,8 +95,9 @@ pub fn line_chart(title: &str, x_label: &str, y_unit: &str, lines: &[Line]) -> S
             escape(&short(y))
         );
     }
-    for k in 0..=4 {
-        let x = x_max * f64::from(k) / 4.0;
+    let step = nice_max(x_max / 5.0);
+    let mut x = 0.0;
+    while x <= x_max * 1.0001 {
         let _ = write!(
             s,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
@@ -103,16 +105,14 @@ pub fn line_chart(title: &str, x_label: &str, y_unit: &str, lines: &[Line]) -> S
             H - BOTTOM + 16.0,
             escape(&short(x))
         );
+        x += step;
     }
     let _ = write!(
         s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text x="12" y="{:.1}" transform="rotate(-90 12 {:.1})" text-anchor="middle">{}</text>"#,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
         LEFT + pw / 2.0,
         H - 6.0,
-        escape(x_label),
-        TOP + ph / 2.0,
-        TOP + ph / 2.0,
-        escape(y_unit)
+        escape(x_label)
     );
     for (k, line) in lines.iter().enumerate() {
         let color = PALETTE[k % PALETTE.len()];
@@ -127,13 +127,13 @@ pub fn line_chart(title: &str, x_label: &str, y_unit: &str, lines: &[Line]) -> S
             r#"<polyline class="series" fill="none" stroke="{color}" stroke-width="1.8" points="{}"/>"#,
             pts.join(" ")
         );
-        let lx = LEFT + 10.0 + 110.0 * k as f64;
+        let lx = LEFT + 260.0 + 80.0 * k as f64;
         let _ = write!(
             s,
             r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="3" fill="{color}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            TOP - 4.0,
+            10.0,
             lx + 14.0,
-            TOP,
+            16.0,
             escape(&line.name)
         );
     }
