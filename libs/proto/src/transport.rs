@@ -2,11 +2,13 @@
 //! `heddle.ingester.v1.Ingester`, and a server adapter ([`ingester_service`]) that serves any
 //! `IngesterClient` implementation (the ingester's in-process one) under that service.
 //!
-//! The tenant travels as the `x-scope-orgid` request metadata entry, as in Mimir. `Push` carries the encoded
-//! `prometheus.WriteRequest` as raw bytes end to end ([`crate::RawPushCodec`]).
+//! The tenant travels as the `x-scope-orgid` request metadata entry, as in Mimir, and the caller's W3C trace
+//! context as `traceparent` when trace export is on. `Push` carries the encoded `prometheus.WriteRequest` as raw
+//! bytes end to end ([`crate::RawPushCodec`]).
 
 mod client;
 mod server;
+mod trace;
 
 pub use client::GrpcIngesterClient;
 pub use server::{IngesterAdapter, ingester_service, tenant_from_metadata};

@@ -116,12 +116,14 @@ async fn resolve_tenant(State(multitenancy): State<bool>, mut req: Request, next
     next.run(req).await
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled, then finishes in-flight requests.
+/// Serves `router` on `listener` until `shutdown` is cancelled, then finishes in-flight requests. Each request
+/// runs in a span continuing the caller's W3C trace context when trace export is on ([`crate::trace_http`]).
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let router = router.layer(axum::middleware::from_fn(crate::trace_http));
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await

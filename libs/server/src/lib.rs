@@ -1,14 +1,15 @@
 //! What every Heddle role shares to run as a server.
 //!
-//! Owns config loading (YAML plus one flag per YAML key, from one table), logging setup, the metrics registry
-//! and its exposition, the HTTP scaffolding every process serves (`/ready`, `/metrics`, tenant resolution),
-//! and shutdown signalling. It knows nothing of what the roles do with requests.
+//! Owns config loading (YAML plus one flag per YAML key, from one table), logging and OpenTelemetry trace
+//! export setup, the metrics registry and its exposition, the HTTP scaffolding every process serves (`/ready`,
+//! `/metrics`, tenant resolution, trace context), and shutdown signalling. It knows nothing of what the roles do with requests.
 
 mod config;
 mod duration;
 mod error;
 mod http;
 mod metrics;
+mod otel;
 mod shutdown;
 mod telemetry;
 
@@ -17,5 +18,6 @@ pub use duration::{format_duration, parse_duration, serde_duration};
 pub use error::ConfigError;
 pub use http::{Readiness, metrics_and_ready_routes, serve_http, tenant_layer};
 pub use metrics::{DiscardLabels, DiscardedSamples, encode_metrics};
+pub use otel::trace_http;
 pub use shutdown::shutdown_signal;
-pub use telemetry::{LogFormat, init_logging};
+pub use telemetry::{LogFormat, Telemetry, init_logging, init_telemetry};

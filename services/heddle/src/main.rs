@@ -29,9 +29,6 @@ fn main() -> ExitCode {
         eprintln!("heddle: invalid configuration: {e}");
         return ExitCode::from(2);
     }
-    heddle_server::init_logging(&cfg.server.log_level, cfg.server.log_format);
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), target = ?cfg.target, config = ?source, "starting heddle");
-
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -39,7 +36,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run::run(cfg)) {
+    // Inside the runtime: the OTLP gRPC exporter's channel lives on it.
+    let role = format!("{:?}", cfg.target).to_lowercase();
+    let telemetry = {
+        let _runtime = runtime.enter();
+        heddle_server::init_telemetry(&cfg.server.log_level, cfg.server.log_format, &role)
+    };
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), target = ?cfg.target, config = ?source, "starting heddle");
+    let code = match runtime.block_on(run::run(cfg)) {
         Ok(()) => {
             tracing::info!("stopped");
             ExitCode::SUCCESS
@@ -49,5 +53,8 @@ fn main() -> ExitCode {
             eprintln!("heddle: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // Send the spans still buffered while the runtime (and the exporter's connection on it) is still up.
+    telemetry.shutdown();
+    code
 }

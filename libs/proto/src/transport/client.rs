@@ -72,6 +72,7 @@ impl GrpcIngesterClient {
         })?;
         let mut request = Request::new(message);
         request.metadata_mut().insert(TENANT_METADATA, value);
+        super::trace::inject(request.metadata_mut());
         request.set_timeout(timeout);
         Ok(request)
     }

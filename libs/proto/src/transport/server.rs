@@ -1,5 +1,6 @@
 //! [`ingester_service`]: serves an [`IngesterClient`] as `heddle.ingester.v1.Ingester`.
 
+use super::trace::rpc_span;
 use super::{DEFAULT_MAX_MESSAGE_BYTES, TENANT_METADATA};
 use crate::client::{IngesterClient, QueryStream};
 use crate::ingester::ingester_server::{Ingester, IngesterServer};
@@ -12,6 +13,7 @@ use heddle_model::TenantId;
 use std::sync::Arc;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
+use tracing::Instrument as _;
 
 /// Serves `ingester` as the `heddle.ingester.v1.Ingester` gRPC service, taking each call's tenant from its
 /// `x-scope-orgid` metadata. Messages up to [`DEFAULT_MAX_MESSAGE_BYTES`] are accepted and sent; chain
@@ -57,55 +59,75 @@ fn record_tenant(tenant: &TenantId) {
 
 #[tonic::async_trait]
 impl Ingester for IngesterAdapter {
-    #[tracing::instrument(skip_all, fields(tenant = tracing::field::Empty))]
     async fn push(&self, request: Request<Bytes>) -> Result<Response<PushResponse>, Status> {
-        let tenant = tenant_from_metadata(request.metadata())?;
-        record_tenant(&tenant);
-        self.inner.push(&tenant, request.into_inner()).await.map(Response::new)
+        let span = rpc_span!("push", "Push", request.metadata());
+        async move {
+            let tenant = tenant_from_metadata(request.metadata())?;
+            record_tenant(&tenant);
+            self.inner.push(&tenant, request.into_inner()).await.map(Response::new)
+        }
+        .instrument(span)
+        .await
     }
 
     type QueryStreamStream = QueryStream;
 
-    #[tracing::instrument(skip_all, fields(tenant = tracing::field::Empty))]
     async fn query_stream(&self, request: Request<QueryRequest>) -> Result<Response<QueryStream>, Status> {
-        let tenant = tenant_from_metadata(request.metadata())?;
-        record_tenant(&tenant);
-        self.inner
-            .query_stream(&tenant, request.into_inner())
-            .await
-            .map(Response::new)
+        let span = rpc_span!("query_stream", "QueryStream", request.metadata());
+        async move {
+            let tenant = tenant_from_metadata(request.metadata())?;
+            record_tenant(&tenant);
+            self.inner
+                .query_stream(&tenant, request.into_inner())
+                .await
+                .map(Response::new)
+        }
+        .instrument(span)
+        .await
     }
 
-    #[tracing::instrument(skip_all, fields(tenant = tracing::field::Empty))]
     async fn label_names(&self, request: Request<LabelNamesRequest>) -> Result<Response<LabelNamesResponse>, Status> {
-        let tenant = tenant_from_metadata(request.metadata())?;
-        record_tenant(&tenant);
-        self.inner
-            .label_names(&tenant, request.into_inner())
-            .await
-            .map(Response::new)
+        let span = rpc_span!("label_names", "LabelNames", request.metadata());
+        async move {
+            let tenant = tenant_from_metadata(request.metadata())?;
+            record_tenant(&tenant);
+            self.inner
+                .label_names(&tenant, request.into_inner())
+                .await
+                .map(Response::new)
+        }
+        .instrument(span)
+        .await
     }
 
-    #[tracing::instrument(skip_all, fields(tenant = tracing::field::Empty))]
     async fn label_values(
         &self,
         request: Request<LabelValuesRequest>,
     ) -> Result<Response<LabelValuesResponse>, Status> {
-        let tenant = tenant_from_metadata(request.metadata())?;
-        record_tenant(&tenant);
-        self.inner
-            .label_values(&tenant, request.into_inner())
-            .await
-            .map(Response::new)
+        let span = rpc_span!("label_values", "LabelValues", request.metadata());
+        async move {
+            let tenant = tenant_from_metadata(request.metadata())?;
+            record_tenant(&tenant);
+            self.inner
+                .label_values(&tenant, request.into_inner())
+                .await
+                .map(Response::new)
+        }
+        .instrument(span)
+        .await
     }
 
-    #[tracing::instrument(skip_all, fields(tenant = tracing::field::Empty))]
     async fn series(&self, request: Request<SeriesRequest>) -> Result<Response<SeriesResponse>, Status> {
-        let tenant = tenant_from_metadata(request.metadata())?;
-        record_tenant(&tenant);
-        self.inner
-            .series(&tenant, request.into_inner())
-            .await
-            .map(Response::new)
+        let span = rpc_span!("series", "Series", request.metadata());
+        async move {
+            let tenant = tenant_from_metadata(request.metadata())?;
+            record_tenant(&tenant);
+            self.inner
+                .series(&tenant, request.into_inner())
+                .await
+                .map(Response::new)
+        }
+        .instrument(span)
+        .await
     }
 }
