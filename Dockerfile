@@ -1,11 +1,12 @@
 # syntax=docker/dockerfile:1
-# Heddle's container image: the `heddle` binary (and `heddlectl` once the workspace has it) on a distroless,
-# non-root base. Build from the repository root:
+# Heddle's container image: the `heddle` server and the `heddlectl` operator CLI on a distroless, non-root base.
+# The chart's ingester preStop hook runs `/usr/local/bin/heddlectl prepare-shutdown` (the base has no shell and
+# no curl). Build from the repository root:
 #
 #   docker build -t heddle:0.1.0 .
 #
-# The binaries link only glibc and libgcc (protoc is vendored, TLS is not compiled in), so the distroless `cc`
-# base is enough; the image runs as uid/gid 65532 and needs no writable root filesystem (the chart mounts the
+# The binaries link only glibc and libgcc (protoc is vendored; S3 over HTTPS uses rustls, which reads the CA
+# roots the distroless base ships in /etc/ssl/certs), so the distroless `cc` base is enough; the image runs as uid/gid 65532 and needs no writable root filesystem (the chart mounts the
 # data volume at /data and an emptyDir at /tmp).
 
 ARG RUST_VERSION=1.95.0
@@ -13,16 +14,14 @@ ARG RUST_VERSION=1.95.0
 FROM rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 COPY . .
-# heddlectl arrives with its own crate (services/heddlectl); build and ship it only when it is present.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     set -eux; \
-    packages="-p heddle"; \
-    if [ -f services/heddlectl/Cargo.toml ]; then packages="$packages -p heddlectl"; fi; \
-    cargo build --release --locked $packages; \
+    cargo build --release --locked -p heddle -p heddlectl; \
     install -D -m 0755 target/release/heddle /out/heddle; \
-    if [ -f target/release/heddlectl ]; then install -m 0755 target/release/heddlectl /out/heddlectl; fi; \
-    /out/heddle --help >/dev/null
+    install -D -m 0755 target/release/heddlectl /out/heddlectl; \
+    /out/heddle --help >/dev/null; \
+    /out/heddlectl --help >/dev/null
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/

@@ -1,8 +1,9 @@
 //! The Helm chart (`helm/heddle`) checked with the real tools: `helm lint --strict` and `helm template` for every
 //! values file under `helm/heddle/ci/`, each rendering validated against the Kubernetes 1.30 API schemas
 //! (`kubernetes-validate --strict`) and compared with the golden manifests in `helm/heddle/golden/`, structural
-//! facts asserted on the parsed objects, `values.schema.json` refusing bad values, and the generated
-//! configuration started with the real `heddle` binary so the chart and the binary agree on config keys.
+//! facts asserted on the parsed objects, `values.schema.json` refusing bad values, and every rendered pod run
+//! as a real `heddle` process with the chart's exact args and configuration (local ports and paths swapped
+//! in), so the chart and the binary agree on every config key and flag and the rendered ring takes writes.
 //!
 //! `./scripts/test` installs helm and kubernetes-validate into `~/.cache/heddle-tools` and exports
 //! `HEDDLE_HELM` / `HEDDLE_KUBERNETES_VALIDATE`. Without them the tests fail when `CI=true` and are skipped
@@ -11,11 +12,14 @@
 //! Regenerate the golden manifests and the README's values table with
 //! `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle-integration --test helm`.
 
+#[path = "helm/local.rs"]
+mod local;
 #[path = "helm/support.rs"]
 mod support;
 
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
-use heddle_testkit::{HeddleOptions, HeddleProcess, http_client, http_get, push, run_bounded};
+use heddle_testkit::{HeddleOptions, HeddleProcess, cargo_bin, http_client, http_get, push, run_bounded, wait_until};
+use local::{LocalDeployment, prepared, run_pre_stop, wait_ring};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -161,14 +165,33 @@ fn production_values_run_three_zone_aware_ingester_statefulsets() {
         // 3M active series x RF 3 over 9 ingesters = 1M series each: Mimir's 5 GB per 300k plus 50 % headroom.
         assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "25Gi", "{name}");
         let container = &pod["containers"][0];
+        // 1M series / 15 s = 66,667 samples/s x 5 CPU-s per million x 1.5 = 0.5 cores.
         assert_eq!(
-            container["resources"]["requests"]["cpu"], "5000m",
-            "{name}: 1 core per 300k x 1.5"
+            container["resources"]["requests"]["cpu"], "500m",
+            "{name}: measured CPU per sample x 1.5"
         );
+        // 1M series x 1536 B x 1.5 = 2198 MiB, plus the 256 MiB base.
         assert_eq!(
-            container["resources"]["requests"]["memory"], "12800Mi",
-            "{name}: 2.5 GB per 300k x 1.5"
+            container["resources"]["requests"]["memory"], "2454Mi",
+            "{name}: measured bytes per series x 1.5 + base"
         );
+        assert_eq!(container["resources"]["limits"]["memory"], "2454Mi", "{name}");
+        // The rollout-operator's prepare-downscale webhook calls <pod>.<statefulset>.<ns>.svc: the governing
+        // Service must be named like the StatefulSet, and the annotations must name Heddle's endpoint.
+        assert_eq!(spec["serviceName"], name, "{name}");
+        let svc = named(&objs, "Service", &name);
+        assert_eq!(svc["spec"]["clusterIP"], "None", "{name}");
+        assert_eq!(svc["spec"]["selector"]["heddle.io/zone"], zone, "{name}");
+        assert_eq!(
+            sts["metadata"]["labels"]["grafana.com/prepare-downscale"], "true",
+            "{name}"
+        );
+        let notes = &sts["metadata"]["annotations"];
+        assert_eq!(
+            notes["grafana.com/prepare-downscale-http-path"], "ingester/prepare-shutdown",
+            "{name}"
+        );
+        assert_eq!(notes["grafana.com/prepare-downscale-http-port"], "8080", "{name}");
         assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/ready", "{name}");
         // Losing a node must cost at most one zone: no ingester of another zone may share it.
         let term = &pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
@@ -187,6 +210,12 @@ fn production_values_run_three_zone_aware_ingester_statefulsets() {
         assert_eq!(pdb["spec"]["maxUnavailable"], 1, "{name}");
         assert_eq!(pdb["spec"]["selector"]["matchLabels"]["heddle.io/zone"], zone, "{name}");
     }
+    // 200,000 samples/s over 3 distributors: 66,667 x 5 CPU-s per million x 1.5 = 0.5 cores; 66,667 x 1 KiB
+    // x 1.5 = 98 MiB plus the 256 MiB base.
+    let distributor =
+        &named(&objs, "Deployment", &format!("{RELEASE}-distributor"))["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(distributor["resources"]["requests"]["cpu"], "500m");
+    assert_eq!(distributor["resources"]["requests"]["memory"], "354Mi");
     for component in ["distributor", "querier"] {
         let name = format!("{RELEASE}-{component}");
         let deploy = named(&objs, "Deployment", &name);
@@ -399,39 +428,151 @@ fn schema_and_checks_refuse_bad_values_with_a_clear_message() {
     }
 }
 
+/// The block-storage keys the binary learned with compaction and shipping: both modes render every one.
+const BLOCK_KEYS: &[&str] = &[
+    "blocks_storage.backend",
+    "blocks_storage.bucket_store.sync_interval",
+    "blocks_storage.tsdb.dir",
+    "blocks_storage.tsdb.block_ranges_period",
+    "blocks_storage.tsdb.retention_period",
+    "blocks_storage.tsdb.ship_interval",
+    "blocks_storage.tsdb.head_compaction_idle_timeout",
+    "blocks_storage.tsdb.flush_blocks_on_shutdown",
+    "blocks_storage.tsdb.memory_snapshot_on_shutdown",
+];
+
 #[test]
-fn the_rendered_config_starts_the_real_binary() {
+fn the_rendered_pods_run_the_real_binary_and_accept_a_write() {
     let Some(helm) = helm() else { return };
+    let heddle = cargo_bin("heddle").expect("build heddle");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = http_client(Duration::from_secs(10)).expect("client");
     for name in CI_VALUES {
-        let objs = objects(&render_ok(&helm, &[ci_values(name)], &[]));
-        let (text, mut config) = rendered_config(&objs);
-        let stripped: Vec<&str> = CLUSTER_ONLY_KEYS
-            .iter()
-            .copied()
-            .filter(|k| remove_key(&mut config, k))
-            .collect();
+        let manifests = render_ok(&helm, &[ci_values(name)], &[]);
+        let (text, config) = rendered_config(&objects(&manifests));
+        for key in BLOCK_KEYS {
+            assert!(lookup(&config, key).is_some(), "{name}: {key} is not rendered:\n{text}");
+        }
         if name.starts_with("single-node") {
-            assert!(
-                stripped.is_empty(),
-                "single-node must render no cluster-only key: {stripped:?}\n{text}"
+            assert_eq!(config["blocks_storage"]["backend"], "filesystem", "{name}");
+            assert_eq!(
+                config["blocks_storage"]["filesystem"]["dir"], "/data/blocks",
+                "{name}: on the PVC"
             );
         } else {
+            assert_eq!(config["blocks_storage"]["backend"], "s3", "{name}");
             assert_eq!(
-                stripped, CLUSTER_ONLY_KEYS,
-                "{name}: distributed renders the cluster keys"
+                config["ingester"]["ring"]["tokens_file_path"], "/data/tokens",
+                "{name}: on the PVC"
             );
+            assert_eq!(config["ingester"]["ring"]["unregister_on_shutdown"], false, "{name}");
         }
-        let yaml = serde_norway::to_string(&config).expect("re-serialize the config");
-        // The harness's flags (ports on 127.0.0.1, a temporary data dir) override the file's, as in the chart.
-        let mut h = HeddleProcess::start(HeddleOptions {
-            config_yaml: Some(yaml.clone()),
-            // Generous: the machine may be busy compiling; an empty data dir is normally ready in milliseconds.
-            ready_timeout: Duration::from_secs(120),
-            ..HeddleOptions::default()
-        })
-        .unwrap_or_else(|e| panic!("{name}: heddle refused the chart's config ({e}):\n{yaml}"));
-        let status = h.sigterm_and_wait().expect("stop heddle");
-        assert!(status.success(), "{name}: {status:?}\n{}", h.log_tail(20));
+        // Every workload with the chart's exact args and config; only LOCAL_SWAPS differ.
+        let mut local = LocalDeployment::start(&heddle, &manifests);
+        let writer = local
+            .pods
+            .iter()
+            .find(|p| p.component == "distributor" || p.component == "single-node")
+            .expect("a pod taking writes");
+        // A write succeeds only once a quorum of the replication factor's ingesters (one per zone with zone
+        // awareness) acknowledged it: the rendered ring settings must form that cluster. Bounded retries while
+        // gossip converges.
+        let url = format!("http://{}/api/v1/push", writer.http);
+        let mut last = String::new();
+        let accepted = wait_until(Duration::from_secs(60), || {
+            let req = one_sample_request();
+            match runtime.block_on(push(&client, &url, Some("helm-chart"), &req)) {
+                Ok(o) if o.is_success() => true,
+                Ok(o) => {
+                    last = format!("{}: {}", o.status, o.body);
+                    false
+                }
+                Err(e) => {
+                    last = e.to_string();
+                    false
+                }
+            }
+        });
+        assert!(
+            accepted,
+            "{name}: {} refused every write (last: {last})\n{}",
+            writer.name,
+            writer.process.log_tail(20)
+        );
+        local.stop_all();
+    }
+}
+
+#[test]
+fn the_prestop_hook_makes_an_ingester_leave_the_ring_while_a_plain_stop_keeps_its_entry() {
+    let Some(helm) = helm() else { return };
+    let heddle = cargo_bin("heddle").expect("build heddle");
+    let heddlectl = cargo_bin("heddlectl").expect("build heddlectl");
+    let manifests = render_ok(
+        &helm,
+        &[ci_values("external-s3-secret-values.yaml")],
+        &["ingester.preStopPrepareShutdown.enabled=true"],
+    );
+    let mut local = LocalDeployment::start(&heddle, &manifests);
+    let reader = local.first("distributor").grpc;
+    let ids: Vec<String> = local.of("ingester").map(|p| p.name.clone()).collect();
+    assert_eq!(ids.len(), 3, "RF 3 without zones: three ingesters");
+    let ring = |what: &str, cond: &dyn Fn(&std::collections::BTreeMap<String, String>) -> bool| {
+        if let Err(last) = wait_ring(&heddlectl, reader, Duration::from_secs(60), cond) {
+            panic!("the distributor's ring never showed {what}; last: {last}");
+        }
+    };
+    ring("every ingester ACTIVE", &|r| {
+        ids.iter().all(|id| r.get(id).map(String::as_str) == Some("ACTIVE"))
+    });
+
+    // Scale-down: the hook marks the pod, which then leaves the ring as it stops.
+    let leaving = local.of("ingester").next().expect("ingester 0");
+    assert_eq!(prepared(leaving), "unset");
+    run_pre_stop(leaving, &heddlectl).expect("run the preStop hook");
+    assert_eq!(prepared(leaving), "set", "the hook must set prepare-shutdown");
+    leaving.stop();
+    ring(&format!("{} gone", ids[0]), &|r| !r.contains_key(&ids[0]));
+
+    // Restart (no hook): unregister_on_shutdown=false keeps the entry so the pod takes its tokens back.
+    let restarting = local.of("ingester").nth(1).expect("ingester 1");
+    restarting.stop();
+    ring(&format!("{} kept, not ACTIVE", ids[1]), &|r| {
+        r.get(&ids[1]).is_some_and(|s| s != "ACTIVE")
+    });
+    local.stop_all();
+}
+
+fn one_sample_request() -> WriteRequest {
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("time fits i64");
+    WriteRequest {
+        timeseries: vec![TimeSeries {
+            labels: vec![
+                Label {
+                    name: "__name__".into(),
+                    value: "helm_chart_test".into(),
+                },
+                Label {
+                    name: "job".into(),
+                    value: "helm".into(),
+                },
+            ],
+            samples: vec![Sample {
+                value: 1.0,
+                timestamp: now_ms,
+            }],
+            ..TimeSeries::default()
+        }],
+        ..WriteRequest::default()
     }
 }
 

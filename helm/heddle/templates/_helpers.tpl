@@ -62,20 +62,34 @@ heddle.io/zone: {{ . }}
 {{- if eq .Values.mode "distributed" -}}true{{- end -}}
 {{- end -}}
 
+{{- define "heddle.s3" -}}
+{{- if eq .Values.storage.backend "s3" -}}true{{- end -}}
+{{- end -}}
+
 {{/* DNS name of the headless gossip service, the seed list of every member. */}}
 {{- define "heddle.gossipAddress" -}}
 {{- printf "%s-gossip-ring.%s.svc.%s:%d" (include "heddle.fullname" .) .Release.Namespace .Values.clusterDomain (int .Values.memberlist.port) -}}
 {{- end -}}
 
 {{/*
-The YAML configuration, in Mimir's layout (docs/configuration.md). Cluster-only keys (ring, memberlist, S3 and
-the block-shipping TSDB keys) are rendered only in distributed mode: the single-node configuration holds only
-keys the binary accepts today, and the chart tests start the real binary with it.
+The YAML configuration, in Mimir's layout (docs/configuration.md). Both modes keep the TSDB under /data/tsdb and
+cut, retain and ship blocks the same way; single-node ships them to a filesystem bucket on the same volume
+(/data/blocks), distributed mode to S3 and adds the ring and gossip keys. The chart tests start the real binary
+with every rendered key (only paths, ports and the gossip seed are swapped for local ones).
 */}}
 {{- define "heddle.config" -}}
 {{- $v := .Values -}}
 {{- $c := $v.config -}}
-{{- $tsdb := dict "dir" "/data/tsdb" "wal_compression_enabled" $c.tsdb.walCompressionEnabled "memory_snapshot_on_shutdown" $c.tsdb.memorySnapshotOnShutdown -}}
+{{- $tsdb := dict
+  "dir" "/data/tsdb"
+  "wal_compression_enabled" $c.tsdb.walCompressionEnabled
+  "memory_snapshot_on_shutdown" $c.tsdb.memorySnapshotOnShutdown
+  "block_ranges_period" $c.tsdb.blockRangesPeriod
+  "retention_period" $c.tsdb.retentionPeriod
+  "ship_interval" $c.tsdb.shipInterval
+  "head_compaction_idle_timeout" $c.tsdb.headCompactionIdleTimeout
+  "flush_blocks_on_shutdown" $c.tsdb.flushBlocksOnShutdown -}}
+{{- $blocks := dict "tsdb" $tsdb "bucket_store" (dict "sync_interval" $c.bucketStore.syncInterval) -}}
 {{- $cfg := dict
   "multitenancy_enabled" $c.multitenancyEnabled
   "server" (dict
@@ -96,20 +110,25 @@ keys the binary accepts today, and the chart tests start the real binary with it
   "querier" (dict
     "query_timeout" $c.querier.queryTimeout
     "max_samples_per_query" (int64 $c.querier.maxSamplesPerQuery))
-  "blocks_storage" (dict "tsdb" $tsdb)
+  "blocks_storage" $blocks
 -}}
-{{- if include "heddle.distributed" . -}}
-{{- $_ := set $tsdb "retention_period" $c.tsdb.retentionPeriod -}}
-{{- $_ := set $tsdb "block_ranges_period" $c.tsdb.blockRangesPeriod -}}
-{{- $_ := set $tsdb "ship_interval" $c.tsdb.shipInterval -}}
+{{- if include "heddle.s3" . -}}
 {{- $s3 := $v.storage.s3 -}}
-{{- $_ := set $cfg.blocks_storage "backend" "s3" -}}
-{{- $_ := set $cfg.blocks_storage "s3" (dict "endpoint" $s3.endpoint "bucket_name" $s3.bucketName "region" $s3.region "insecure" $s3.insecure) -}}
+{{- $_ := set $blocks "backend" "s3" -}}
+{{- $_ := set $blocks "s3" (dict "endpoint" $s3.endpoint "bucket_name" $s3.bucketName "region" $s3.region "insecure" $s3.insecure) -}}
+{{- else -}}
+{{- /* single-node only (checked): the bucket is a directory on the pod's own volume, so blocks survive
+restarts but not the loss of that volume. */ -}}
+{{- $_ := set $blocks "backend" "filesystem" -}}
+{{- $_ := set $blocks "filesystem" (dict "dir" "/data/blocks") -}}
+{{- end -}}
+{{- if include "heddle.distributed" . -}}
 {{- $ring := dict
   "replication_factor" (int $v.ingester.replicationFactor)
   "zone_awareness_enabled" $v.ingester.zoneAwareness.enabled
   "num_tokens" (int $v.ingester.numTokens)
-  "tokens_file_path" "/data/tokens" -}}
+  "tokens_file_path" "/data/tokens"
+  "unregister_on_shutdown" $v.ingester.unregisterOnShutdown -}}
 {{- $_ := set $cfg "ingester" (dict "ring" $ring) -}}
 {{- /* The cluster label keeps two releases' gossip apart even if their seeds ever overlap. */ -}}
 {{- $_ := set $cfg "memberlist" (dict "bind_port" (int $v.memberlist.port) "join_members" (list (include "heddle.gossipAddress" .)) "cluster_label" (printf "%s.%s" .Release.Namespace (include "heddle.fullname" .))) -}}
@@ -126,9 +145,9 @@ checksum/config: {{ include "heddle.config" . | sha256sum }}
 {{- end -}}
 
 {{/*
-Resources of one component: the values' `resources` when set, else sized from `capacity` (see README.md,
-"Sizing"), else nothing. Call with (dict "ctx" $ "component" "ingester" "resources" .Values.ingester.resources
-"pods" <number of pods>).
+Resources of one component: the values' `resources` when set, else sized from `capacity` (README.md, "Sizing":
+Heddle's own measured figures plus headroom), else nothing. Call with (dict "ctx" $ "component" "ingester"
+"resources" .Values.ingester.resources "pods" <number of pods>).
 */}}
 {{- define "heddle.resources" -}}
 {{- $v := .ctx.Values -}}
@@ -137,24 +156,28 @@ Resources of one component: the values' `resources` when set, else sized from `c
 {{- toYaml .resources -}}
 {{- else if and (gt (int64 $cap.activeSeries) 0) (ne .component "querier") -}}
 {{- $pods := max 1 (int64 .pods) -}}
-{{- $headroom := add 100 (int64 $cap.headroomPercent) -}}
+{{- $factor := divf (add 100 (int64 $cap.headroomPercent)) 100 -}}
 {{- $active := int64 $cap.activeSeries -}}
-{{- $cpuMilli := 0 -}}
-{{- $memMi := 0 -}}
+{{- $scrape := max 1 (int64 $cap.scrapeIntervalSeconds) -}}
+{{- $rate := 0.0 -}}
+{{- $memBytes := 0.0 -}}
 {{- if or (eq .component "ingester") (eq .component "single-node") -}}
 {{- $rf := 1 -}}
 {{- if eq .component "ingester" }}{{ $rf = int64 $v.ingester.replicationFactor }}{{ end -}}
-{{- /* in-memory series per pod = active x RF / pods; Mimir: 1 core and 2.5 GB per 300,000 */ -}}
-{{- $series := div (add (mul $active $rf) (sub $pods 1)) $pods -}}
-{{- $cpuMilli = add $cpuMilli (div (add (mul $series 1000 $headroom) 29999999) 30000000) -}}
-{{- $memMi = add $memMi (div (add (mul $series 2560 $headroom) 29999999) 30000000) -}}
+{{- /* in-memory series per pod = active x RF / pods; each costs bytesPerSeries of RSS and brings one sample per scrape */ -}}
+{{- $series := divf (mul $active $rf) $pods -}}
+{{- $memBytes = addf $memBytes (mulf $series $cap.bytesPerSeries) -}}
+{{- $rate = divf $series $scrape -}}
 {{- end -}}
 {{- if or (eq .component "distributor") (eq .component "single-node") -}}
-{{- /* samples/s per pod = active / scrape interval / pods; Mimir: 1 core and 1 GB per 25,000 samples/s */ -}}
-{{- $rate := div (add (div $active (max 1 (int64 $cap.scrapeIntervalSeconds))) (sub $pods 1)) $pods -}}
-{{- $cpuMilli = add $cpuMilli (div (add (mul $rate 1000 $headroom) 2499999) 2500000) -}}
-{{- $memMi = add $memMi (div (add (mul $rate 1024 $headroom) 2499999) 2500000) -}}
+{{- /* samples/s per pod = active / scrape interval / pods; request buffers grow with the rate */ -}}
+{{- $received := divf (divf $active $scrape) $pods -}}
+{{- $memBytes = addf $memBytes (mulf $received $cap.distributorBytesPerSamplePerSecond) -}}
+{{- /* one process does both halves: the measured CPU figure already covers them together */ -}}
+{{- if eq .component "distributor" }}{{ $rate = $received }}{{ end -}}
 {{- end -}}
+{{- $cpuMilli := int64 (ceil (mulf $rate $cap.cpuSecondsPerMillionSamples $factor 0.001)) -}}
+{{- $memMi := add (int64 $cap.baseMemoryMi) (int64 (ceil (divf (mulf $memBytes $factor) 1048576))) -}}
 requests:
   cpu: {{ printf "%dm" (max 100 $cpuMilli) }}
   memory: {{ printf "%dMi" (max 128 $memMi) }}
@@ -163,7 +186,10 @@ limits:
 {{- end -}}
 {{- end -}}
 
-{{/* Disk per ingester from `capacity`: Mimir's 5 GB per 300,000 in-memory series plus headroom, at least 10Gi. */}}
+{{/*
+Disk per ingester from `capacity`: Mimir's 5 GB per 300,000 in-memory series plus headroom, at least 10Gi (our
+own estimate from the measured WAL bytes per sample lands within 20 % of it; README.md, "Sizing").
+*/}}
 {{- define "heddle.ingesterDisk" -}}
 {{- $v := .ctx.Values -}}
 {{- if .size -}}
@@ -189,12 +215,12 @@ limits:
 
 {{/* Cross-field checks JSON schema cannot express with a useful message. */}}
 {{- define "heddle.validate" -}}
+{{- if and (include "heddle.s3" .) (not .Values.storage.s3.bucketName) -}}
+{{- fail "storage.s3.bucketName is required when storage.backend=s3" -}}
+{{- end -}}
 {{- if include "heddle.distributed" . -}}
 {{- if ne .Values.storage.backend "s3" -}}
-{{- fail (printf "storage.backend=%q: the filesystem backend is for mode=single-node demos only; distributed mode ships blocks to object storage, set storage.backend=s3 with storage.s3.endpoint and storage.s3.bucketName" .Values.storage.backend) -}}
-{{- end -}}
-{{- if or (not .Values.storage.s3.endpoint) (not .Values.storage.s3.bucketName) -}}
-{{- fail "storage.s3.endpoint and storage.s3.bucketName are required when storage.backend=s3" -}}
+{{- fail (printf "storage.backend=%q: the filesystem backend is for mode=single-node demos only; distributed mode ships blocks to object storage, set storage.backend=s3 with storage.s3.bucketName (and storage.s3.endpoint unless it is AWS)" .Values.storage.backend) -}}
 {{- end -}}
 {{- if .Values.ingester.zoneAwareness.enabled -}}
 {{- if lt (len .Values.ingester.zoneAwareness.zones) (int .Values.ingester.replicationFactor) -}}
@@ -217,7 +243,7 @@ limits:
     fieldRef:
       fieldPath: status.podIP
 {{- $sec := .Values.storage.s3.existingSecret -}}
-{{- if and (include "heddle.distributed" .) $sec.name }}
+{{- if and (include "heddle.s3" .) $sec.name }}
 - name: AWS_ACCESS_KEY_ID
   valueFrom:
     secretKeyRef:
@@ -237,10 +263,17 @@ limits:
 {{/* Flags every distributed-mode process gets after --config.file. */}}
 {{- define "heddle.clusterArgs" -}}
 - --memberlist.bind-addr=$(POD_IP)
-{{- if .Values.storage.s3.existingSecret.name }}
+{{- with include "heddle.s3Args" . }}
+{{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The S3 keys from the existing Secret, as flags: they never enter the ConfigMap. */}}
+{{- define "heddle.s3Args" -}}
+{{- if and (include "heddle.s3" .) .Values.storage.s3.existingSecret.name -}}
 - --blocks-storage.s3.access-key-id=$(AWS_ACCESS_KEY_ID)
 - --blocks-storage.s3.secret-access-key=$(AWS_SECRET_ACCESS_KEY)
-{{- end }}
+{{- end -}}
 {{- end -}}
 
 {{/* Container ports shared by every role. */}}

@@ -21,18 +21,6 @@ pub const CI_VALUES: &[&str] = &[
 ];
 /// Release name and namespace of every rendering (object names in the golden files depend on them).
 pub const RELEASE: &str = "heddle";
-/// Config keys the chart renders only in distributed mode, for the cluster mode (ring, gossip, S3, block
-/// shipping). The binary must accept everything else of every rendered config.
-pub const CLUSTER_ONLY_KEYS: &[&str] = &[
-    "blocks_storage.backend",
-    "blocks_storage.s3",
-    "blocks_storage.tsdb.block_ranges_period",
-    "blocks_storage.tsdb.retention_period",
-    "blocks_storage.tsdb.ship_interval",
-    "ingester.ring",
-    "memberlist",
-];
-
 pub fn chart_dir() -> PathBuf {
     workspace_root().join("helm/heddle")
 }
@@ -168,21 +156,9 @@ pub fn is_prometheus_operator(o: &Value) -> bool {
     o["apiVersion"] == "monitoring.coreos.com/v1"
 }
 
-/// Removes a dotted key from a config; true when it was there. Empty parent maps are removed too.
-pub fn remove_key(config: &mut Value, dotted: &str) -> bool {
-    let (parent_path, leaf) = dotted.rsplit_once('.').unwrap_or(("", dotted));
-    let mut node = &mut *config;
-    for part in parent_path.split('.').filter(|p| !p.is_empty()) {
-        match node.get_mut(part) {
-            Some(n) => node = n,
-            None => return false,
-        }
-    }
-    let removed = node.as_object_mut().and_then(|m| m.remove(leaf)).is_some();
-    if removed && !parent_path.is_empty() && node.as_object().is_some_and(serde_json::Map::is_empty) {
-        remove_key(config, parent_path);
-    }
-    removed
+/// The value at a dotted key of a config, if there.
+pub fn lookup<'a>(config: &'a Value, dotted: &str) -> Option<&'a Value> {
+    dotted.split('.').try_fold(config, |node, part| node.get(part))
 }
 
 /// Every `heddle_*` metric name in `text`.
