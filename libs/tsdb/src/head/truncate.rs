@@ -2,10 +2,12 @@
 //! (Prometheus `Head.Truncate`, `truncateMemory` + `truncateWAL`).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use heddle_wal::{CheckpointStats, Keep, WalOptions};
 
+use super::series::MemSeries;
 use super::{Head, WAL_DIR, lock, read, write};
 use crate::error::TsdbError;
 use crate::record::{self, Record};
@@ -34,25 +36,37 @@ impl Head {
     ///
     /// The blocks issue calls this after a block covering everything before `mint` is written.
     pub fn truncate(&self, mint: i64) -> Result<TruncateStats, TsdbError> {
-        let mut app = lock(&self.appender);
         let mut stats = TruncateStats::default();
 
-        // 1. Memory.
-        let live: HashSet<u64> = {
-            let mut index = write(&self.index);
-            let mut gone = Vec::new();
-            for s in index.all_series() {
-                let (removed, empty) = lock(&s.state).truncate_before(mint);
+        // 1. Memory, in two steps so that pushes wait only for the series that go, not for a walk over all.
+        // a) Old chunks, series by series under each series' own lock. Appends go on meanwhile: they only add
+        //    samples at or after the minimum valid time, which compaction raised to at least `mint`.
+        let candidates: Vec<Arc<MemSeries>> = {
+            let all: Vec<Arc<MemSeries>> = read(&self.index).all_series().cloned().collect();
+            let mut empty = Vec::new();
+            for s in all {
+                let (removed, is_empty) = lock(&s.state).truncate_before(mint);
                 stats.chunks_removed += removed as u64;
-                if empty {
-                    gone.push(s.series_ref);
+                if is_empty {
+                    empty.push(s);
                 }
             }
+            empty
+        };
+        // b) Series left without samples leave the index under the appender lock (no append is in flight, so
+        //    none holds one of them), re-checked there: a sample may have arrived since step a.
+        let mut app = lock(&self.appender);
+        {
+            let mut index = write(&self.index);
+            let gone: Vec<u64> = candidates
+                .iter()
+                .filter(|s| lock(&s.state).truncate_before(mint).1)
+                .map(|s| s.series_ref)
+                .collect();
             index.remove(&gone);
             stats.series_removed = gone.len() as u64;
             self.num_series.store(index.len() as u64, Ordering::Relaxed);
-            index.all_series().map(|s| s.series_ref).collect()
-        };
+        }
         self.min_time.fetch_max(mint, Ordering::Relaxed);
         if self.min_time.load(Ordering::Relaxed) > self.max_time.load(Ordering::Relaxed) {
             self.min_time.store(i64::MAX, Ordering::Relaxed);
@@ -69,8 +83,10 @@ impl Head {
         };
         let through = wal.current_segment();
         wal.cut_segment()?;
-        // Appends go on into the new segment while the closed ones are folded into the checkpoint.
+        // Appends go on into the new segment while the closed ones are folded into the checkpoint. Series created
+        // from now on are in later segments, so counting them as live changes nothing in the checkpoint.
         drop(app);
+        let live: HashSet<u64> = read(&self.index).all_series().map(|s| s.series_ref).collect();
         let opts = WalOptions {
             segment_size: heddle_wal::DEFAULT_SEGMENT_SIZE,
             compress: self.wal_compression,
