@@ -2,8 +2,11 @@
 //! - `GET|POST /ingester/flush[?tenant=a&tenant=b][&wait=true]`: 204 once started (or done, with `wait`)
 //! - `POST /ingester/shutdown`: leave the ring, flush and stop the process; 204
 //! - `GET /ingester/prepare-shutdown`: 200 `set` or `unset`; `POST` sets it (204); `DELETE` reverts it (204)
+//! - `GET /ingester/ring`: the ring as an HTML page with Forget buttons (`POST`), see [`page`]
 //!
 //! When `--server.admin-token-file` is set they require `Authorization: Bearer <token>` too.
+
+mod page;
 
 use super::{AdminCore, AdminToken};
 use axum::extract::{RawQuery, State};
@@ -23,6 +26,7 @@ pub fn router(core: Arc<AdminCore>, token: AdminToken) -> axum::Router {
     axum::Router::new()
         .route("/ingester/flush", get(flush).post(flush))
         .route("/ingester/shutdown", post(shutdown))
+        .route(page::PATH, get(page::show).post(page::forget))
         .route(
             "/ingester/prepare-shutdown",
             get(prepare_get).post(prepare_set).delete(prepare_unset),

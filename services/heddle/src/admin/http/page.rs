@@ -1,0 +1,290 @@
+//! `/ingester/ring`: the ring as a server-rendered HTML page, as dskit's ring page, for an operator with a
+//! browser. `GET` lists every member (state, zone, address, heartbeat age, tokens, ownership, health) as this
+//! process sees the ring; unhealthy members get a Forget button, a plain form `POST` of `forget=<id>` to the
+//! same path, answered with a redirect back to the page. Both go through the same [`AdminCore`] calls as the
+//! Admin gRPC `RingStatus` and `ForgetMember`.
+//!
+//! With `--server.admin-token-file` the page is an admin surface like the others: it takes
+//! `Authorization: Bearer <token>`, or HTTP Basic credentials whose password is the token (so a browser can
+//! ask for it), and answers 401 with a Basic challenge otherwise. A `POST` whose `Origin` is another site is
+//! refused, so a page elsewhere cannot make a visitor's browser forget members.
+
+use super::{AdminCore, AdminState};
+use crate::admin::MemberStatus;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use std::fmt::Write as _;
+
+/// The page's path; the Forget form posts back to it.
+pub const PATH: &str = "/ingester/ring";
+
+/// `GET /ingester/ring`.
+pub async fn show(State(s): State<AdminState>, headers: HeaderMap) -> Response {
+    if let Some(r) = unauthorized(&s, &headers) {
+        return r;
+    }
+    Html(render(&s.core, None).await).into_response()
+}
+
+/// `POST /ingester/ring` with the form field `forget=<member id>`.
+pub async fn forget(State(s): State<AdminState>, headers: HeaderMap, body: String) -> Response {
+    if let Some(r) = unauthorized(&s, &headers) {
+        return r;
+    }
+    if !same_origin(&headers) {
+        return (
+            StatusCode::FORBIDDEN,
+            "cross-site form posts to the ring page are refused: open the page on this server and press Forget there",
+        )
+            .into_response();
+    }
+    let ids: Vec<String> = super::query_pairs(&body)
+        .into_iter()
+        .filter(|(k, _)| k == "forget")
+        .map(|(_, v)| v)
+        .collect();
+    let [id] = ids.as_slice() else {
+        let msg = format!("expected one forget=<member id> form field, got {}", ids.len());
+        return (StatusCode::BAD_REQUEST, Html(render(&s.core, Some(&msg)).await)).into_response();
+    };
+    match s.core.forget(id).await {
+        // Post/redirect/get: reloading the page does not post the form again.
+        Ok(()) => Redirect::to(PATH).into_response(),
+        Err(e) => {
+            let msg = format!("cannot forget {id}: {e}");
+            (e.http_status(), Html(render(&s.core, Some(&msg)).await)).into_response()
+        }
+    }
+}
+
+/// The 401 answer, with a Basic challenge a browser turns into a password prompt, unless the request carries
+/// the admin token (as a Bearer token or the Basic password).
+fn unauthorized(state: &AdminState, headers: &HeaderMap) -> Option<Response> {
+    let presented = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+    let bearer = presented.and_then(|v| match v.strip_prefix(b"Basic ") {
+        Some(b64) => basic_password(b64).map(|p| [b"Bearer ".as_slice(), &p].concat()),
+        None => Some(v.to_vec()),
+    });
+    let msg = state.token.check(bearer.as_deref()).err()?;
+    let mut response = (StatusCode::UNAUTHORIZED, msg).into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"heddle admin\", charset=\"UTF-8\""),
+    );
+    Some(response)
+}
+
+/// The password of a Basic credential (`base64(user:password)`).
+fn basic_password(b64: &[u8]) -> Option<Vec<u8>> {
+    let decoded = base64_decode(b64)?;
+    let colon = decoded.iter().position(|&b| b == b':')?;
+    Some(decoded[colon + 1..].to_vec())
+}
+
+fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let input: Vec<u8> = input.iter().copied().take_while(|&c| c != b'=').collect();
+    let mut out = Vec::with_capacity(input.len() * 3 / 4);
+    for chunk in input.chunks(4) {
+        if chunk.len() == 1 {
+            return None;
+        }
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= value(c)? << (18 - 6 * i);
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    Some(out)
+}
+
+/// False when the browser says the form came from another origin (`Origin` host differs from `Host`).
+/// Requests without `Origin` (curl, scripts, older browsers on same-origin posts) pass.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    !host.is_empty() && origin_host.eq_ignore_ascii_case(host)
+}
+
+async fn render(core: &AdminCore, error: Option<&str>) -> String {
+    let (members, backend) = core.ring_status().await;
+    render_members(&members, backend, core.target(), error)
+}
+
+fn render_members(members: &[MemberStatus], backend: &str, target: &str, error: Option<&str>) -> String {
+    let mut h = String::with_capacity(2048 + 512 * members.len());
+    h.push_str(concat!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Heddle ingester ring</title>\n",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}",
+        "th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}",
+        "tr.unhealthy{background:#fdd}.error{color:#a00}</style></head>\n<body>\n",
+        "<h1>Ingester ring</h1>\n"
+    ));
+    let healthy = members.iter().filter(|m| m.state != "UNHEALTHY").count();
+    let _ = writeln!(
+        h,
+        "<p>As seen by this process ({} ring, target {}): {} members, {} healthy.</p>",
+        escape(backend),
+        escape(target),
+        members.len(),
+        healthy
+    );
+    if let Some(e) = error {
+        let _ = writeln!(h, "<p class=\"error\" id=\"error\">{}</p>", escape(e));
+    }
+    h.push_str(concat!(
+        "<table id=\"members\">\n<thead><tr><th>Instance ID</th><th>State</th><th>Health</th><th>Zone</th>",
+        "<th>Address</th><th>Last heartbeat</th><th>Tokens</th><th>Ownership</th><th>Actions</th></tr></thead>\n",
+        "<tbody>\n"
+    ));
+    for m in members {
+        let unhealthy = m.state == "UNHEALTHY";
+        let id = escape(&m.id);
+        let _ = write!(
+            h,
+            "<tr id=\"member-{id}\" class=\"{}\"><td>{id}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{:.1}%</td><td>",
+            if unhealthy { "unhealthy" } else { "healthy" },
+            escape(&m.state),
+            if unhealthy { "unhealthy" } else { "healthy" },
+            escape(&m.zone),
+            escape(&m.address),
+            heartbeat_age(m.heartbeat_age_ms),
+            m.tokens,
+            m.ownership_percent,
+        );
+        if unhealthy {
+            let _ = write!(
+                h,
+                "<form method=\"post\" action=\"{PATH}\"><input type=\"hidden\" name=\"forget\" value=\"{id}\">\
+                 <button type=\"submit\">Forget</button></form>"
+            );
+        }
+        h.push_str("</td></tr>\n");
+    }
+    h.push_str("</tbody></table>\n</body></html>\n");
+    h
+}
+
+/// `850ms ago`, `12.3s ago`, `4m 05s ago`; negative ages (clock skew) read as `now`.
+fn heartbeat_age(ms: i64) -> String {
+    match ms {
+        ..=0 => "now".to_owned(),
+        1..1000 => format!("{ms}ms ago"),
+        1000..60_000 => format!("{:.1}s ago", ms as f64 / 1000.0),
+        _ => format!("{}m {:02}s ago", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(id: &str, state: &str) -> MemberStatus {
+        MemberStatus {
+            id: id.into(),
+            state: state.into(),
+            zone: "zone-a".into(),
+            address: "10.0.0.1:9095".into(),
+            tokens: 128,
+            ownership_percent: 33.333,
+            heartbeat_age_ms: 2500,
+        }
+    }
+
+    #[test]
+    fn forget_button_only_for_unhealthy_members() {
+        let html = render_members(
+            &[member("ing-1", "ACTIVE"), member("ing-2", "UNHEALTHY")],
+            "gossip",
+            "ingester",
+            None,
+        );
+        assert_eq!(html.matches("<button").count(), 1, "{html}");
+        assert!(html.contains("name=\"forget\" value=\"ing-2\""), "{html}");
+        assert!(html.contains("<td>33.3%</td>"), "{html}");
+        assert!(html.contains("2.5s ago"), "{html}");
+        assert!(html.contains("2 members, 1 healthy"), "{html}");
+    }
+
+    #[test]
+    fn member_fields_are_escaped() {
+        let html = render_members(
+            &[member("<script>x</script>", "UNHEALTHY")],
+            "gossip",
+            "all",
+            Some("a&b"),
+        );
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("&lt;script&gt;x&lt;/script&gt;"), "{html}");
+        assert!(html.contains("a&amp;b"), "{html}");
+    }
+
+    #[test]
+    fn heartbeat_ages() {
+        let cases = [
+            (-5, "now"),
+            (0, "now"),
+            (850, "850ms ago"),
+            (12_345, "12.3s ago"),
+            (245_000, "4m 05s ago"),
+        ];
+        for (ms, want) in cases {
+            assert_eq!(heartbeat_age(ms), want, "age {ms} ms");
+        }
+    }
+
+    #[test]
+    fn basic_credentials_carry_the_token_as_password() {
+        // base64("admin:s3cret") and base64("x:ab") (padding).
+        assert_eq!(basic_password(b"YWRtaW46czNjcmV0").unwrap(), b"s3cret");
+        assert_eq!(basic_password(b"eDphYg==").unwrap(), b"ab");
+        assert_eq!(basic_password(b"bm9jb2xvbg=="), None, "no colon");
+        assert_eq!(basic_password(b"!!!!"), None, "not base64");
+    }
+
+    #[test]
+    fn cross_site_posts_are_refused() {
+        let headers = |origin: Option<&str>| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
+            if let Some(o) = origin {
+                h.insert(header::ORIGIN, HeaderValue::from_str(o).unwrap());
+            }
+            h
+        };
+        assert!(same_origin(&headers(None)), "no Origin (curl)");
+        assert!(same_origin(&headers(Some("http://127.0.0.1:8080"))), "same site");
+        assert!(!same_origin(&headers(Some("http://evil.example"))), "other site");
+        assert!(!same_origin(&headers(Some("null"))), "opaque origin");
+    }
+}
