@@ -410,12 +410,28 @@ fn kill9_then_restart_under_load_loses_no_acknowledged_sample() {
 
 #[test]
 fn rolling_restart_loses_no_acknowledged_sample() {
-    let _serial = serial();
     // Ingesters keep their ring entry (LEAVING) while stopped, as the Helm chart runs them.
-    let mut cluster = start_cluster(ClusterOptions::default());
+    rolling_restart(false);
+}
+
+#[test]
+fn rolling_restart_with_unregister_on_shutdown_loses_no_acknowledged_sample() {
+    // Ingesters leave the ring on SIGTERM and rejoin with the tokens from their tokens file.
+    rolling_restart(true);
+}
+
+/// Restarts every ingester in turn (SIGTERM, wait, start, wait until ACTIVE everywhere) under load.
+fn rolling_restart(unregister_on_shutdown: bool) {
+    let _serial = serial();
+    let mut cluster = start_cluster(ClusterOptions {
+        unregister_on_shutdown,
+        ..ClusterOptions::default()
+    });
+    let name = format!("rolling restart (unregister_on_shutdown={unregister_on_shutdown})");
     let load = Load::start(&cluster, "rolling");
     load.wait_rounds(5);
     for i in 0..cluster.ingesters().len() {
+        let tokens = std::fs::read(cluster.ingester(i).tokens_path()).expect("tokens file");
         let status = cluster.sigterm(i).expect("SIGTERM");
         assert!(
             status.success(),
@@ -424,19 +440,35 @@ fn rolling_restart_loses_no_acknowledged_sample() {
             cluster.ingester(i).log_tail(20)
         );
         let id = cluster.ingester(i).name().to_owned();
-        cluster
-            .wait_ring(&format!("{id} in the ring but not ACTIVE"), |m| {
-                state_of(m, &id).is_some_and(|s| s != "ACTIVE")
-            })
-            .expect("the stopped ingester keeps its entry, no longer ACTIVE");
+        if unregister_on_shutdown {
+            cluster
+                .wait_ring(&format!("{id} gone"), |m| state_of(m, &id).is_none())
+                .expect("the stopped ingester left the ring");
+        } else {
+            cluster
+                .wait_ring(&format!("{id} in the ring but not ACTIVE"), |m| {
+                    state_of(m, &id).is_some_and(|s| s != "ACTIVE")
+                })
+                .expect("the stopped ingester keeps its entry, no longer ACTIVE");
+        }
         load.wait_rounds(3);
         cluster.restart(i).expect("restart");
+        assert_eq!(
+            std::fs::read(cluster.ingester(i).tokens_path()).expect("tokens file"),
+            tokens,
+            "{id} changed its tokens across the restart"
+        );
         load.wait_rounds(5);
     }
     let (data, report) = load.finish();
-    eprintln!("rolling restart: {}", report.summary());
-    let checked = assert_all_read_back(&cluster, &data, &report, "after the rolling restart");
-    eprintln!("rolling restart: {checked} acknowledged samples read back, 0 lost");
+    eprintln!("{name}: {}", report.summary());
+    if report.status_5xx > 0 {
+        for d in cluster.distributors() {
+            eprintln!("{name}: {} log tail:\n{}", d.name(), d.log_tail(6));
+        }
+    }
+    let checked = assert_all_read_back(&cluster, &data, &report, &name);
+    eprintln!("{name}: {checked} acknowledged samples read back, 0 lost");
 }
 
 #[test]
