@@ -60,6 +60,26 @@ pub fn labels_to_proto(labels: &Labels) -> Vec<Label> {
         .collect()
 }
 
+/// A series and its XOR chunks (`(min_time, max_time, bytes)`, oldest first) as `QueryStream` answers carry
+/// them.
+pub fn xor_chunked_series<'a>(
+    labels: &Labels,
+    chunks: impl IntoIterator<Item = (i64, i64, &'a [u8])>,
+) -> crate::prometheus::ChunkedSeries {
+    crate::prometheus::ChunkedSeries {
+        labels: labels_to_proto(labels),
+        chunks: chunks
+            .into_iter()
+            .map(|(min_time_ms, max_time_ms, data)| crate::prometheus::Chunk {
+                min_time_ms,
+                max_time_ms,
+                r#type: crate::prometheus::chunk::Encoding::Xor as i32,
+                data: data.to_vec(),
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

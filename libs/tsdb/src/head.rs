@@ -11,7 +11,7 @@
 mod append;
 mod compact;
 mod index;
-mod postings;
+pub(crate) mod postings;
 mod read;
 mod replay;
 mod series;

@@ -9,8 +9,8 @@ use heddle_proto::ingester::{
     LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
     QueryStreamResponse, SeriesRequest, SeriesResponse,
 };
-use heddle_proto::prometheus::{self as pb, chunk::Encoding};
-use heddle_proto::{IngesterClient, QueryStream, labels_to_proto};
+use heddle_proto::prometheus as pb;
+use heddle_proto::{IngesterClient, QueryStream, labels_to_proto, xor_chunked_series};
 use heddle_tsdb::SeriesChunks;
 use std::collections::BTreeSet;
 
@@ -18,19 +18,10 @@ use std::collections::BTreeSet;
 const SERIES_PER_MESSAGE: usize = 128;
 
 fn chunked(series: SeriesChunks) -> pb::ChunkedSeries {
-    pb::ChunkedSeries {
-        labels: labels_to_proto(&series.labels),
-        chunks: series
-            .chunks
-            .into_iter()
-            .map(|c| pb::Chunk {
-                min_time_ms: c.min_time,
-                max_time_ms: c.max_time,
-                r#type: Encoding::Xor as i32,
-                data: c.data.to_vec(),
-            })
-            .collect(),
-    }
+    xor_chunked_series(
+        &series.labels,
+        series.chunks.iter().map(|c| (c.min_time, c.max_time, &c.data[..])),
+    )
 }
 
 #[async_trait::async_trait]

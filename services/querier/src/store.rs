@@ -8,8 +8,8 @@
 use crate::error::QuerierError;
 use heddle_bucket::Bucket;
 use heddle_model::{Labels, Matcher, TenantId};
-use heddle_proto::labels_to_proto;
-use heddle_proto::prometheus::{self as pb, chunk::Encoding};
+use heddle_proto::prometheus as pb;
+use heddle_proto::xor_chunked_series;
 use heddle_tsdb::block::{BlockMeta, BlockReader};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -144,18 +144,11 @@ impl BucketStore {
         Ok(parts
             .into_iter()
             .flatten()
-            .map(|s| pb::ChunkedSeries {
-                labels: labels_to_proto(&s.labels),
-                chunks: s
-                    .chunks
-                    .into_iter()
-                    .map(|c| pb::Chunk {
-                        min_time_ms: c.min_time,
-                        max_time_ms: c.max_time,
-                        r#type: Encoding::Xor as i32,
-                        data: c.data.to_vec(),
-                    })
-                    .collect(),
+            .map(|s| {
+                xor_chunked_series(
+                    &s.labels,
+                    s.chunks.iter().map(|c| (c.min_time, c.max_time, &c.data[..])),
+                )
             })
             .collect())
     }

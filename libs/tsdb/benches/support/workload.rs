@@ -14,10 +14,15 @@ pub fn env(name: &str, default: usize) -> usize {
 }
 
 pub fn rss_bytes() -> u64 {
+    status_bytes("VmRSS:")
+}
+
+/// A `kB` field of /proc/self/status (`VmRSS:`, `VmHWM:`, `RssAnon:`), in bytes; 0 if absent.
+pub fn status_bytes(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }

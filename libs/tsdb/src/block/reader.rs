@@ -23,6 +23,7 @@ use super::files::{BlockFiles, LocalBlockFiles};
 use super::index::{INDEX_FILENAME, IndexHeader, SERIES_ALIGN, SeriesEntry, decode_postings};
 use super::meta::BlockMeta;
 use crate::error::TsdbError;
+use crate::head::postings::intersect;
 use crate::head::{ChunkData, SeriesChunks};
 
 /// Bytes read past the last series entry of a group (entries are usually far smaller).
@@ -315,22 +316,4 @@ impl BlockReader {
         sizes.insert(segment, size);
         Ok(size)
     }
-}
-
-/// Intersection of two ascending lists.
-fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let (mut i, mut j) = (0, 0);
-    let mut out = Vec::with_capacity(a.len().min(b.len()));
-    while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {
-        match x.cmp(&y) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(x);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out
 }

@@ -3,10 +3,9 @@
 
 use heddle_model::{LabelRef, Sample};
 
-use super::test_support::all_samples;
+use super::test_support::{all_samples, samples_of};
 use super::*;
 use crate::block::{BlockReader, list_local_blocks};
-use crate::chunkenc::decode_xor;
 
 const H2: i64 = 7_200_000;
 const STEP: i64 = 60_000;
@@ -55,23 +54,8 @@ fn fill(head: &Head, from: i64, to: i64) -> AppendOutcome {
 /// Every sample of a block, as `all_samples` lists a head's.
 fn block_samples(dir: &std::path::Path) -> Vec<(String, Vec<(i64, u64)>)> {
     let b = BlockReader::open_dir(dir).unwrap();
-    b.select(
-        i64::MIN,
-        i64::MAX,
-        &[heddle_model::Matcher::new(heddle_model::MatchType::RegexMatch, "__name__", ".+").unwrap()],
-    )
-    .unwrap()
-    .into_iter()
-    .map(|s| {
-        let v = s
-            .chunks
-            .iter()
-            .flat_map(|c| decode_xor(&c.data).unwrap())
-            .map(|x| (x.t, x.v.to_bits()))
-            .collect();
-        (s.labels.to_string(), v)
-    })
-    .collect()
+    let all = heddle_model::Matcher::new(heddle_model::MatchType::RegexMatch, "__name__", ".+").unwrap();
+    samples_of(b.select(i64::MIN, i64::MAX, &[all]).unwrap())
 }
 
 /// `samples` restricted to `[mint, maxt)`.

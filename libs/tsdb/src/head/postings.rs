@@ -84,8 +84,8 @@ fn insert_sorted(list: &mut Vec<u64>, r: u64) {
     }
 }
 
-/// Intersection of two sorted lists.
-pub(crate) fn intersect(a: &[u64], b: &[u64]) -> Vec<u64> {
+/// Intersection of two sorted lists (head series refs, or a block's series ids).
+pub(crate) fn intersect<T: Copy + Ord>(a: &[T], b: &[T]) -> Vec<T> {
     let (mut i, mut j) = (0, 0);
     let mut out = Vec::with_capacity(a.len().min(b.len()));
     while let (Some(&x), Some(&y)) = (a.get(i), b.get(j)) {

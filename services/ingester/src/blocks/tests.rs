@@ -18,6 +18,17 @@ const H2: i64 = 7_200_000;
 const STEP: i64 = 60_000;
 
 fn ingester(dir: &Path, bucket_dir: &Path) -> Arc<Ingester> {
+    ingester_with(
+        bucket_dir,
+        TsdbConfig {
+            dir: dir.to_path_buf(),
+            ..TsdbConfig::default()
+        },
+    )
+}
+
+/// An ingester shipping to a filesystem bucket in `bucket_dir`.
+fn ingester_with(bucket_dir: &Path, tsdb: TsdbConfig) -> Arc<Ingester> {
     let mut registry = Registry::default();
     let discarded = DiscardedSamples::register(&mut registry);
     let bucket = Bucket::new(
@@ -31,10 +42,6 @@ fn ingester(dir: &Path, bucket_dir: &Path) -> Arc<Ingester> {
         &mut registry,
     )
     .unwrap();
-    let tsdb = TsdbConfig {
-        dir: dir.to_path_buf(),
-        ..TsdbConfig::default()
-    };
     Ingester::new(&IngesterConfig::default(), tsdb, Some(bucket), &mut registry, discarded)
 }
 
@@ -157,19 +164,6 @@ async fn compaction_queries_flush_and_restart() {
 async fn idle_head_is_compacted_and_shipped() {
     let dir = tempfile::tempdir().unwrap();
     let bucket_dir = tempfile::tempdir().unwrap();
-    let mut registry = Registry::default();
-    let discarded = DiscardedSamples::register(&mut registry);
-    let bucket = Bucket::new(
-        &BucketConfig {
-            backend: Backend::Filesystem,
-            filesystem: FilesystemConfig {
-                dir: bucket_dir.path().to_path_buf(),
-            },
-            ..BucketConfig::default()
-        },
-        &mut registry,
-    )
-    .unwrap();
     let tsdb = TsdbConfig {
         dir: dir.path().to_path_buf(),
         head_compaction_interval: std::time::Duration::from_millis(20),
@@ -179,7 +173,7 @@ async fn idle_head_is_compacted_and_shipped() {
         retention_period: std::time::Duration::from_secs(100 * 365 * 86_400),
         ..TsdbConfig::default()
     };
-    let ing = Ingester::new(&IngesterConfig::default(), tsdb, Some(bucket), &mut registry, discarded);
+    let ing = ingester_with(bucket_dir.path(), tsdb);
     ing.open_existing().await.unwrap();
     push(&ing, 0, 30 * STEP).await; // half an hour: nothing is due by range
     let stop = CancellationToken::new();
