@@ -3,8 +3,10 @@
 //! processes in the client's trace, the distributor's request span a child of the client's span and the
 //! ingester's `Push` span a child of a distributor span.
 //!
-//! The receiver is a tonic server implementing the OTLP `TraceService` inside the test; the processes find it
-//! through the standard `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_PROTOCOL` variables.
+//! The receiver runs inside the test, once for each OTLP protocol: a tonic server implementing the OTLP
+//! `TraceService` (`grpc`) and a minimal HTTP/1.1 endpoint decoding `POST /v1/traces` (`http/protobuf`, the
+//! default). The processes find it through the standard `OTEL_EXPORTER_OTLP_ENDPOINT` /
+//! `OTEL_EXPORTER_OTLP_PROTOCOL` variables.
 
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
 use heddle_testkit::codec::encode_write_request;
@@ -12,8 +14,10 @@ use heddle_testkit::{Cluster, ClusterOptions, free_port, http_client, wait_until
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
-use std::sync::{Arc, Mutex};
+use prost::Message as _;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// The client's trace and span, as a Prometheus behind a tracing proxy would send them.
 const CLIENT_TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -47,8 +51,15 @@ impl TraceService for Receiver {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.record(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+impl Receiver {
+    fn record(&self, request: ExportTraceServiceRequest) {
         let mut got = Vec::new();
-        for rs in request.into_inner().resource_spans {
+        for rs in request.resource_spans {
             let (mut target, mut pid) = (String::new(), 0);
             for kv in rs.resource.iter().flat_map(|r| &r.attributes) {
                 match (kv.key.as_str(), kv.value.as_ref().and_then(|v| v.value.as_ref())) {
@@ -69,8 +80,72 @@ impl TraceService for Receiver {
             }
         }
         self.spans.lock().unwrap_or_else(|e| e.into_inner()).extend(got);
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
     }
+
+    /// Serves OTLP/HTTP `POST /v1/traces` (binary protobuf, `Content-Length` bodies, keep-alive) on `listener`.
+    async fn serve_http(self, listener: tokio::net::TcpListener) {
+        while let Ok((conn, _)) = listener.accept().await {
+            tokio::spawn(self.clone().http_connection(conn));
+        }
+    }
+
+    async fn http_connection(self, mut conn: tokio::net::TcpStream) {
+        let mut buf = Vec::new();
+        loop {
+            let Some(head_end) = read_until_head_end(&mut conn, &mut buf).await else {
+                return;
+            };
+            let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let body_start = head_end + 4;
+            while buf.len() < body_start + length {
+                let mut chunk = [0u8; 8192];
+                match conn.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let status = match ExportTraceServiceRequest::decode(&buf[body_start..body_start + length]) {
+                Ok(request) if head.starts_with("post /v1/traces ") => {
+                    self.record(request);
+                    "200 OK"
+                }
+                _ => "400 Bad Request",
+            };
+            buf.drain(..body_start + length);
+            let response =
+                format!("HTTP/1.1 {status}\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
+            if conn.write_all(response.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Reads into `buf` until it holds a whole request head; the offset of its `\r\n\r\n`.
+async fn read_until_head_end(conn: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
+    for _ in 0..10_000 {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Some(i);
+        }
+        let mut chunk = [0u8; 8192];
+        match conn.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    None
+}
+
+/// One cluster at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -117,14 +192,29 @@ fn describe(spans: &[Received]) -> String {
 }
 
 #[test]
-fn one_trace_spans_client_distributor_and_ingester() {
+fn one_trace_over_otlp_grpc() {
+    one_trace_spans_client_distributor_and_ingester("grpc");
+}
+
+#[test]
+fn one_trace_over_otlp_http_protobuf() {
+    one_trace_spans_client_distributor_and_ingester("http/protobuf");
+}
+
+fn one_trace_spans_client_distributor_and_ingester(protocol: &str) {
+    let _serial = serial();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let port = free_port().unwrap();
     let receiver = Receiver::default();
-    let server = tonic::transport::Server::builder()
-        .add_service(TraceServiceServer::new(receiver.clone()))
-        .serve(([127, 0, 0, 1], port).into());
-    rt.spawn(server);
+    if protocol == "grpc" {
+        let server = tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(receiver.clone()))
+            .serve(([127, 0, 0, 1], port).into());
+        rt.spawn(server);
+    } else {
+        let listener = rt.block_on(tokio::net::TcpListener::bind(("127.0.0.1", port))).unwrap();
+        rt.spawn(receiver.clone().serve_http(listener));
+    }
 
     let cluster = Cluster::start(ClusterOptions {
         ingesters: 1,
@@ -132,7 +222,7 @@ fn one_trace_spans_client_distributor_and_ingester() {
         replication_factor: 1,
         env: vec![
             ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), format!("http://127.0.0.1:{port}")),
-            ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "grpc".into()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), protocol.into()),
             // Export within 100 ms instead of the default 5 s.
             ("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()),
         ],
@@ -167,7 +257,7 @@ fn one_trace_spans_client_distributor_and_ingester() {
     let spans: Vec<Received> = receiver.spans().into_iter().filter(in_trace).collect();
     assert!(
         arrived,
-        "spans of both processes in trace {CLIENT_TRACE_ID}; received in that trace:\n{}\nall:\n{}",
+        "spans of both processes in trace {CLIENT_TRACE_ID} over {protocol}; received in that trace:\n{}\nall:\n{}",
         describe(&spans),
         describe(&receiver.spans())
     );
