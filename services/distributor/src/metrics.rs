@@ -31,6 +31,28 @@ struct TenantReasonLabels {
     reason: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IngesterOutcomeLabels {
+    ingester: String,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IngesterLabels {
+    ingester: String,
+}
+
+/// Outcome of one push to one ingester, as `heddle_distributor_ingester_pushes{outcome}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IngesterPushOutcome {
+    /// The ingester answered (it may have refused some series).
+    Ok,
+    /// It answered with an error status.
+    Error,
+    /// No answer within `distributor.remote_timeout`.
+    Timeout,
+}
+
 /// Handles to every distributor metric.
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
@@ -41,6 +63,8 @@ pub(crate) struct Metrics {
     duration: Histogram,
     received_bytes: Counter,
     pub(crate) arena_retained_bytes: Gauge,
+    ingester_pushes: Family<IngesterOutcomeLabels, Counter>,
+    ingester_push_duration: Family<IngesterLabels, Histogram>,
 }
 
 impl Metrics {
@@ -56,7 +80,21 @@ impl Metrics {
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
             received_bytes: Counter::default(),
             arena_retained_bytes: Gauge::default(),
+            ingester_pushes: Family::default(),
+            ingester_push_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 2.0, 15))
+            }),
         };
+        registry.register(
+            "heddle_distributor_ingester_pushes",
+            "Push calls to each ingester, by outcome (ok, error, timeout)",
+            m.ingester_pushes.clone(),
+        );
+        registry.register(
+            "heddle_distributor_ingester_push_duration_seconds",
+            "Time for one ingester to answer a push, per ingester (timeouts count as the full remote timeout)",
+            m.ingester_push_duration.clone(),
+        );
         registry.register(
             "heddle_distributor_arena_retained_bytes",
             "Capacity held by idle pooled request arenas of the distributor",
@@ -109,6 +147,26 @@ impl Metrics {
                 })
                 .inc_by(n);
         }
+    }
+
+    /// One push to `ingester` ended with `outcome` after `took`.
+    pub(crate) fn ingester_push(&self, ingester: &str, outcome: IngesterPushOutcome, took: Duration) {
+        let outcome = match outcome {
+            IngesterPushOutcome::Ok => "ok",
+            IngesterPushOutcome::Error => "error",
+            IngesterPushOutcome::Timeout => "timeout",
+        };
+        self.ingester_pushes
+            .get_or_create(&IngesterOutcomeLabels {
+                ingester: ingester.to_owned(),
+                outcome,
+            })
+            .inc();
+        self.ingester_push_duration
+            .get_or_create(&IngesterLabels {
+                ingester: ingester.to_owned(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     pub(crate) fn received_bytes(&self, n: usize) {

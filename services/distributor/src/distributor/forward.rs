@@ -11,6 +11,7 @@
 
 use super::Distributor;
 use super::prepare::Prepared;
+use crate::metrics::IngesterPushOutcome;
 use crate::outcome::{ForwardFailure, PushOutcome, Rejection};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -54,9 +55,21 @@ impl Distributor {
             .enumerate()
             .map(|(i, b)| {
                 let tenant = tenant.clone();
+                let metrics = self.metrics.clone();
+                // Measured inside the task, so pushes that finish after the answer (quorum reached) count too.
                 let task = tokio::spawn(
-                    async move { tokio::time::timeout(timeout, b.client.push(&tenant, b.body)).await }
-                        .instrument(tracing::Span::current()),
+                    async move {
+                        let started = std::time::Instant::now();
+                        let result = tokio::time::timeout(timeout, b.client.push(&tenant, b.body)).await;
+                        let outcome = match &result {
+                            Ok(Ok(_)) => IngesterPushOutcome::Ok,
+                            Ok(Err(_)) => IngesterPushOutcome::Error,
+                            Err(_) => IngesterPushOutcome::Timeout,
+                        };
+                        metrics.ingester_push(&b.instance, outcome, started.elapsed());
+                        result
+                    }
+                    .instrument(tracing::Span::current()),
                 );
                 async move { (i, task.await) }
             })

@@ -483,3 +483,25 @@ async fn the_rings_error_is_quoted_when_no_replica_set_can_be_formed() {
         "{body}"
     );
 }
+
+/// Each ingester's pushes are counted by outcome and timed, per ingester.
+#[tokio::test]
+async fn per_ingester_push_metrics() {
+    let ring = Arc::new(ParityRing {
+        even: FakeIngester::new(Behavior::Accept),
+        odd: FakeIngester::new(Behavior::Fail(tonic::Code::Unavailable)),
+    });
+    let (d, registry) = distributor(ring);
+    let sent: Vec<TimeSeries> = (0..40).map(|i| up(&format!("metric_{i}"))).collect();
+    let outcome = push(&d, sent).await.unwrap();
+    assert!(outcome.status().is_server_error(), "{}", outcome.body());
+    let text = exposition(&registry);
+    for want in [
+        r#"heddle_distributor_ingester_pushes_total{ingester="even",outcome="ok"} 1"#,
+        r#"heddle_distributor_ingester_pushes_total{ingester="odd",outcome="error"} 1"#,
+        r#"heddle_distributor_ingester_push_duration_seconds_count{ingester="even"} 1"#,
+        r#"heddle_distributor_ingester_push_duration_seconds_count{ingester="odd"} 1"#,
+    ] {
+        assert!(text.contains(want), "missing {want} in:\n{text}");
+    }
+}
