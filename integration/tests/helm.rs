@@ -19,7 +19,7 @@ mod support;
 
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
 use heddle_testkit::{HeddleOptions, HeddleProcess, cargo_bin, http_client, http_get, push, run_bounded, wait_until};
-use local::{LocalDeployment, prepared, run_pre_stop, wait_ring};
+use local::{LocalDeployment, get_admin, prepared, run_pre_stop, wait_ring};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -306,6 +306,20 @@ fn external_s3_values_take_the_keys_from_the_existing_secret() {
         "keys must never be in the ConfigMap:\n{text}"
     );
     assert_eq!(config["blocks_storage"]["s3"]["insecure"], true);
+    // The admin token comes from its own Secret, mounted read-only; only its path is in the ConfigMap.
+    assert_eq!(config["server"]["admin_token_file"], "/etc/heddle-admin/token");
+    let pod = &sts["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "admin-token"))
+        .expect("admin-token volume");
+    assert_eq!(volume["secret"]["secretName"], "heddle-admin-token");
+    assert!(
+        pod["containers"][0]["volumeMounts"].as_array().is_some_and(|m| m
+            .iter()
+            .any(|m| m["mountPath"] == "/etc/heddle-admin" && m["readOnly"] == true)),
+        "the token is mounted read-only"
+    );
     assert_eq!(config["ingester"]["ring"]["zone_awareness_enabled"], false);
     assert_eq!(
         named(&objs, "PodDisruptionBudget", &format!("{RELEASE}-ingester"))["spec"]["maxUnavailable"],
@@ -409,6 +423,15 @@ fn schema_and_checks_refuse_bad_values_with_a_clear_message() {
             vec![prod],
             "storage.s3.bucketName=",
             &["storage.s3.bucketName", "required"],
+        ),
+        (
+            "admin token with the rollout-operator's prepare-downscale",
+            vec![ci_values("production-3-zone-values.yaml")],
+            "adminToken.existingSecret.name=heddle-admin",
+            &[
+                "adminToken.existingSecret.name",
+                "ingester.prepareDownscale.enabled=false",
+            ],
         ),
         (
             "zone name not a DNS label",
@@ -517,30 +540,37 @@ fn the_prestop_hook_makes_an_ingester_leave_the_ring_while_a_plain_stop_keeps_it
         &["ingester.preStopPrepareShutdown.enabled=true"],
     );
     let mut local = LocalDeployment::start(&heddle, &manifests);
-    let reader = local.first("distributor").grpc;
     let ids: Vec<String> = local.of("ingester").map(|p| p.name.clone()).collect();
     assert_eq!(ids.len(), 3, "RF 3 without zones: three ingesters");
-    let ring = |what: &str, cond: &dyn Fn(&std::collections::BTreeMap<String, String>) -> bool| {
-        if let Err(last) = wait_ring(&heddlectl, reader, Duration::from_secs(60), cond) {
-            panic!("the distributor's ring never showed {what}; last: {last}");
-        }
-    };
-    ring("every ingester ACTIVE", &|r| {
+    let ring =
+        |local: &LocalDeployment, what: &str, cond: &dyn Fn(&std::collections::BTreeMap<String, String>) -> bool| {
+            if let Err(last) = wait_ring(&heddlectl, local.first("distributor"), Duration::from_secs(60), cond) {
+                panic!("the distributor's ring never showed {what}; last: {last}");
+            }
+        };
+    ring(&local, "every ingester ACTIVE", &|r| {
         ids.iter().all(|id| r.get(id).map(String::as_str) == Some("ACTIVE"))
     });
 
     // Scale-down: the hook marks the pod, which then leaves the ring as it stops.
     let leaving = local.of("ingester").next().expect("ingester 0");
+    // These values protect the admin endpoints with a token from a Secret: the hook must send it.
+    assert!(leaving.admin_token.is_some(), "the CI values set adminToken");
+    let (status, body) = get_admin(leaving, "/ingester/prepare-shutdown", false);
+    assert_eq!(
+        status, 401,
+        "an admin endpoint must refuse a caller without the token: {body}"
+    );
     assert_eq!(prepared(leaving), "unset");
     run_pre_stop(leaving, &heddlectl).expect("run the preStop hook");
     assert_eq!(prepared(leaving), "set", "the hook must set prepare-shutdown");
     leaving.stop();
-    ring(&format!("{} gone", ids[0]), &|r| !r.contains_key(&ids[0]));
+    ring(&local, &format!("{} gone", ids[0]), &|r| !r.contains_key(&ids[0]));
 
     // Restart (no hook): unregister_on_shutdown=false keeps the entry so the pod takes its tokens back.
     let restarting = local.of("ingester").nth(1).expect("ingester 1");
     restarting.stop();
-    ring(&format!("{} kept, not ACTIVE", ids[1]), &|r| {
+    ring(&local, &format!("{} kept, not ACTIVE", ids[1]), &|r| {
         r.get(&ids[1]).is_some_and(|s| s != "ACTIVE")
     });
     local.stop_all();

@@ -122,6 +122,9 @@ restarts but not the loss of that volume. */ -}}
 {{- $_ := set $blocks "backend" "filesystem" -}}
 {{- $_ := set $blocks "filesystem" (dict "dir" "/data/blocks") -}}
 {{- end -}}
+{{- with $v.adminToken.existingSecret.name -}}
+{{- $_ := set $cfg.server "admin_token_file" (include "heddle.adminTokenFile" $) -}}
+{{- end -}}
 {{- if include "heddle.distributed" . -}}
 {{- $ring := dict
   "replication_factor" (int $v.ingester.replicationFactor)
@@ -134,6 +137,11 @@ restarts but not the loss of that volume. */ -}}
 {{- $_ := set $cfg "memberlist" (dict "bind_port" (int $v.memberlist.port) "join_members" (list (include "heddle.gossipAddress" .)) "cluster_label" (printf "%s.%s" .Release.Namespace (include "heddle.fullname" .))) -}}
 {{- end -}}
 {{- toYaml (mergeOverwrite $cfg (deepCopy $c.extra)) -}}
+{{- end -}}
+
+{{/* Where the admin token Secret is mounted. */}}
+{{- define "heddle.adminTokenFile" -}}
+{{- printf "/etc/heddle-admin/%s" .Values.adminToken.existingSecret.key -}}
 {{- end -}}
 
 {{/* Pod annotations that roll every pod when the configuration changes. */}}
@@ -215,6 +223,9 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
 
 {{/* Cross-field checks JSON schema cannot express with a useful message. */}}
 {{- define "heddle.validate" -}}
+{{- if and (include "heddle.distributed" .) .Values.adminToken.existingSecret.name .Values.ingester.prepareDownscale.enabled -}}
+{{- fail "adminToken.existingSecret.name is set but ingester.prepareDownscale.enabled=true: the rollout-operator calls /ingester/prepare-shutdown without a token and every scale-down would be refused; set ingester.prepareDownscale.enabled=false (scale down by hand or with ingester.preStopPrepareShutdown) or drop the token" -}}
+{{- end -}}
 {{- if and (include "heddle.s3" .) (not .Values.storage.s3.bucketName) -}}
 {{- fail "storage.s3.bucketName is required when storage.backend=s3" -}}
 {{- end -}}
@@ -300,6 +311,11 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
   mountPath: /tmp
 - name: data
   mountPath: /data
+{{- if .Values.adminToken.existingSecret.name }}
+- name: admin-token
+  mountPath: /etc/heddle-admin
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "heddle.volumes" -}}
@@ -308,6 +324,17 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
     name: {{ include "heddle.fullname" . }}-config
 - name: tmp
   emptyDir: {}
+{{- with .Values.adminToken.existingSecret }}
+{{- if .name }}
+- name: admin-token
+  secret:
+    secretName: {{ .name }}
+    defaultMode: 0440
+    items:
+      - key: {{ .key }}
+        path: {{ .key }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{- define "heddle.readinessProbe" -}}

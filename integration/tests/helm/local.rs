@@ -4,7 +4,7 @@
 //! rendered ring and gossip settings must form a cluster that accepts writes.
 
 use crate::support::{objects, of_kind, rendered_config};
-use heddle_testkit::{ManagedProcess, TestkitError, free_port, http_get, run_bounded, wait_until};
+use heddle_testkit::{ManagedProcess, TestkitError, free_port, run_bounded, wait_until};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -37,6 +37,10 @@ pub const LOCAL_SWAPS: &[(&str, &str)] = &[
     ),
     ("memberlist.bind_port", "a free UDP port per process (distributed)"),
     (
+        "server.admin_token_file",
+        "the admin token Secret mounted at /etc/heddle-admin is a local file",
+    ),
+    (
         "memberlist.join_members",
         "the first ingester's local gossip address instead of the cluster DNS name (distributed)",
     ),
@@ -56,6 +60,8 @@ pub struct LocalPod {
     pub args: Vec<String>,
     /// The rendered preStop exec command, if any.
     pub pre_stop: Option<Vec<String>>,
+    /// The local admin token file and its token, when the chart renders `server.admin_token_file`.
+    pub admin_token: Option<(std::path::PathBuf, String)>,
     pub process: ManagedProcess,
 }
 
@@ -196,6 +202,14 @@ fn start_pod(
     } else {
         swaps.push(("blocks_storage.filesystem.dir", path_value(&root.join("bucket"))));
     }
+    let admin_token = config["server"].get("admin_token_file").map(|_| {
+        let (file, token) = (root.join("admin-token"), "local-admin-token".to_owned());
+        std::fs::write(&file, format!("{token}\n")).expect("write the admin token");
+        (file, token)
+    });
+    if let Some((file, _)) = &admin_token {
+        swaps.push(("server.admin_token_file", path_value(file)));
+    }
     for (key, value) in swaps {
         assert!(
             LOCAL_SWAPS.iter().any(|(k, _)| *k == key),
@@ -265,6 +279,7 @@ fn start_pod(
         gossip: SocketAddr::from(([127, 0, 0, 1], gossip_port)),
         args,
         pre_stop,
+        admin_token,
         process,
     }
 }
@@ -326,6 +341,12 @@ pub fn run_pre_stop(pod: &LocalPod, heddlectl: &Path) -> Result<String, TestkitE
     for arg in &command[1..] {
         if arg.starts_with("--addr=") {
             cmd.arg(format!("--addr={}", pod.grpc));
+        } else if arg.starts_with("--token-file=") {
+            let (file, _) = pod
+                .admin_token
+                .as_ref()
+                .expect("a token file flag without a rendered token file");
+            cmd.arg(format!("--token-file={}", file.display()));
         } else {
             cmd.arg(arg);
         }
@@ -341,10 +362,15 @@ pub fn run_pre_stop(pod: &LocalPod, heddlectl: &Path) -> Result<String, TestkitE
     Ok(out.stdout)
 }
 
-/// `id -> state` of the ring as the process at `grpc` sees it, through `heddlectl ring --output=json`.
-pub fn ring_states(heddlectl: &Path, grpc: SocketAddr) -> Option<BTreeMap<String, String>> {
+/// `id -> state` of the ring as `pod` sees it, through `heddlectl ring --output=json` (with the pod's admin
+/// token, if any).
+pub fn ring_states(heddlectl: &Path, pod: &LocalPod) -> Option<BTreeMap<String, String>> {
     let mut cmd = Command::new(heddlectl);
-    cmd.arg(format!("--addr={grpc}")).args(["--output=json", "ring"]);
+    cmd.arg(format!("--addr={}", pod.grpc));
+    if let Some((file, _)) = &pod.admin_token {
+        cmd.arg(format!("--token-file={}", file.display()));
+    }
+    cmd.args(["--output=json", "ring"]);
     let out = run_bounded(cmd, Duration::from_secs(15)).ok()?;
     if !out.status.success() {
         return None;
@@ -364,25 +390,45 @@ pub fn ring_states(heddlectl: &Path, grpc: SocketAddr) -> Option<BTreeMap<String
     )
 }
 
-/// Waits (bounded) until `cond` holds for the ring seen at `grpc`; the last ring seen on failure.
+/// Waits (bounded) until `cond` holds for the ring `pod` sees; the last ring seen on failure.
 pub fn wait_ring(
     heddlectl: &Path,
-    grpc: SocketAddr,
+    pod: &LocalPod,
     timeout: Duration,
     cond: impl Fn(&BTreeMap<String, String>) -> bool,
 ) -> Result<(), String> {
     let mut last = None;
     let ok = wait_until(timeout, || {
-        last = ring_states(heddlectl, grpc);
+        last = ring_states(heddlectl, pod);
         last.as_ref().is_some_and(&cond)
     });
     if ok { Ok(()) } else { Err(format!("{last:?}")) }
 }
 
-/// `GET /ingester/prepare-shutdown` of a pod: `set` or `unset`.
+/// `GET /ingester/prepare-shutdown` of a pod (with its admin token, if any): `set` or `unset`.
 pub fn prepared(pod: &LocalPod) -> String {
-    let (status, body) =
-        http_get(pod.http, "/ingester/prepare-shutdown", Duration::from_secs(10)).expect("GET prepare-shutdown");
+    let (status, body) = get_admin(pod, "/ingester/prepare-shutdown", true);
     assert_eq!(status, 200, "{}: {body}", pod.name);
     body.trim().to_owned()
+}
+
+/// `GET path` of a pod's HTTP port, sending its admin token as a bearer token when `with_token`.
+pub fn get_admin(pod: &LocalPod, path: &str, with_token: bool) -> (u16, String) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("client");
+        let mut req = client.get(format!("http://{}{path}", pod.http));
+        if let (true, Some((_, token))) = (with_token, &pod.admin_token) {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().await.expect("GET an admin endpoint");
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap_or_default())
+    })
 }
