@@ -10,8 +10,8 @@
 //! formats) of DESIGN.md §3.
 
 mod cargo;
-pub mod cluster;
 pub mod client;
+pub mod cluster;
 pub mod codec;
 mod command;
 mod error;
@@ -20,9 +20,9 @@ mod heddle;
 mod http;
 mod mock;
 mod port;
-pub mod s3;
 mod process;
 pub mod promtool;
+pub mod s3;
 pub mod strategies;
 mod tools;
 mod wait;

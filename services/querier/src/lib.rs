@@ -34,8 +34,8 @@ pub use params::{MAX_TIME_MS, MIN_TIME_MS, parse_time};
 pub use querier::{Querier, SeriesChunks, SeriesSamples};
 pub use remote_read::STREAMED_CONTENT_TYPE;
 pub use selector::parse_selector;
-pub use store::BucketStore;
 pub use source::{IngesterSource, ReplicationSet, RingIngesterSource, StaticIngesters};
+pub use store::BucketStore;
 
 #[cfg(test)]
 mod tests;
