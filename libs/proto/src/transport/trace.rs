@@ -5,6 +5,7 @@
 //! Both sides go through the global OpenTelemetry propagator, a no-op until the process installs one (it does
 //! when trace export is configured): without it nothing is written or read.
 
+use opentelemetry::Context;
 use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::trace::TraceContextExt as _;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
@@ -20,26 +21,36 @@ pub(crate) fn inject(metadata: &mut MetadataMap) {
     opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut MetadataInjector(metadata)));
 }
 
-/// Makes `span` (not yet entered) a child of the trace context in `metadata`, when there is one.
-pub(crate) fn continue_trace(span: &tracing::Span, metadata: &MetadataMap) {
+/// The caller's trace context in `metadata`, if it sent one and this process propagates traces.
+pub(crate) fn remote_parent(metadata: &MetadataMap) -> Option<Context> {
     let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&MetadataExtractor(metadata)));
-    if parent.span().span_context().is_valid() {
-        // Fails only when the span was already entered or tracing is off; either way there is nothing to do.
-        let _ = span.set_parent(parent);
-    }
+    parent.span().span_context().is_valid().then_some(parent)
 }
 
-/// The server span of one ingester RPC, continuing the caller's trace.
+/// Makes `span` (not yet entered) a child of `parent`.
+pub(crate) fn set_parent(span: &tracing::Span, parent: Context) {
+    // Fails only when the span was already entered or tracing is off; either way there is nothing to do.
+    let _ = span.set_parent(parent);
+}
+
+/// The server span of one ingester RPC (named `$name`, with a `tenant` field to record), continuing the
+/// caller's trace when it sent one. Only then does it carry the OpenTelemetry name and kind, which would
+/// otherwise only lengthen every log line written inside the call.
 macro_rules! rpc_span {
     ($name:literal, $method:literal, $metadata:expr) => {{
-        let span = tracing::info_span!(
-            $name,
-            otel.name = concat!("heddle.ingester.v1.Ingester/", $method),
-            otel.kind = "server",
-            tenant = tracing::field::Empty,
-        );
-        $crate::transport::trace::continue_trace(&span, $metadata);
-        span
+        match $crate::transport::trace::remote_parent($metadata) {
+            Some(parent) => {
+                let span = tracing::info_span!(
+                    $name,
+                    otel.name = concat!("heddle.ingester.v1.Ingester/", $method),
+                    otel.kind = "server",
+                    tenant = tracing::field::Empty,
+                );
+                $crate::transport::trace::set_parent(&span, parent);
+                span
+            }
+            None => tracing::info_span!($name, tenant = tracing::field::Empty),
+        }
     }};
 }
 pub(crate) use rpc_span;
