@@ -41,7 +41,7 @@ trap cleanup EXIT
 join_port=$(free_udp_port)
 common=(--memberlist.bind-addr=127.0.0.1 "--memberlist.join=127.0.0.1:$join_port"
     --ingester.ring.replication-factor=3 --ingester.ring.heartbeat-period=1s --ingester.ring.heartbeat-timeout=10s
-    --log.level=warn $LIMITS)
+    "--blocks-storage.filesystem.dir=$dir/bucket" --log.level=warn $LIMITS)
 declare -A http grpc
 # start NAME TARGET GOSSIP_PORT [ARGS...]: one heddle in $dir/NAME.
 start() {

@@ -24,7 +24,7 @@ dir=$(mktemp -d)
 hp=$(free_port); gp=$(free_port)
 "$BIN/heddle" --server.http-listen-address=127.0.0.1 --server.http-listen-port="$hp" \
     --server.grpc-listen-address=127.0.0.1 --server.grpc-listen-port="$gp" \
-    --blocks-storage.tsdb.dir="$dir/tsdb" --log.level=warn $LIMITS 2>"$dir/heddle.log" &
+    --blocks-storage.tsdb.dir="$dir/tsdb" --blocks-storage.filesystem.dir="$dir/blocks" --log.level=warn $LIMITS 2>"$dir/heddle.log" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$hp/ready" >/dev/null && break; sleep 0.1; done

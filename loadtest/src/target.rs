@@ -91,6 +91,10 @@ impl StartedTarget {
                     "--server.grpc-listen-address=127.0.0.1".to_owned(),
                     format!("--server.grpc-listen-port={grpc}"),
                     format!("--blocks-storage.tsdb.dir={}", data.display()),
+                    format!(
+                        "--blocks-storage.filesystem.dir={}",
+                        dir.path().join("blocks").display()
+                    ),
                     "--log.level=warn".to_owned(),
                     // Mimir's default limits (10k samples/s, 150k series per tenant) would measure the limiter.
                     "--distributor.ingestion-rate-limit=1000000000".to_owned(),

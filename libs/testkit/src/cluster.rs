@@ -364,6 +364,14 @@ impl Cluster {
             "--distributor.ingestion-rate-limit=100000000".to_owned(),
             "--distributor.ingestion-burst-size=100000000".to_owned(),
         ];
+        // One bucket for the whole cluster (the filesystem backend), beside the nodes' directories: ingesters
+        // ship into it and the querier reads it, as with a shared S3 bucket.
+        if let Some(root) = node.dir.parent() {
+            a.push(format!(
+                "--blocks-storage.filesystem.dir={}",
+                root.join("bucket").display()
+            ));
+        }
         if opts.zone_awareness {
             a.push("--ingester.ring.zone-awareness-enabled=true".to_owned());
         }

@@ -96,6 +96,11 @@ impl HeddleProcess {
             "--server.grpc-listen-address=127.0.0.1".to_owned(),
             format!("--server.grpc-listen-port={}", self.grpc_port),
             format!("--blocks-storage.tsdb.dir={}", self.data_dir().display()),
+            // The default `./blocks` would land in the test's working directory.
+            format!(
+                "--blocks-storage.filesystem.dir={}",
+                self.root.path().join("blocks").display()
+            ),
         ];
         if self.opts.multitenancy {
             args.push("--auth.multitenancy-enabled".to_owned());
