@@ -25,6 +25,10 @@ pub struct DistributorConfig {
     pub remote_timeout: Duration,
     /// Deduplication of Prometheus HA pairs.
     pub ha_tracker: HaTrackerConfig,
+    /// Longest time a push body may take to arrive; a slower sender gets 408 and its connection is closed, so
+    /// it cannot hold a connection and a buffer indefinitely. Set from `server.http_server_read_timeout`.
+    #[serde(skip)]
+    pub body_read_timeout: Duration,
 }
 
 impl Default for DistributorConfig {
@@ -34,6 +38,7 @@ impl Default for DistributorConfig {
             max_decompressed_size: 100 * MIB,
             remote_timeout: Duration::from_secs(2),
             ha_tracker: HaTrackerConfig::default(),
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }

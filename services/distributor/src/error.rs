@@ -38,6 +38,12 @@ pub enum PushError {
     #[error("err-heddle-body-read: reading the request body failed: {detail}")]
     BodyRead { detail: String },
     #[error(
+        "err-heddle-body-read-timeout: the request body did not arrive within {timeout_ms} ms ({received} bytes \
+         received); send smaller batches, or raise `server.http_server_read_timeout` \
+         (--server.http-server-read-timeout)"
+    )]
+    BodyReadTimeout { timeout_ms: u128, received: usize },
+    #[error(
         "err-heddle-ingestion-rate-limited: ingestion rate limit exceeded (tenant={tenant}, samples={samples}): \
          the limit is {rate} samples/s with a burst of {burst}{too_big}; raise `limits.ingestion_rate` \
          (--distributor.ingestion-rate-limit) or `limits.ingestion_burst_size` (--distributor.ingestion-burst-size)",
@@ -73,6 +79,7 @@ impl PushError {
             PushError::CorruptSnappy { .. } => "err-heddle-corrupt-snappy",
             PushError::InvalidProtobuf { .. } => "err-heddle-invalid-protobuf",
             PushError::BodyRead { .. } => "err-heddle-body-read",
+            PushError::BodyReadTimeout { .. } => "err-heddle-body-read-timeout",
             PushError::RateLimited { .. } => "err-heddle-ingestion-rate-limited",
             PushError::TooManyHaClusters { .. } => "err-heddle-too-many-ha-clusters",
             PushError::NoTenant => "err-heddle-no-tenant",
@@ -83,6 +90,8 @@ impl PushError {
     pub fn status(&self) -> StatusCode {
         match self {
             PushError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            // 5xx, not 408: Prometheus drops a batch refused with a 4xx, and a slow body is the network's doing.
+            PushError::BodyReadTimeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             PushError::UnsupportedContentEncoding { .. } | PushError::UnsupportedContentType { .. } => {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE
             }
@@ -101,6 +110,7 @@ impl PushError {
         match self {
             PushError::BodyTooLarge { .. } | PushError::RateLimited { .. } => tonic::Code::ResourceExhausted,
             PushError::NoTenant => tonic::Code::Internal,
+            PushError::BodyReadTimeout { .. } => tonic::Code::Unavailable,
             _ => tonic::Code::InvalidArgument,
         }
     }
@@ -108,7 +118,10 @@ impl PushError {
     /// Whether sending the same request again can succeed. A 429 may succeed later; Prometheus only retries
     /// it with `retry_on_http_429`.
     pub fn retryable(&self) -> bool {
-        matches!(self, PushError::RateLimited { .. } | PushError::NoTenant)
+        matches!(
+            self,
+            PushError::RateLimited { .. } | PushError::NoTenant | PushError::BodyReadTimeout { .. }
+        )
     }
 }
 

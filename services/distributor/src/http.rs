@@ -43,7 +43,8 @@ async fn push_handler(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<usize>().ok());
-    let body = match read_body(body, declared, d.config().max_recv_msg_size).await {
+    let cfg = d.config();
+    let body = match read_body(body, declared, cfg.max_recv_msg_size, cfg.body_read_timeout).await {
         Ok(body) => body,
         Err(e) => return early_refusal(&d, e, start),
     };
@@ -64,21 +65,37 @@ fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::Instant) -> 
     r
 }
 
-/// Reads the whole body, failing with 413 as soon as more than `limit` bytes have arrived.
-async fn read_body(body: Body, declared: Option<usize>, limit: usize) -> Result<Vec<u8>, PushError> {
+/// Reads the whole body, failing with 413 as soon as more than `limit` bytes have arrived, and with 503 when it
+/// has not arrived within `timeout`.
+async fn read_body(
+    body: Body,
+    declared: Option<usize>,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<Vec<u8>, PushError> {
     let mut stream = body.into_data_stream();
     let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(limit));
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| PushError::BodyRead { detail: e.to_string() })?;
-        if buf.len() + chunk.len() > limit {
-            return Err(PushError::BodyTooLarge {
-                size: (buf.len() + chunk.len()) as u64,
-                limit,
-            });
+    let read = async {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| PushError::BodyRead { detail: e.to_string() })?;
+            if buf.len() + chunk.len() > limit {
+                return Err(PushError::BodyTooLarge {
+                    size: (buf.len() + chunk.len()) as u64,
+                    limit,
+                });
+            }
+            buf.extend_from_slice(&chunk);
         }
-        buf.extend_from_slice(&chunk);
+        Ok(())
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(())) => Ok(buf),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(PushError::BodyReadTimeout {
+            timeout_ms: timeout.as_millis(),
+            received: buf.len(),
+        }),
     }
-    Ok(buf)
 }
 
 impl IntoResponse for PushError {

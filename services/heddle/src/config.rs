@@ -53,6 +53,10 @@ pub struct ServerConfig {
     /// Longest wait for in-flight requests and head closing after SIGTERM.
     #[serde(with = "heddle_server::serde_duration")]
     pub graceful_shutdown_timeout: std::time::Duration,
+    /// Longest time a remote-write body may take to arrive (Mimir's `http_server_read_timeout`); a slower sender
+    /// gets 503 and a closed connection.
+    #[serde(with = "heddle_server::serde_duration")]
+    pub http_server_read_timeout: std::time::Duration,
     /// Where the Admin gRPC service listens when it has its own port; empty for every interface.
     pub admin_grpc_listen_address: String,
     /// 0 (the default) serves the Admin service on the main gRPC port.
@@ -71,6 +75,7 @@ impl Default for ServerConfig {
             log_level: "info".into(),
             log_format: LogFormat::Logfmt,
             graceful_shutdown_timeout: std::time::Duration::from_secs(30),
+            http_server_read_timeout: std::time::Duration::from_secs(30),
             admin_grpc_listen_address: String::new(),
             admin_grpc_listen_port: 0,
             admin_token_file: std::path::PathBuf::new(),
@@ -195,6 +200,12 @@ const OWN_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Value,
         help: "Longest wait for in-flight requests and for closing the heads after SIGTERM",
     },
+    FlagSpec {
+        flag: "server.http-server-read-timeout",
+        key: "server.http_server_read_timeout",
+        kind: FlagKind::Value,
+        help: "Longest time a remote-write body may take to arrive; slower senders get 503 and a closed connection",
+    },
 ];
 
 /// Flags of the operator API's listener and credentials.
@@ -243,6 +254,9 @@ pub fn flags() -> Vec<FlagSpec> {
 impl Config {
     /// Checks every component, naming the YAML key that is wrong.
     pub fn validate(&self) -> Result<(), String> {
+        if self.server.http_server_read_timeout.is_zero() {
+            return Err("server.http_server_read_timeout: must be positive, or every push would time out".into());
+        }
         self.distributor.validate().map_err(|e| e.to_string())?;
         self.limits.validate().map_err(|e| e.to_string())?;
         self.runtime_config.validate().map_err(|e| e.to_string())?;

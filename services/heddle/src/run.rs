@@ -210,8 +210,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     );
     let mut api = axum::Router::new();
     if matches!(cfg.target, Target::All | Target::Distributor) {
+        let mut distributor_cfg = cfg.distributor.clone();
+        distributor_cfg.body_read_timeout = cfg.server.http_server_read_timeout;
         let distributor = Distributor::with_discarded_samples(
-            cfg.distributor.clone(),
+            distributor_cfg,
             cfg.limits.clone(),
             ring,
             &mut registry,

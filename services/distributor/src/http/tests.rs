@@ -274,3 +274,40 @@ async fn push_endpoint_statuses() {
         assert!(metrics.contains(&line), "case {name}: {line} not in\n{metrics}");
     }
 }
+
+/// A sender whose body stalls gets a 503 (so Prometheus retries) naming the timeout, and its connection is
+/// closed; the slow request is counted.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_body_times_out() {
+    let fake = FakeIngester::new(Behavior::Accept);
+    let mut registry = Registry::default();
+    let cfg = DistributorConfig {
+        body_read_timeout: std::time::Duration::from_millis(200),
+        ..DistributorConfig::default()
+    };
+    let d = Distributor::new(
+        cfg,
+        Limits::default(),
+        Arc::new(SingleIngesterRing::new("i", fake.clone())),
+        &mut registry,
+    );
+    let app = router(Arc::new(d)).layer(Extension(tenant()));
+    let first: Result<bytes::Bytes, std::io::Error> = Ok(bytes::Bytes::from_static(b"0123456789"));
+    let stalled = futures::stream::iter([first]).chain(futures::stream::pending());
+    let req = Request::post("/api/v1/push")
+        .header("content-encoding", "snappy")
+        .header("content-type", "application/x-protobuf")
+        .body(Body::from_stream(stalled))
+        .unwrap();
+    let resp = app.oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(resp.headers().get("connection").is_some_and(|v| v == "close"));
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.contains("err-heddle-body-read-timeout") && text.contains("200 ms (10 bytes received)"),
+        "{text}"
+    );
+    assert!(fake.series().is_empty());
+    assert!(exposition(&registry).contains(r#"heddle_distributor_requests_total{status="503"} 1"#));
+}
