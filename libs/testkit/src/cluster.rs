@@ -8,7 +8,7 @@
 //! also a SIGSTOPped one) and deletes the directories.
 
 use crate::process::{DEFAULT_STOP_TIMEOUT, ManagedProcess};
-use crate::{TestkitError, cargo_bin, free_port, wait_until};
+use crate::{Endpoints, TestkitError, cargo_bin, free_port, wait_until};
 use heddle_proto::admin::admin_client::AdminClient;
 use heddle_proto::admin::{
     ForgetMemberRequest, RingMember, RingStatusRequest, TenantStatsRequest, TenantStatsResponse,
@@ -96,11 +96,18 @@ pub struct Node {
     role: Role,
     name: String,
     dir: PathBuf,
-    http_port: u16,
-    grpc_port: u16,
+    endpoints: Endpoints,
     gossip_port: u16,
     args: Vec<String>,
     process: Option<ManagedProcess>,
+}
+
+impl std::ops::Deref for Node {
+    type Target = Endpoints;
+
+    fn deref(&self) -> &Endpoints {
+        &self.endpoints
+    }
 }
 
 impl Node {
@@ -112,31 +119,6 @@ impl Node {
     /// What the node runs.
     pub fn role(&self) -> Role {
         self.role
-    }
-
-    /// `http://127.0.0.1:<http port>`.
-    pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.http_port)
-    }
-
-    /// The remote-write endpoint (distributors), `<url>/api/v1/push`.
-    pub fn push_url(&self) -> String {
-        format!("{}/api/v1/push", self.url())
-    }
-
-    /// The Prometheus API prefix (querier), `<url>/prometheus`; remote read is `<this>/api/v1/read`.
-    pub fn prometheus_url(&self) -> String {
-        format!("{}/prometheus", self.url())
-    }
-
-    /// HTTP listen address.
-    pub fn http_addr(&self) -> SocketAddr {
-        ([127, 0, 0, 1], self.http_port).into()
-    }
-
-    /// gRPC listen address (Admin everywhere, the ingester API on ingesters).
-    pub fn grpc_addr(&self) -> SocketAddr {
-        ([127, 0, 0, 1], self.grpc_port).into()
     }
 
     /// Gossip (UDP) address.
@@ -307,8 +289,10 @@ impl Cluster {
                 role,
                 name,
                 dir,
-                http_port: tcp[2 * k],
-                grpc_port: tcp[2 * k + 1],
+                endpoints: Endpoints {
+                    http_port: tcp[2 * k],
+                    grpc_port: tcp[2 * k + 1],
+                },
                 gossip_port: udp[k],
                 args: Vec::new(),
                 process: None,

@@ -1,8 +1,7 @@
 //! A `heddle` process for integration tests: its own ports and data directory, restartable on the same data.
 
 use crate::process::{DEFAULT_STOP_TIMEOUT, ManagedProcess};
-use crate::{TestkitError, cargo_bin, free_port};
-use std::net::SocketAddr;
+use crate::{Endpoints, TestkitError, cargo_bin, free_port};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
@@ -46,9 +45,16 @@ pub struct HeddleProcess {
     opts: HeddleOptions,
     binary: PathBuf,
     root: TempDir,
-    http_port: u16,
-    grpc_port: u16,
+    endpoints: Endpoints,
     process: Option<ManagedProcess>,
+}
+
+impl std::ops::Deref for HeddleProcess {
+    type Target = Endpoints;
+
+    fn deref(&self) -> &Endpoints {
+        &self.endpoints
+    }
 }
 
 impl HeddleProcess {
@@ -71,8 +77,7 @@ impl HeddleProcess {
             opts,
             binary,
             root,
-            http_port,
-            grpc_port,
+            endpoints: Endpoints { http_port, grpc_port },
             process: None,
         };
         if let Some(yaml) = &me.opts.config_yaml {
@@ -123,36 +128,6 @@ impl HeddleProcess {
         let ready = process.wait_http_ok(self.http_addr(), "/ready", self.opts.ready_timeout);
         self.process = Some(process);
         ready
-    }
-
-    /// `http://127.0.0.1:<http port>`.
-    pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.http_port)
-    }
-
-    /// The remote-write endpoint, `<url>/api/v1/push`.
-    pub fn push_url(&self) -> String {
-        format!("{}/api/v1/push", self.url())
-    }
-
-    /// The Prometheus-compatible API prefix, `<url>/prometheus` (remote read is `<this>/api/v1/read`).
-    pub fn prometheus_url(&self) -> String {
-        format!("{}/prometheus", self.url())
-    }
-
-    /// The remote-read endpoint, `<url>/prometheus/api/v1/read`.
-    pub fn read_url(&self) -> String {
-        format!("{}/api/v1/read", self.prometheus_url())
-    }
-
-    /// HTTP listen address.
-    pub fn http_addr(&self) -> SocketAddr {
-        ([127, 0, 0, 1], self.http_port).into()
-    }
-
-    /// gRPC listen address.
-    pub fn grpc_addr(&self) -> SocketAddr {
-        ([127, 0, 0, 1], self.grpc_port).into()
     }
 
     /// `--blocks-storage.tsdb.dir` (kept across restarts).
