@@ -3,8 +3,10 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct OperationLabels {
@@ -21,6 +23,9 @@ pub(crate) struct BucketMetrics {
     uploaded_bytes: Counter,
     pub(crate) shipper_uploads: Counter,
     pub(crate) shipper_upload_failures: Counter,
+    /// Unix seconds of the last confirmed block upload; 0 until the first one. Set by the upload itself, so a
+    /// scrape reads one atomic.
+    pub(crate) shipper_last_upload: Gauge<f64, AtomicU64>,
 }
 
 impl BucketMetrics {
@@ -56,6 +61,11 @@ impl BucketMetrics {
             "Block uploads that failed; the block stays local and is tried again on the next ship",
             me.shipper_upload_failures.clone(),
         );
+        registry.register(
+            "heddle_shipper_last_successful_upload_timestamp_seconds",
+            "Unix time of the last block the shipper uploaded successfully; 0 until the first upload",
+            me.shipper_last_upload.clone(),
+        );
         me
     }
 
@@ -67,6 +77,7 @@ impl BucketMetrics {
             uploaded_bytes: Counter::default(),
             shipper_uploads: Counter::default(),
             shipper_upload_failures: Counter::default(),
+            shipper_last_upload: Gauge::default(),
         }
     }
 
@@ -78,6 +89,15 @@ impl BucketMetrics {
             self.failures.get_or_create(&labels).inc();
         }
         self.duration.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Records a confirmed block upload now.
+    pub(crate) fn shipped_block(&self) {
+        self.shipper_uploads.inc();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.shipper_last_upload.set(now);
     }
 
     pub(crate) fn uploaded(&self, bytes: u64) {

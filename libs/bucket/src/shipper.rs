@@ -108,7 +108,7 @@ impl Shipper {
                         shipped.clone()
                     };
                     self.write_shipper_file(uploaded).await?;
-                    metrics.shipper_uploads.inc();
+                    metrics.shipped_block();
                     tracing::info!(block = %ulid, min_time = meta.min_time, max_time = meta.max_time, "shipped block");
                     report.uploaded.push(ulid);
                 }

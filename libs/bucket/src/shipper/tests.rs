@@ -74,11 +74,21 @@ async fn a_failed_upload_keeps_the_block_for_the_next_ship() {
     assert!(!dir.path().join(SHIPPER_FILENAME).exists());
     assert!(first_dir.join("meta.json").exists(), "the block stays");
     assert!(bucket.list_blocks(&tenant()).await.unwrap().is_empty());
+    assert_eq!(last_upload(&registry), 0.0, "no upload succeeded yet");
 
     store.heal();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
     let report = shipper.ship().await.unwrap();
     assert_eq!(report.uploaded, vec![first.clone(), second.clone()]);
     assert_eq!(bucket.list_blocks(&tenant()).await.unwrap().len(), 2);
+    let last = last_upload(&registry);
+    assert!(
+        last >= before.floor() && last < before + 600.0,
+        "the last successful upload is now: {last} (ship started at {before})"
+    );
 
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
@@ -171,4 +181,15 @@ async fn an_unreadable_shipper_file_means_nothing_shipped() {
     .unwrap();
     let shipper = Shipper::new(tenant(), dir.path().to_owned(), bucket);
     assert_eq!(shipper.shipped(), BTreeSet::from([ulid]));
+}
+
+/// `heddle_shipper_last_successful_upload_timestamp_seconds` as exposed.
+fn last_upload(registry: &prometheus_client::registry::Registry) -> f64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("heddle_shipper_last_successful_upload_timestamp_seconds "))
+        .unwrap_or_else(|| panic!("no last-upload gauge in:\n{text}"))
+        .parse()
+        .unwrap()
 }
