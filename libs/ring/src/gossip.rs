@@ -125,6 +125,13 @@ impl GossipMembership {
         }
     }
 
+    /// Runs `f` on the chitchat state, then wakes the refresh task (so a change is seen at once).
+    pub(crate) async fn with_chitchat<T>(&self, f: impl FnOnce(&mut Chitchat) -> T) -> T {
+        let out = f(&mut *self.chitchat.lock().await);
+        self.refresh.notify_one();
+        out
+    }
+
     async fn set_own(&self, desc: &InstanceDesc) -> Result<(), RingError> {
         if desc.id != self.node_id {
             return Err(RingError::Memberlist(format!(

@@ -2,7 +2,8 @@
 //!
 //! Owns: the ring model ([`InstanceDesc`], [`RingDesc`]), tokens and the tokens file, the sorted token table
 //! and replica-set selection ([`RingSnapshot`], [`Operation`]), the lock-free [`Ring`] handle, membership
-//! backends (in-memory and gossip over chitchat), the ingester [`Lifecycler`] and their configuration.
+//! backends (in-memory and gossip over chitchat), the [`SharedState`] other components gossip through, the
+//! ingester [`Lifecycler`] and their configuration.
 //! Does not own: gRPC clients to the instances (only a generic per-address [`ClientPool`]), or what the
 //! distributor and querier do with replica sets.
 
@@ -17,6 +18,7 @@ mod memory;
 mod pool;
 mod replication;
 mod ring;
+mod shared;
 mod snapshot;
 mod token_table;
 mod tokens;
@@ -32,6 +34,7 @@ pub use memory::MemoryMembership;
 pub use pool::{ClientFactory, ClientPool};
 pub use replication::{Operation, ReplicaBuf, ReplicationConfig, min_success};
 pub use ring::{Ring, now_ms};
+pub use shared::{MemoryMember, MemorySharedState, SharedEntry, SharedState};
 pub use snapshot::{ReadSet, ReplicaSet, RingSnapshot};
 pub use token_table::TokenTable;
 pub use tokens::{generate_tokens, load_tokens, store_tokens};

@@ -7,6 +7,7 @@
 mod config;
 mod duration;
 mod error;
+mod html;
 mod http;
 mod metrics;
 mod otel;
@@ -16,6 +17,7 @@ mod telemetry;
 pub use config::{ConfigSource, FlagKind, FlagSpec, LoadError, load, render_reference, uncovered_keys};
 pub use duration::{format_duration, parse_duration, serde_duration};
 pub use error::ConfigError;
+pub use html::{format_age_ms, html_escape};
 pub use http::{Readiness, metrics_and_ready_routes, serve_http, tenant_layer};
 pub use metrics::{DiscardLabels, DiscardedSamples, encode_metrics};
 pub use otel::trace_http;

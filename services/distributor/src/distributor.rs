@@ -32,7 +32,7 @@ const WARN_LINES_PER_SECOND: u32 = 10;
 pub struct Distributor {
     cfg: DistributorConfig,
     overrides: Arc<Overrides>,
-    ha_tracker: Option<HaTracker>,
+    ha_tracker: Option<Arc<HaTracker>>,
     ring: Arc<dyn IngesterRing>,
     arenas: ArenaPool,
     rate_limiter: IngestionRateLimiter,
@@ -61,7 +61,7 @@ impl Distributor {
         let ha_tracker = cfg
             .ha_tracker
             .enable_ha_tracker
-            .then(|| HaTracker::new(cfg.ha_tracker.ha_tracker_failover_timeout, registry));
+            .then(|| Arc::new(HaTracker::new(&cfg.ha_tracker, registry)));
         Self {
             rate_limiter: IngestionRateLimiter::new(),
             ha_tracker,
@@ -86,6 +86,17 @@ impl Distributor {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// The HA tracker, when `distributor.ha_tracker.enable_ha_tracker` is set: share its elections with
+    /// [`HaTracker::run_sync`], show them with [`crate::ha_tracker_router`].
+    pub fn ha_tracker(&self) -> Option<&Arc<HaTracker>> {
+        self.ha_tracker.as_ref()
+    }
+
+    /// The clock in use.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 
     /// The configuration in use.

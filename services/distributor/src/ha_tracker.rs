@@ -7,8 +7,21 @@
 //! `ha_tracker_failover_timeout`, the next replica heard from is elected. Only the first series of a request
 //! is looked at: Prometheus sends one replica's data per request.
 //!
-//! State is in memory: right for a single distributor. With several distributors the elections must be
-//! shared (Mimir keeps them in its KV store); that comes with the cluster's gossip KV.
+//! Elections are shared between distributors through the gossip key-value store ([`sync`], run by
+//! [`HaTracker::run_sync`]): each distributor publishes the elections it made or keeps alive, and adopts
+//! the newest election it reads. A distributor republishes the elected replica's last-sample time at most
+//! every `ha_tracker_update_timeout` (plus a per-cluster jitter up to `ha_tracker_update_timeout_jitter_max`),
+//! so another distributor sees the replica alive and does not fail over while it still sends; a distributor
+//! that never receives the elected replica's requests therefore fails over between `failover - update -
+//! jitter` and `failover` after the replica's last sample (Mimir behaves the same). Two
+//! distributors electing different replicas at the same moment converge on the later election within a
+//! gossip round or two; samples accepted from the loser in that window are ingested (memberlist in Mimir
+//! has the same window). Without a cluster (the single process) elections stay in memory.
+
+mod page;
+mod sync;
+
+pub use page::router as ha_tracker_router;
 
 use crate::error::ConfigError;
 use heddle_server::{FlagKind, FlagSpec, serde_duration};
@@ -18,9 +31,14 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
 use std::time::Duration;
-use tokio::time::Instant;
+use tokio::sync::Notify;
+
+/// An election older than this (no sample from its replica) is forgotten, and its gossip key deleted, so
+/// clusters that stopped sending do not count against `ha_max_clusters` forever.
+const FORGET_AFTER_MS: i64 = 30 * 60 * 1000;
 
 /// `distributor.ha_tracker:` settings (Mimir's names).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,30 +46,78 @@ use tokio::time::Instant;
 pub struct HaTrackerConfig {
     /// Run the HA tracker; tenants opt in with `limits.accept_ha_samples`.
     pub enable_ha_tracker: bool,
+    /// How often the elected replica's last-sample time is republished to the other distributors.
+    #[serde(with = "serde_duration")]
+    pub ha_tracker_update_timeout: Duration,
+    /// At most this much random time is added to the update timeout, per cluster, to spread the updates.
+    #[serde(with = "serde_duration")]
+    pub ha_tracker_update_timeout_jitter_max: Duration,
     /// Time without samples from the elected replica after which another replica may be elected.
     #[serde(with = "serde_duration")]
     pub ha_tracker_failover_timeout: Duration,
+    /// Where elections are shared.
+    pub kvstore: HaKvStoreConfig,
+}
+
+/// `distributor.ha_tracker.kvstore:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HaKvStoreConfig {
+    /// `memberlist`: shared with the other distributors over the cluster's gossip (the process's own
+    /// memory when it runs alone); `inmemory`: never shared.
+    pub store: String,
+}
+
+impl Default for HaKvStoreConfig {
+    fn default() -> Self {
+        Self {
+            store: "memberlist".into(),
+        }
+    }
 }
 
 impl Default for HaTrackerConfig {
     fn default() -> Self {
         Self {
             enable_ha_tracker: false,
+            ha_tracker_update_timeout: Duration::from_secs(15),
+            ha_tracker_update_timeout_jitter_max: Duration::from_secs(5),
             ha_tracker_failover_timeout: Duration::from_secs(30),
+            kvstore: HaKvStoreConfig::default(),
         }
     }
 }
 
 impl HaTrackerConfig {
-    /// Checks the timeout.
+    /// Checks the timeouts (Mimir's rule: the failover timeout exceeds the update timeout plus its jitter
+    /// by at least a second, or a live replica could lose its election between two updates) and the store.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.enable_ha_tracker && self.ha_tracker_failover_timeout.is_zero() {
+        if !matches!(self.kvstore.store.as_str(), "memberlist" | "inmemory") {
+            return Err(ConfigError {
+                key: "distributor.ha_tracker.kvstore.store",
+                reason: format!("{:?} is not supported: use memberlist or inmemory", self.kvstore.store),
+            });
+        }
+        if !self.enable_ha_tracker {
+            return Ok(());
+        }
+        let min = self.ha_tracker_update_timeout + self.ha_tracker_update_timeout_jitter_max + Duration::from_secs(1);
+        if self.ha_tracker_failover_timeout < min {
             return Err(ConfigError {
                 key: "distributor.ha_tracker.ha_tracker_failover_timeout",
-                reason: "must be greater than 0s".into(),
+                reason: format!(
+                    "{:?} must be at least update timeout + jitter max + 1s = {min:?}, or a replica that still \
+                     sends could lose its election",
+                    self.ha_tracker_failover_timeout
+                ),
             });
         }
         Ok(())
+    }
+
+    /// Whether elections are shared with other distributors when the process is in a cluster.
+    pub fn shared(&self) -> bool {
+        self.kvstore.store == "memberlist"
     }
 }
 
@@ -64,10 +130,29 @@ pub const HA_TRACKER_FLAGS: &[FlagSpec] = &[
         help: "Run the HA tracker that deduplicates Prometheus HA pairs (tenants opt in with accept_ha_samples)",
     },
     FlagSpec {
+        flag: "distributor.ha-tracker.update-timeout",
+        key: "distributor.ha_tracker.ha_tracker_update_timeout",
+        kind: FlagKind::Value,
+        help: "How often the elected replica's last-sample time is shared with the other distributors",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.update-timeout-jitter-max",
+        key: "distributor.ha_tracker.ha_tracker_update_timeout_jitter_max",
+        kind: FlagKind::Value,
+        help: "Largest random time added to the update timeout, per cluster",
+    },
+    FlagSpec {
         flag: "distributor.ha-tracker.failover-timeout",
         key: "distributor.ha_tracker.ha_tracker_failover_timeout",
         kind: FlagKind::Value,
-        help: "Time without samples from the elected replica before another replica is elected",
+        help: "Time without samples from the elected replica before another replica is elected \
+               (at least update timeout + jitter max + 1s)",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.store",
+        key: "distributor.ha_tracker.kvstore.store",
+        kind: FlagKind::Value,
+        help: "Where elections are shared: memberlist (the cluster's gossip) or inmemory (this process only)",
     },
 ];
 
@@ -82,10 +167,36 @@ pub enum HaDecision {
     TooManyClusters { limit: usize },
 }
 
+/// One (tenant, cluster)'s election as the distributors share it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Election {
+    pub replica: String,
+    /// When this replica was elected (wall clock, ms). The newest election wins a conflict.
+    pub elected_at_ms: i64,
+    /// The last sample from the elected replica that any distributor reported (wall clock, ms).
+    pub received_at_ms: i64,
+}
+
+impl Election {
+    /// Whether `self` wins over `other` for the same cluster: the later election, ties broken by replica
+    /// name so every distributor picks the same one.
+    fn supersedes(&self, other: &Election) -> bool {
+        (self.elected_at_ms, &self.replica) > (other.elected_at_ms, &other.replica)
+    }
+}
+
 #[derive(Debug)]
-struct Election {
-    replica: String,
-    last_seen: Instant,
+struct Entry {
+    election: Election,
+    /// The newest `received_at_ms` of this election the other distributors know (published by this one or
+    /// read from another); `i64::MIN` when none.
+    shared_received_at_ms: i64,
+    /// This distributor has a gossip key for this cluster (to delete when the election is forgotten).
+    own_key: bool,
+    /// Needs publishing now (a new election by this distributor).
+    urgent: bool,
+    /// Extra time on top of the update timeout before republishing, fixed per entry.
+    jitter_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -94,23 +205,37 @@ struct ClusterLabels {
     cluster: String,
 }
 
+type Elections = HashMap<String, HashMap<String, Entry>>;
+
 /// The elected replica of each (tenant, cluster).
 #[derive(Debug)]
 pub struct HaTracker {
-    failover_timeout: Duration,
-    elections: Mutex<HashMap<String, HashMap<String, Election>>>,
+    failover_timeout_ms: i64,
+    update_timeout_ms: i64,
+    jitter_max_ms: i64,
+    elections: Mutex<Elections>,
+    /// Wakes the sync task when an election needs publishing at once.
+    publish: Notify,
+    jitter_seed: RandomState,
     deduped: Family<ClusterLabels, Counter>,
     elected_changes: Family<ClusterLabels, Counter>,
 }
 
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 impl HaTracker {
-    /// A tracker failing over after `failover_timeout`, registering
-    /// `heddle_distributor_deduped_samples_total{tenant,cluster}` and
-    /// `heddle_distributor_ha_elected_replica_changes_total{tenant,cluster}` on `registry`.
-    pub fn new(failover_timeout: Duration, registry: &mut Registry) -> Self {
+    /// A tracker with `cfg`'s timeouts, registering `heddle_distributor_deduped_samples_total{tenant,cluster}`
+    /// and `heddle_distributor_ha_elected_replica_changes_total{tenant,cluster}` on `registry`.
+    pub fn new(cfg: &HaTrackerConfig, registry: &mut Registry) -> Self {
         let t = Self {
-            failover_timeout,
+            failover_timeout_ms: ms(cfg.ha_tracker_failover_timeout),
+            update_timeout_ms: ms(cfg.ha_tracker_update_timeout),
+            jitter_max_ms: ms(cfg.ha_tracker_update_timeout_jitter_max),
             elections: Mutex::new(HashMap::new()),
+            publish: Notify::new(),
+            jitter_seed: RandomState::new(),
             deduped: Family::default(),
             elected_changes: Family::default(),
         };
@@ -121,14 +246,36 @@ impl HaTracker {
         );
         registry.register(
             "heddle_distributor_ha_elected_replica_changes",
-            "Times another replica was elected for an HA cluster (the first election counts)",
+            "Times this distributor saw another replica elected for an HA cluster, by itself or by another \
+             distributor (the first election counts)",
             t.elected_changes.clone(),
         );
         t
     }
 
-    /// Judges a request of `samples` samples from `replica` of `cluster` at `now`. At most `max_clusters`
-    /// clusters are tracked per tenant (0 = no limit).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Elections> {
+        self.elections.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn jitter_ms(&self, tenant: &str, cluster: &str) -> i64 {
+        if self.jitter_max_ms <= 0 {
+            return 0;
+        }
+        let h = self.jitter_seed.hash_one((tenant, cluster));
+        (h % (self.jitter_max_ms as u64 + 1)) as i64
+    }
+
+    fn count_change(&self, tenant: &str, cluster: &str) {
+        self.elected_changes
+            .get_or_create(&ClusterLabels {
+                tenant: tenant.to_owned(),
+                cluster: cluster.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Judges a request of `samples` samples from `replica` of `cluster` at `now_ms` (wall clock). At most
+    /// `max_clusters` clusters are tracked per tenant (0 = no limit).
     pub fn check(
         &self,
         tenant: &str,
@@ -136,45 +283,53 @@ impl HaTracker {
         replica: &str,
         samples: u64,
         max_clusters: usize,
-        now: Instant,
+        now_ms: i64,
     ) -> HaDecision {
-        let mut all = self.elections.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = self.lock();
         let clusters = all.entry(tenant.to_owned()).or_default();
-        let labels = || ClusterLabels {
-            tenant: tenant.to_owned(),
-            cluster: cluster.to_owned(),
-        };
         let tracked = clusters.len();
+        let elect = |jitter_ms, own_key| Entry {
+            election: Election {
+                replica: replica.to_owned(),
+                elected_at_ms: now_ms,
+                received_at_ms: now_ms,
+            },
+            shared_received_at_ms: i64::MIN,
+            own_key,
+            urgent: true,
+            jitter_ms,
+        };
         match clusters.get_mut(cluster) {
-            Some(e) if e.replica == replica => {
-                if now > e.last_seen {
-                    e.last_seen = now;
-                }
+            Some(e) if e.election.replica == replica => {
+                e.election.received_at_ms = e.election.received_at_ms.max(now_ms);
                 HaDecision::Accept
             }
-            Some(e) if now.saturating_duration_since(e.last_seen) > self.failover_timeout => {
-                tracing::info!(tenant, cluster, from = %e.replica, to = replica, "HA failover: electing another replica");
-                e.replica = replica.to_owned();
-                e.last_seen = now;
-                self.elected_changes.get_or_create(&labels()).inc();
+            Some(e) if now_ms.saturating_sub(e.election.received_at_ms) > self.failover_timeout_ms => {
+                tracing::info!(tenant, cluster, from = %e.election.replica, to = replica, "HA failover: electing another replica");
+                *e = elect(e.jitter_ms, e.own_key);
+                drop(all);
+                self.count_change(tenant, cluster);
+                self.publish.notify_one();
                 HaDecision::Accept
             }
             Some(e) => {
-                self.deduped.get_or_create(&labels()).inc_by(samples);
-                HaDecision::Deduplicate {
-                    elected: e.replica.clone(),
-                }
+                let elected = e.election.replica.clone();
+                drop(all);
+                self.deduped
+                    .get_or_create(&ClusterLabels {
+                        tenant: tenant.to_owned(),
+                        cluster: cluster.to_owned(),
+                    })
+                    .inc_by(samples);
+                HaDecision::Deduplicate { elected }
             }
             None if max_clusters > 0 && tracked >= max_clusters => HaDecision::TooManyClusters { limit: max_clusters },
             None => {
-                clusters.insert(
-                    cluster.to_owned(),
-                    Election {
-                        replica: replica.to_owned(),
-                        last_seen: now,
-                    },
-                );
-                self.elected_changes.get_or_create(&labels()).inc();
+                let jitter = self.jitter_ms(tenant, cluster);
+                clusters.insert(cluster.to_owned(), elect(jitter, false));
+                drop(all);
+                self.count_change(tenant, cluster);
+                self.publish.notify_one();
                 HaDecision::Accept
             }
         }
@@ -182,111 +337,29 @@ impl HaTracker {
 
     /// The elected replica of (tenant, cluster), if any.
     pub fn elected(&self, tenant: &str, cluster: &str) -> Option<String> {
-        let all = self.elections.lock().unwrap_or_else(|p| p.into_inner());
-        all.get(tenant)?.get(cluster).map(|e| e.replica.clone())
+        self.lock()
+            .get(tenant)?
+            .get(cluster)
+            .map(|e| e.election.replica.clone())
+    }
+
+    /// Every election this distributor knows, sorted by tenant and cluster.
+    pub fn elections(&self) -> Vec<(String, String, Election)> {
+        let mut out: Vec<_> = self
+            .lock()
+            .iter()
+            .flat_map(|(t, clusters)| clusters.iter().map(|(c, e)| (t.clone(), c.clone(), e.election.clone())))
+            .collect();
+        out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        out
+    }
+
+    /// The failover timeout, in milliseconds.
+    pub fn failover_timeout_ms(&self) -> i64 {
+        self.failover_timeout_ms
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tracker() -> (HaTracker, Registry) {
-        let mut r = Registry::default();
-        (HaTracker::new(Duration::from_secs(30), &mut r), r)
-    }
-
-    #[test]
-    fn first_replica_is_elected_and_the_other_deduplicated() {
-        let (t, r) = tracker();
-        let t0 = Instant::now();
-        assert_eq!(t.check("u", "c1", "a", 10, 0, t0), HaDecision::Accept);
-        assert_eq!(
-            t.check("u", "c1", "b", 7, 0, t0 + Duration::from_secs(1)),
-            HaDecision::Deduplicate { elected: "a".into() }
-        );
-        assert_eq!(
-            t.check("u", "c1", "a", 10, 0, t0 + Duration::from_secs(2)),
-            HaDecision::Accept
-        );
-        assert_eq!(
-            t.check("u", "c2", "b", 1, 0, t0),
-            HaDecision::Accept,
-            "clusters are independent"
-        );
-        assert_eq!(
-            t.check("v", "c1", "b", 1, 0, t0),
-            HaDecision::Accept,
-            "tenants are independent"
-        );
-        let text = heddle_server::encode_metrics(&r);
-        assert!(
-            text.contains(r#"heddle_distributor_deduped_samples_total{tenant="u",cluster="c1"} 7"#),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn fails_over_only_after_the_timeout() {
-        let (t, _r) = tracker();
-        let t0 = Instant::now();
-        t.check("u", "c", "a", 1, 0, t0);
-        // The elected replica's last sample is what counts: 30 s exactly is not past the timeout.
-        assert!(matches!(
-            t.check("u", "c", "b", 1, 0, t0 + Duration::from_secs(30)),
-            HaDecision::Deduplicate { .. }
-        ));
-        assert_eq!(
-            t.check("u", "c", "b", 1, 0, t0 + Duration::from_millis(30_001)),
-            HaDecision::Accept
-        );
-        assert_eq!(t.elected("u", "c").as_deref(), Some("b"));
-        assert!(
-            matches!(t.check("u", "c", "a", 1, 0, t0 + Duration::from_secs(31)), HaDecision::Deduplicate { elected } if elected == "b"),
-            "the old replica is now the follower"
-        );
-    }
-
-    #[test]
-    fn deduplicated_requests_do_not_keep_the_election_alive() {
-        let (t, _r) = tracker();
-        let t0 = Instant::now();
-        t.check("u", "c", "a", 1, 0, t0);
-        for s in 1..=40 {
-            t.check("u", "c", "b", 1, 0, t0 + Duration::from_secs(s));
-        }
-        assert_eq!(
-            t.elected("u", "c").as_deref(),
-            Some("b"),
-            "b took over once a was silent for 30 s"
-        );
-    }
-
-    #[test]
-    fn clusters_per_tenant_are_capped() {
-        let (t, _r) = tracker();
-        let t0 = Instant::now();
-        assert_eq!(t.check("u", "c1", "a", 1, 2, t0), HaDecision::Accept);
-        assert_eq!(t.check("u", "c2", "a", 1, 2, t0), HaDecision::Accept);
-        assert_eq!(
-            t.check("u", "c3", "a", 1, 2, t0),
-            HaDecision::TooManyClusters { limit: 2 }
-        );
-        assert_eq!(
-            t.check("u", "c1", "a", 1, 2, t0),
-            HaDecision::Accept,
-            "known clusters still pass"
-        );
-    }
-
-    #[test]
-    fn config_defaults_and_flags() {
-        let c = HaTrackerConfig::default();
-        assert_eq!(c.ha_tracker_failover_timeout, Duration::from_secs(30));
-        let v = serde_norway::to_value(&c).unwrap();
-        for k in v.as_mapping().unwrap().keys() {
-            let k = format!("distributor.ha_tracker.{}", k.as_str().unwrap());
-            assert!(HA_TRACKER_FLAGS.iter().any(|f| f.key == k), "no flag for {k}");
-        }
-    }
-}
+#[path = "ha_tracker/tests.rs"]
+mod tests;

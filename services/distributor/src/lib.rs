@@ -26,7 +26,9 @@ pub use clock::{Clock, SystemClock};
 pub use config::{DISTRIBUTOR_FLAGS, DistributorConfig, LIMITS_FLAGS, Limits};
 pub use distributor::Distributor;
 pub use error::{ConfigError, InvalidSeries, PushError, RuntimeConfigError};
-pub use ha_tracker::{HA_TRACKER_FLAGS, HaDecision, HaTracker, HaTrackerConfig};
+pub use ha_tracker::{
+    Election, HA_TRACKER_FLAGS, HaDecision, HaKvStoreConfig, HaTracker, HaTrackerConfig, ha_tracker_router,
+};
 pub use http::router;
 pub use outcome::{ForwardFailure, MAX_RESPONSE_BODY, PushOutcome, Rejection};
 pub use overrides::{Overrides, RUNTIME_CONFIG_FLAGS, RuntimeConfigConfig};

@@ -209,6 +209,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         format!("{:?}", cfg.target).to_lowercase(),
     );
     let mut api = axum::Router::new();
+    // Status pages outside the tenant layer.
+    let mut pages = axum::Router::new();
     if matches!(cfg.target, Target::All | Target::Distributor) {
         let mut distributor_cfg = cfg.distributor.clone();
         distributor_cfg.body_read_timeout = cfg.server.http_server_read_timeout;
@@ -220,6 +222,22 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             discarded.clone(),
         )
         .with_overrides(overrides.clone());
+        if let Some(tracker) = distributor.ha_tracker() {
+            pages = pages.merge(heddle_distributor::ha_tracker_router(
+                tracker.clone(),
+                distributor.clock().clone(),
+            ));
+            // Elections are shared with the other distributors over gossip; alone, they stay in memory.
+            if let (Some(c), true) = (&cluster, cfg.distributor.ha_tracker.shared()) {
+                let kv: Arc<dyn heddle_ring::SharedState> = c.gossip.clone();
+                tokio::spawn(tracker.clone().run_sync(
+                    kv,
+                    distributor.clock().clone(),
+                    cfg.memberlist.gossip_interval,
+                    stop.clone(),
+                ));
+            }
+        }
         api = api.merge(heddle_distributor::router(Arc::new(distributor)));
         if let (Some(c), None) = (&cluster, &ingester) {
             c.gate_readiness(&readiness, "ring", &stop);
@@ -242,7 +260,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let registry = Arc::new(registry);
     let http = heddle_server::tenant_layer(api, cfg.multitenancy_enabled)
         .merge(heddle_server::metrics_and_ready_routes(registry, readiness.clone()))
-        .merge(crate::admin::http_router(admin.clone(), admin_token.clone()));
+        .merge(crate::admin::http_router(admin.clone(), admin_token.clone()))
+        .merge(pages);
     let http_addr = listen_addr(&cfg.server.http_listen_address, cfg.server.http_listen_port);
     let http_listener = tokio::net::TcpListener::bind(&http_addr)
         .await

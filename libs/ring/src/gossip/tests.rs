@@ -172,6 +172,46 @@ async fn a_member_cannot_publish_another_instance() {
     m.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_state_spreads_values_and_deletions_between_members() {
+    use crate::shared::SharedState;
+    let transport = ChannelTransport::with_mtu(65_000);
+    let grace = Duration::from_secs(60);
+    let d1 = member(&transport, "distributor-1", 20_001, grace).await;
+    let d2 = member(&transport, "distributor-2", 20_002, grace).await;
+    d1.set("ha/t/c", "a 1 2").await;
+    d2.set("ha/t/d", "b 3 4").await;
+    d2.set("unrelated", "x").await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let sorted = |mut v: Vec<crate::shared::SharedEntry>| {
+        v.sort_by(|l, r| l.key.cmp(&r.key));
+        v.into_iter().map(|e| (e.member, e.key, e.value)).collect::<Vec<_>>()
+    };
+    let want = vec![
+        ("distributor-1".to_owned(), "t/c".to_owned(), "a 1 2".to_owned()),
+        ("distributor-2".to_owned(), "t/d".to_owned(), "b 3 4".to_owned()),
+    ];
+    loop {
+        let (s1, s2) = (sorted(d1.scan("ha/").await), sorted(d2.scan("ha/").await));
+        if s1 == want && s2 == want {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not converged: {s1:?} / {s2:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d2.delete("ha/t/d").await;
+    loop {
+        let s1 = sorted(d1.scan("ha/").await);
+        if s1 == want[..1] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "deletion not seen: {s1:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d1.shutdown().await;
+    d2.shutdown().await;
+}
+
 fn free_udp_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()

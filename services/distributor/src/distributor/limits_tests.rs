@@ -7,7 +7,7 @@ use crate::testutil::*;
 use axum::http::StatusCode;
 use heddle_proto::prometheus::TimeSeries;
 
-fn ha_distributor(fake: Arc<FakeIngester>) -> (Distributor, Registry) {
+fn ha_distributor(fake: Arc<FakeIngester>) -> (Distributor, Registry, Arc<ManualClock>) {
     let mut registry = Registry::default();
     let mut cfg = DistributorConfig::default();
     cfg.ha_tracker.enable_ha_tracker = true;
@@ -15,9 +15,10 @@ fn ha_distributor(fake: Arc<FakeIngester>) -> (Distributor, Registry) {
         accept_ha_samples: true,
         ..Limits::default()
     };
+    let clock = ManualClock::new();
     let d = Distributor::new(cfg, limits, Arc::new(SingleIngesterRing::new("i", fake)), &mut registry)
-        .with_clock(ManualClock::new());
-    (d, registry)
+        .with_clock(clock.clone());
+    (d, registry, clock)
 }
 
 fn ha_series(name: &str, replica: &str) -> TimeSeries {
@@ -39,7 +40,7 @@ async fn push(d: &Distributor, series: Vec<TimeSeries>) -> Result<PushOutcome, P
 #[tokio::test(start_paused = true)]
 async fn ha_pair_keeps_one_replica_and_fails_over() {
     let fake = FakeIngester::new(crate::testutil::Behavior::Accept);
-    let (d, registry) = ha_distributor(fake.clone());
+    let (d, registry, clock) = ha_distributor(fake.clone());
 
     let a = push(&d, vec![ha_series("up", "a"), ha_series("x", "a")]).await.unwrap();
     assert_eq!(a.status(), StatusCode::OK);
@@ -58,7 +59,8 @@ async fn ha_pair_keeps_one_replica_and_fails_over() {
         assert!(s.labels.iter().any(|l| l.name == "cluster"), "the cluster label stays");
     }
 
-    tokio::time::advance(Duration::from_secs(31)).await;
+    // Elections are shared between distributors, so they follow the wall clock.
+    clock.0.fetch_add(31_000, std::sync::atomic::Ordering::Relaxed);
     let b = push(&d, vec![ha_series("up", "b")]).await.unwrap();
     assert_eq!(b.status(), StatusCode::OK, "b is elected after 30 s without a");
     let a = push(&d, vec![ha_series("up", "a")]).await.unwrap();
@@ -73,7 +75,7 @@ async fn ha_pair_keeps_one_replica_and_fails_over() {
 #[tokio::test(start_paused = true)]
 async fn ha_requests_without_both_labels_are_not_deduplicated() {
     let fake = FakeIngester::new(crate::testutil::Behavior::Accept);
-    let (d, _r) = ha_distributor(fake.clone());
+    let (d, _r, _clock) = ha_distributor(fake.clone());
     push(&d, vec![ha_series("up", "a")]).await.unwrap();
     // Only the first series decides: a request whose first series has no replica label is ingested whole.
     let plain = push(&d, vec![up("plain"), ha_series("up", "b")]).await.unwrap();

@@ -102,8 +102,8 @@ impl Distributor {
                 && !replica.is_empty()
             {
                 let samples: u64 = timeseries.iter().map(|ts| ts.samples.len() as u64).sum();
-                let now = self.clock.instant();
-                match tracker.check(tenant.as_str(), cluster, replica, samples, limits.ha_max_clusters, now) {
+                let now_ms = self.clock.now_ms();
+                match tracker.check(tenant.as_str(), cluster, replica, samples, limits.ha_max_clusters, now_ms) {
                     HaDecision::Accept => drop_label = Some(limits.ha_replica_label.as_str()),
                     HaDecision::Deduplicate { elected } => {
                         prepared.deduplicated = Some(format!(

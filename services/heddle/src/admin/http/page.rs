@@ -14,6 +14,7 @@ use crate::admin::MemberStatus;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use heddle_server::{format_age_ms, html_escape};
 use std::fmt::Write as _;
 
 /// The page's path; the Forget form posts back to it.
@@ -138,13 +139,13 @@ fn render_members(members: &[MemberStatus], backend: &str, target: &str, error: 
     let _ = writeln!(
         h,
         "<p>As seen by this process ({} ring, target {}): {} members, {} healthy.</p>",
-        escape(backend),
-        escape(target),
+        html_escape(backend),
+        html_escape(target),
         members.len(),
         healthy
     );
     if let Some(e) = error {
-        let _ = writeln!(h, "<p class=\"error\" id=\"error\">{}</p>", escape(e));
+        let _ = writeln!(h, "<p class=\"error\" id=\"error\">{}</p>", html_escape(e));
     }
     h.push_str(concat!(
         "<table id=\"members\">\n<thead><tr><th>Instance ID</th><th>State</th><th>Health</th><th>Zone</th>",
@@ -153,17 +154,17 @@ fn render_members(members: &[MemberStatus], backend: &str, target: &str, error: 
     ));
     for m in members {
         let unhealthy = m.state == "UNHEALTHY";
-        let id = escape(&m.id);
+        let id = html_escape(&m.id);
         let _ = write!(
             h,
             "<tr id=\"member-{id}\" class=\"{}\"><td>{id}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td><td>{:.1}%</td><td>",
             if unhealthy { "unhealthy" } else { "healthy" },
-            escape(&m.state),
+            html_escape(&m.state),
             if unhealthy { "unhealthy" } else { "healthy" },
-            escape(&m.zone),
-            escape(&m.address),
-            heartbeat_age(m.heartbeat_age_ms),
+            html_escape(&m.zone),
+            html_escape(&m.address),
+            format_age_ms(m.heartbeat_age_ms),
             m.tokens,
             m.ownership_percent,
         );
@@ -178,31 +179,6 @@ fn render_members(members: &[MemberStatus], backend: &str, target: &str, error: 
     }
     h.push_str("</tbody></table>\n</body></html>\n");
     h
-}
-
-/// `850ms ago`, `12.3s ago`, `4m 05s ago`; negative ages (clock skew) read as `now`.
-fn heartbeat_age(ms: i64) -> String {
-    match ms {
-        ..=0 => "now".to_owned(),
-        1..1000 => format!("{ms}ms ago"),
-        1000..60_000 => format!("{:.1}s ago", ms as f64 / 1000.0),
-        _ => format!("{}m {:02}s ago", ms / 60_000, (ms % 60_000) / 1000),
-    }
-}
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -247,20 +223,6 @@ mod tests {
         assert!(!html.contains("<script>"), "{html}");
         assert!(html.contains("&lt;script&gt;x&lt;/script&gt;"), "{html}");
         assert!(html.contains("a&amp;b"), "{html}");
-    }
-
-    #[test]
-    fn heartbeat_ages() {
-        let cases = [
-            (-5, "now"),
-            (0, "now"),
-            (850, "850ms ago"),
-            (12_345, "12.3s ago"),
-            (245_000, "4m 05s ago"),
-        ];
-        for (ms, want) in cases {
-            assert_eq!(heartbeat_age(ms), want, "age {ms} ms");
-        }
     }
 
     #[test]
