@@ -10,8 +10,8 @@ use heddle_bucket::Bucket;
 use heddle_model::{Labels, Matcher, TenantId};
 use heddle_proto::prometheus as pb;
 use heddle_proto::xor_chunked_series;
-use heddle_tsdb::block::{BlockMeta, BlockReader};
-use std::collections::{BTreeSet, HashMap};
+use heddle_tsdb::block::BlockReader;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,14 +20,27 @@ use std::time::{Duration, Instant};
 pub struct BucketStore {
     bucket: Bucket,
     sync_interval: Duration,
-    tenants: tokio::sync::Mutex<HashMap<TenantId, TenantBlocks>>,
+    /// Held only to find or add a tenant: a slow bucket listing for one tenant never blocks another's queries.
+    tenants: std::sync::Mutex<HashMap<TenantId, Arc<TenantBlocks>>>,
 }
 
 #[derive(Debug, Default)]
 struct TenantBlocks {
-    synced: Option<Instant>,
+    /// When the list was last refreshed; held during a refresh, so concurrent queries of the tenant wait for
+    /// one listing instead of each making their own.
+    synced: tokio::sync::Mutex<Option<Instant>>,
+    /// The blocks as of the last refresh; queries take a snapshot and never wait on a refresh that is
+    /// opening blocks.
+    state: std::sync::RwLock<Arc<BlockSet>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct BlockSet {
     /// Open blocks by ULID.
     open: HashMap<String, Arc<BlockReader>>,
+    /// Blocks that could not be opened, by ULID: their time range and why. A query overlapping one fails
+    /// naming it rather than silently returning less; a query elsewhere is answered. Retried each refresh.
+    broken: HashMap<String, (i64, i64, String)>,
 }
 
 impl BucketStore {
@@ -36,54 +49,83 @@ impl BucketStore {
         Self {
             bucket,
             sync_interval,
-            tenants: tokio::sync::Mutex::new(HashMap::new()),
+            tenants: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    fn tenant(&self, tenant: &TenantId) -> Arc<TenantBlocks> {
+        let mut all = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(all.entry(tenant.clone()).or_default())
+    }
+
+    /// Refreshes the tenant's block list when it is older than `sync_interval`: drops blocks no longer in the
+    /// bucket and opens the new ones concurrently.
+    async fn refresh(&self, tenant: &TenantId, blocks: &TenantBlocks) -> Result<(), QuerierError> {
+        let mut synced = blocks.synced.lock().await;
+        if synced.is_some_and(|t| t.elapsed() < self.sync_interval) {
+            return Ok(());
+        }
+        let metas = self.bucket.list_blocks(tenant).await.map_err(|e| QuerierError::Store {
+            tenant: tenant.to_string(),
+            reason: e.to_string(),
+        })?;
+        let current = Arc::clone(&blocks.state.read().unwrap_or_else(|p| p.into_inner()));
+        let mut next = BlockSet::default();
+        let mut to_open = Vec::new();
+        for meta in metas {
+            match current.open.get(&meta.ulid) {
+                Some(reader) => {
+                    next.open.insert(meta.ulid.clone(), Arc::clone(reader));
+                }
+                None => to_open.push(meta),
+            }
+        }
+        let opens = to_open.into_iter().map(|meta| {
+            let files = self.bucket.block_files(tenant, &meta.ulid);
+            let (ulid, range) = (meta.ulid.clone(), (meta.min_time, meta.max_time));
+            let task = tokio::task::spawn_blocking(move || BlockReader::open(files, meta));
+            async move { (ulid, range, task.await) }
+        });
+        for (ulid, (min_time, max_time), opened) in futures::future::join_all(opens).await {
+            match opened {
+                Ok(Ok(reader)) => {
+                    next.open.insert(ulid, Arc::new(reader));
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(tenant = %tenant, block = %ulid, error = %e, "cannot open bucket block");
+                    next.broken.insert(ulid, (min_time, max_time, e.to_string()));
+                }
+                Err(e) => {
+                    next.broken.insert(ulid, (min_time, max_time, e.to_string()));
+                }
+            }
+        }
+        *blocks.state.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        *synced = Some(Instant::now());
+        Ok(())
     }
 
     /// The tenant's blocks overlapping `[mint, maxt]`, after refreshing the list if it is stale.
     async fn blocks(&self, tenant: &TenantId, mint: i64, maxt: i64) -> Result<Vec<Arc<BlockReader>>, QuerierError> {
-        let mut tenants = self.tenants.lock().await;
-        let entry = tenants.entry(tenant.clone()).or_default();
-        if entry.synced.is_none_or(|t| t.elapsed() >= self.sync_interval) {
-            let metas = self.bucket.list_blocks(tenant).await.map_err(|e| QuerierError::Store {
+        let blocks = self.tenant(tenant);
+        self.refresh(tenant, &blocks).await?;
+        let set = Arc::clone(&blocks.state.read().unwrap_or_else(|p| p.into_inner()));
+        let overlaps = |min_time: i64, max_time: i64| min_time <= maxt && max_time > mint;
+        if let Some((ulid, (_, _, reason))) = set
+            .broken
+            .iter()
+            .filter(|(_, (lo, hi, _))| overlaps(*lo, *hi))
+            .min_by(|a, b| a.0.cmp(b.0))
+        {
+            return Err(QuerierError::Store {
                 tenant: tenant.to_string(),
-                reason: e.to_string(),
-            })?;
-            let listed: BTreeSet<&str> = metas.iter().map(|m| m.ulid.as_str()).collect();
-            entry.open.retain(|ulid, _| listed.contains(ulid.as_str()));
-            let new: Vec<BlockMeta> = metas
-                .into_iter()
-                .filter(|m| !entry.open.contains_key(&m.ulid))
-                .collect();
-            for meta in new {
-                let files = self.bucket.block_files(tenant, &meta.ulid);
-                let ulid = meta.ulid.clone();
-                let opened = tokio::task::spawn_blocking(move || BlockReader::open(files, meta))
-                    .await
-                    .map_err(|e| QuerierError::Store {
-                        tenant: tenant.to_string(),
-                        reason: e.to_string(),
-                    })?;
-                match opened {
-                    Ok(reader) => {
-                        entry.open.insert(ulid, Arc::new(reader));
-                    }
-                    // A block that cannot be opened fails queries that need it, naming it, rather than
-                    // silently returning less; it is tried again on the next sync.
-                    Err(e) => {
-                        return Err(QuerierError::Store {
-                            tenant: tenant.to_string(),
-                            reason: format!("cannot open bucket block {ulid}: {e}"),
-                        });
-                    }
-                }
-            }
-            entry.synced = Some(Instant::now());
+                reason: format!("cannot open bucket block {ulid}: {reason}"),
+            });
         }
-        let mut out: Vec<Arc<BlockReader>> = entry
+        let mut out: Vec<Arc<BlockReader>> = set
             .open
             .values()
-            .filter(|b| b.meta().min_time <= maxt && b.meta().max_time > mint)
+            .filter(|b| overlaps(b.meta().min_time, b.meta().max_time))
             .cloned()
             .collect();
         out.sort_by_key(|b| b.meta().min_time);
@@ -197,3 +239,7 @@ impl BucketStore {
         Ok(parts.into_iter().flatten().collect())
     }
 }
+
+#[cfg(test)]
+#[path = "store/tests.rs"]
+mod tests;

@@ -1,0 +1,100 @@
+use super::*;
+use bytes::Bytes;
+use heddle_bucket::{Backend, BucketConfig, FilesystemConfig};
+use heddle_tsdb::block::{BlockMeta, BlockWriter, new_ulid};
+use heddle_tsdb::chunkenc::XorChunk;
+use heddle_tsdb::head::ChunkData;
+use prometheus_client::registry::Registry;
+use std::path::Path;
+
+const TENANT: &str = "team-a";
+
+fn tenant() -> TenantId {
+    TenantId::new(TENANT).unwrap()
+}
+
+fn bucket(dir: &Path) -> Bucket {
+    let cfg = BucketConfig {
+        backend: Backend::Filesystem,
+        filesystem: FilesystemConfig { dir: dir.to_path_buf() },
+        ..BucketConfig::default()
+    };
+    Bucket::new(&cfg, &mut Registry::default()).unwrap()
+}
+
+/// Writes a block of `[min_time, max_time)` holding `up{job=<job>}` with one sample at `min_time`, uploads it
+/// and returns its ULID.
+async fn upload(bucket: &Bucket, scratch: &Path, min_time: i64, max_time: i64, job: &str) -> String {
+    let meta = BlockMeta::new(new_ulid(), min_time, max_time, Some(TENANT));
+    let mut w = BlockWriter::new(scratch, meta).unwrap();
+    let mut chunk = XorChunk::new();
+    chunk.append(min_time, 1.0).unwrap();
+    let labels = Labels::from_sorted([("__name__", "up"), ("job", job)]).unwrap();
+    w.add_series(
+        &labels,
+        &[ChunkData {
+            min_time,
+            max_time: min_time,
+            data: Bytes::from(chunk.into_bytes()),
+        }],
+    )
+    .unwrap();
+    let meta = w.finish().unwrap();
+    bucket.upload_block(&tenant(), &scratch.join(&meta.ulid)).await.unwrap();
+    meta.ulid
+}
+
+async fn jobs(store: &BucketStore, mint: i64, maxt: i64) -> Result<Vec<String>, QuerierError> {
+    let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
+    let mut out: Vec<String> = store
+        .series(&tenant(), mint, maxt, &m)
+        .await?
+        .iter()
+        .map(|l| l.get("job").unwrap_or_default().to_owned())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+#[tokio::test]
+async fn a_block_that_cannot_be_opened_fails_only_the_queries_it_overlaps() {
+    let (dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let b = bucket(dir.path());
+    upload(&b, scratch.path(), 0, 1000, "first").await;
+    let bad = upload(&b, scratch.path(), 1000, 2000, "second").await;
+    let index = dir.path().join(TENANT).join(&bad).join("index");
+    let good_index = std::fs::read(&index).unwrap();
+    std::fs::write(&index, b"not an index").unwrap();
+
+    let store = BucketStore::new(b, Duration::ZERO);
+    assert_eq!(
+        jobs(&store, 0, 999).await.unwrap(),
+        ["first"],
+        "the good block still answers"
+    );
+    let err = jobs(&store, 500, 1500).await.unwrap_err().to_string();
+    assert!(err.contains(&format!("cannot open bucket block {bad}")), "{err}");
+
+    // Repaired in the bucket: the next refresh opens it.
+    std::fs::write(&index, good_index).unwrap();
+    assert_eq!(jobs(&store, 0, 2000).await.unwrap(), ["first", "second"]);
+}
+
+#[tokio::test]
+async fn refreshes_see_new_blocks_and_forget_deleted_ones() {
+    let (dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let b = bucket(dir.path());
+    let first = upload(&b, scratch.path(), 0, 1000, "first").await;
+    let store = BucketStore::new(b.clone(), Duration::ZERO);
+    assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["first"]);
+    upload(&b, scratch.path(), 1000, 2000, "second").await;
+    assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["first", "second"]);
+    std::fs::remove_dir_all(dir.path().join(TENANT).join(&first)).unwrap();
+    assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["second"]);
+
+    // Within the sync interval the list is not read again.
+    let cached = BucketStore::new(b.clone(), Duration::from_secs(3600));
+    assert_eq!(jobs(&cached, 0, 5000).await.unwrap(), ["second"]);
+    upload(&b, scratch.path(), 2000, 3000, "third").await;
+    assert_eq!(jobs(&cached, 0, 5000).await.unwrap(), ["second"]);
+}
