@@ -5,13 +5,18 @@
 //! The tenant travels as the `x-scope-orgid` request metadata entry, as in Mimir, and the caller's W3C trace
 //! context as `traceparent` when trace export is on. `Push` carries the encoded `prometheus.WriteRequest` as raw
 //! bytes end to end ([`crate::RawPushCodec`]).
+//!
+//! Either side may run over TLS ([`ServerTls`], [`ClientTls`]), mutual when the server requires client
+//! certificates.
 
 mod client;
 mod server;
+mod tls;
 mod trace;
 
 pub use client::GrpcIngesterClient;
 pub use server::{IngesterAdapter, ingester_service, tenant_from_metadata};
+pub use tls::{ClientAuth, ClientTls, PemSource, ServerTls, TlsError, describe_error, grpc_endpoint, grpc_uri};
 
 /// gRPC metadata key of the tenant id (HTTP header `X-Scope-OrgID`, lowercased as gRPC requires).
 pub const TENANT_METADATA: &str = "x-scope-orgid";

@@ -8,11 +8,12 @@
 //! also a SIGSTOPped one) and deletes the directories.
 
 use crate::process::{DEFAULT_STOP_TIMEOUT, ManagedProcess};
-use crate::{Endpoints, TestkitError, cargo_bin, free_port, wait_until};
+use crate::{Endpoints, TestPki, TestkitError, cargo_bin, free_port, wait_until};
 use heddle_proto::admin::admin_client::AdminClient;
 use heddle_proto::admin::{
     ForgetMemberRequest, RingMember, RingStatusRequest, TenantStatsRequest, TenantStatsResponse,
 };
+use heddle_proto::transport::{ClientTls, describe_error, grpc_endpoint, grpc_uri};
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -51,6 +52,12 @@ pub struct ClusterOptions {
     pub ready_timeout: Duration,
     /// Binary to run; `None` builds and runs the workspace's `heddle` (see [`cargo_bin`]).
     pub binary: Option<PathBuf>,
+    /// Mutual TLS on every process's gRPC listeners ([`TestPki::server_args`]); the harness's own Admin calls
+    /// then present the client certificate.
+    pub tls: Option<TestPki>,
+    /// With `tls`: give distributors and the querier [`TestPki::ingester_client_args`] (the default). Off
+    /// shows what a reader without client TLS gets from TLS ingesters.
+    pub ingester_client_tls: bool,
 }
 
 impl Default for ClusterOptions {
@@ -68,6 +75,8 @@ impl Default for ClusterOptions {
             env: Vec::new(),
             ready_timeout: Duration::from_secs(60),
             binary: None,
+            tls: None,
+            ingester_client_tls: true,
         }
     }
 }
@@ -262,6 +271,8 @@ pub struct Cluster {
     ingesters: Vec<Node>,
     distributors: Vec<Node>,
     querier: Node,
+    /// What the harness's Admin calls present, with `opts.tls`.
+    admin_tls: Option<ClientTls>,
     // Last: the processes (above) are killed before their directories are deleted.
     root: TempDir,
 }
@@ -308,12 +319,14 @@ impl Cluster {
             .map(|i| node(Role::Distributor, format!("distributor-{i}")))
             .collect::<Result<Vec<_>, _>>()?;
         let querier = node(Role::Querier, "querier".to_owned())?;
+        let admin_tls = opts.tls.as_ref().map(TestPki::client_tls).transpose()?;
         let mut me = Self {
             opts,
             binary,
             ingesters,
             distributors,
             querier,
+            admin_tls,
             root,
         };
         // Spawn everything first (ingesters replay and join in parallel), then wait for each.
@@ -358,6 +371,12 @@ impl Cluster {
         }
         if opts.zone_awareness {
             a.push("--ingester.ring.zone-awareness-enabled=true".to_owned());
+        }
+        if let Some(pki) = &opts.tls {
+            a.extend(pki.server_args());
+            if node.role != Role::Ingester && opts.ingester_client_tls {
+                a.extend(pki.ingester_client_args());
+            }
         }
         if node.role == Role::Ingester {
             a.extend([
@@ -474,17 +493,22 @@ impl Cluster {
 
     /// The ring as `node` sees it (Admin gRPC `RingStatus` on its gRPC port), members sorted by id.
     pub fn ring_status(&self, node: &Node) -> Result<Vec<RingMember>, TestkitError> {
-        ring_status_at(node.grpc_addr(), Duration::from_secs(5))
+        ring_status_at(node.grpc_addr(), self.admin_tls.as_ref(), Duration::from_secs(5))
     }
 
     /// Admin `ForgetMember`: asks `via` (any process) to drop ring member `id`; gossip spreads it.
     pub fn forget(&self, via: &Node, id: &str) -> Result<(), TestkitError> {
-        forget_at(via.grpc_addr(), id, Duration::from_secs(5))
+        forget_at(via.grpc_addr(), self.admin_tls.as_ref(), id, Duration::from_secs(5))
     }
 
     /// Admin `TenantStats` of `tenant` (`anonymous` without multitenancy) on ingester `i`.
     pub fn tenant_stats(&self, i: usize, tenant: &str) -> Result<TenantStatsResponse, TestkitError> {
-        tenant_stats_at(self.ingesters[i].grpc_addr(), tenant, Duration::from_secs(5))
+        tenant_stats_at(
+            self.ingesters[i].grpc_addr(),
+            self.admin_tls.as_ref(),
+            tenant,
+            Duration::from_secs(5),
+        )
     }
 
     /// Waits until the ring seen by every distributor and by the querier satisfies `cond` (bounded by
@@ -564,10 +588,12 @@ fn block_on_thread<T: Send>(
     })
 }
 
-/// Connects to the Admin service at `addr` and runs `rpc` on the client, all bounded by `timeout`.
+/// Connects to the Admin service at `addr` (over TLS with `tls`) and runs `rpc` on the client, all bounded by
+/// `timeout`.
 macro_rules! admin_call {
-    ($addr:expr, $timeout:expr, $what:literal, |$client:ident| $rpc:expr) => {{
-        let url = format!("http://{}", $addr);
+    ($addr:expr, $tls:expr, $timeout:expr, $what:literal, |$client:ident| $rpc:expr) => {{
+        let tls: Option<&ClientTls> = $tls;
+        let url = grpc_uri(&$addr.to_string(), tls.is_some());
         let timeout: Duration = $timeout;
         let fail = |detail: String| TestkitError::Http {
             url: url.clone(),
@@ -575,9 +601,12 @@ macro_rules! admin_call {
         };
         block_on_thread(async {
             let call = async {
-                let mut $client = AdminClient::connect(url.clone())
+                let channel = grpc_endpoint(&url, tls)
+                    .map_err(|e| format!("endpoint: {}", describe_error(&e)))?
+                    .connect()
                     .await
-                    .map_err(|e| format!("connect: {e}"))?;
+                    .map_err(|e| format!("connect: {}", describe_error(&e)))?;
+                let mut $client = AdminClient::new(channel);
                 $rpc.await.map(|r| r.into_inner()).map_err(|s| s.to_string())
             };
             match tokio::time::timeout(timeout, call).await {
@@ -590,15 +619,24 @@ macro_rules! admin_call {
 }
 
 /// The ring as the process at `addr` sees it.
-fn ring_status_at(addr: SocketAddr, timeout: Duration) -> Result<Vec<RingMember>, TestkitError> {
-    admin_call!(addr, timeout, "RingStatus", |client| client
+fn ring_status_at(
+    addr: SocketAddr,
+    tls: Option<&ClientTls>,
+    timeout: Duration,
+) -> Result<Vec<RingMember>, TestkitError> {
+    admin_call!(addr, tls, timeout, "RingStatus", |client| client
         .ring_status(RingStatusRequest {}))
     .map(|r| r.members)
 }
 
 /// `TenantStats` of `tenant` on the ingester at `addr`.
-fn tenant_stats_at(addr: SocketAddr, tenant: &str, timeout: Duration) -> Result<TenantStatsResponse, TestkitError> {
-    admin_call!(addr, timeout, "TenantStats", |client| client.tenant_stats(
+fn tenant_stats_at(
+    addr: SocketAddr,
+    tls: Option<&ClientTls>,
+    tenant: &str,
+    timeout: Duration,
+) -> Result<TenantStatsResponse, TestkitError> {
+    admin_call!(addr, tls, timeout, "TenantStats", |client| client.tenant_stats(
         TenantStatsRequest {
             tenant: tenant.to_owned()
         }
@@ -606,8 +644,8 @@ fn tenant_stats_at(addr: SocketAddr, tenant: &str, timeout: Duration) -> Result<
 }
 
 /// `ForgetMember` of `id`, asked of the process at `addr`.
-fn forget_at(addr: SocketAddr, id: &str, timeout: Duration) -> Result<(), TestkitError> {
-    admin_call!(addr, timeout, "ForgetMember", |client| client
+fn forget_at(addr: SocketAddr, tls: Option<&ClientTls>, id: &str, timeout: Duration) -> Result<(), TestkitError> {
+    admin_call!(addr, tls, timeout, "ForgetMember", |client| client
         .forget_member(ForgetMemberRequest { id: id.to_owned() }))
     .map(|_| ())
 }

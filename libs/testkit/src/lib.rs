@@ -4,7 +4,8 @@
 //! [`cargo_bin`], [`free_port`], [`wait_until`]); deterministic node-exporter-like data ([`SeriesGen`]); the wire
 //! codecs of remote write and remote read ([`codec`]); HTTP clients for both ([`push`], [`ReadClient`]); an
 //! independent XOR chunk reader/writer ([`xor`]) so chunks served by heddle are checked without trusting heddle's
-//! own encoder; an in-memory stand-in server ([`MockReceiver`]); and proptest strategies ([`strategies`]).
+//! own encoder; an in-memory stand-in server ([`MockReceiver`]); throwaway certificates for TLS tests
+//! ([`TestPki`]); and proptest strategies ([`strategies`]).
 //!
 //! It does not know heddle's internals: everything here talks to the public contracts (flags, HTTP paths, wire
 //! formats) of DESIGN.md §3.
@@ -25,6 +26,7 @@ mod process;
 pub mod promtool;
 pub mod s3;
 pub mod strategies;
+pub mod tls;
 mod tools;
 mod wait;
 pub mod xor;
@@ -41,5 +43,6 @@ pub use http::http_get;
 pub use mock::MockReceiver;
 pub use port::free_port;
 pub use process::{DEFAULT_STOP_TIMEOUT, ManagedProcess};
+pub use tls::TestPki;
 pub use tools::{copy_dir, prometheus_tool};
 pub use wait::{POLL_INTERVAL, wait_until, wait_until_async};

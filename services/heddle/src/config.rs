@@ -7,6 +7,10 @@ use heddle_ring::MemberlistConfig;
 use heddle_server::{FlagKind, FlagSpec, LogFormat};
 use serde::{Deserialize, Serialize};
 
+mod tls;
+
+pub use tls::{GrpcTlsConfig, IngesterClientConfig};
+
 /// Which roles this process runs (`-target`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -37,6 +41,8 @@ pub struct Config {
     pub blocks_storage: BlocksStorageConfig,
     /// Gossip membership of the cluster ring; unused in single-process mode.
     pub memberlist: MemberlistConfig,
+    /// How distributors and queriers dial ingesters (Mimir's `ingester_client`).
+    pub ingester_client: IngesterClientConfig,
 }
 
 /// `server:`: listeners and logging.
@@ -63,6 +69,8 @@ pub struct ServerConfig {
     pub admin_grpc_listen_port: u16,
     /// File holding the bearer token admin calls (gRPC Admin and `/ingester/*`) must present; empty: none.
     pub admin_token_file: std::path::PathBuf,
+    /// TLS of every gRPC listener (the main one and the admin one); off unless a certificate and key are set.
+    pub grpc_tls_config: GrpcTlsConfig,
 }
 
 impl Default for ServerConfig {
@@ -79,6 +87,7 @@ impl Default for ServerConfig {
             admin_grpc_listen_address: String::new(),
             admin_grpc_listen_port: 0,
             admin_token_file: std::path::PathBuf::new(),
+            grpc_tls_config: GrpcTlsConfig::default(),
         }
     }
 }
@@ -235,6 +244,8 @@ pub fn flags() -> Vec<FlagSpec> {
     [
         OWN_FLAGS,
         ADMIN_FLAGS,
+        tls::GRPC_TLS_FLAGS,
+        tls::INGESTER_CLIENT_FLAGS,
         heddle_ingester::TSDB_FLAGS,
         heddle_bucket::BUCKET_FLAGS,
         BUCKET_STORE_FLAGS,
@@ -266,6 +277,8 @@ impl Config {
         self.querier.validate()?;
         self.ingester.ring.validate()?;
         self.memberlist.validate()?;
+        self.server.grpc_tls_config.validate()?;
+        self.ingester_client.grpc_client_config.validate()?;
         Ok(())
     }
 }

@@ -42,7 +42,12 @@ struct Cluster {
 
 impl Cluster {
     /// Joins the gossip cluster as `node_id` and follows the ring until `stop`.
-    async fn join(cfg: &Config, node_id: &str, stop: &CancellationToken) -> anyhow::Result<Self> {
+    async fn join(
+        cfg: &Config,
+        node_id: &str,
+        tls: Option<heddle_proto::transport::ClientTls>,
+        stop: &CancellationToken,
+    ) -> anyhow::Result<Self> {
         let gossip_cfg = cfg.memberlist.gossip(node_id).await?;
         let gossip = GossipMembership::start_udp(gossip_cfg)
             .await
@@ -51,7 +56,7 @@ impl Cluster {
         ring.follow(gossip.watch(), stop.clone());
         let (push_timeout, query_timeout) = (cfg.distributor.remote_timeout, cfg.querier.query_timeout);
         let pool: Arc<ClientPool<Arc<dyn IngesterClient>>> = Arc::new(ClientPool::new(Arc::new(move |addr: &str| {
-            heddle_proto::GrpcIngesterClient::connect_lazy(addr, push_timeout)
+            heddle_proto::GrpcIngesterClient::connect_lazy_with_tls(addr, push_timeout, tls.as_ref())
                 .map(|c| Arc::new(c.with_query_timeout(query_timeout)) as Arc<dyn IngesterClient>)
                 .map_err(|e| format!("invalid ingester address {addr:?}: {e}"))
         })));
@@ -135,6 +140,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     tokio::spawn(heddle_server::shutdown_signal(stop.clone()));
 
+    // Certificates are read once, here: a bad file stops the start with the flag and path that named it.
+    let grpc_tls = cfg.server.grpc_tls_config.load()?;
+    let ingester_tls = cfg.ingester_client.grpc_client_config.load()?;
     let discarded = DiscardedSamples::register(&mut registry);
     let overrides = Arc::new(Overrides::new(cfg.limits.clone()).register_metrics(&mut registry));
     if !cfg.runtime_config.file.as_os_str().is_empty() {
@@ -174,7 +182,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             Some(_) => cfg.ingester.ring.resolved_instance_id(),
             None => reader_node_id(&cfg),
         };
-        Some(Cluster::join(&cfg, &node_id, &stop).await?)
+        Some(Cluster::join(&cfg, &node_id, ingester_tls, &stop).await?)
     } else {
         None
     };
@@ -272,6 +280,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     // Every process serves gRPC: Admin and health everywhere, the ingester API where there is an ingester.
     let grpc = crate::admin::serve_grpc(
         &cfg.server,
+        grpc_tls.as_ref(),
         ingester.clone().map(|i| i as Arc<dyn IngesterClient>),
         admin.clone(),
         admin_token,

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 /// Operate a heddle process through its gRPC Admin service.
 ///
-/// Exit codes: 0 ok, 1 server error, 2 usage error, 3 server unreachable, 4 unauthenticated.
+/// Exit codes: 0 ok, 1 server error, 2 usage error, 3 server unreachable, 4 unauthenticated (a refused
+/// token or a refused TLS handshake).
 #[derive(Debug, Parser)]
 #[command(name = "heddlectl", version)]
 pub struct Cli {
@@ -15,6 +16,19 @@ pub struct Cli {
     /// File holding the bearer token the server requires (`--server.admin-token-file` on the server).
     #[arg(long, global = true, env = "HEDDLECTL_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
+    /// PEM CA the server's gRPC certificate must chain to; turns TLS on (`--server.grpc-tls-cert-path` on the
+    /// server). An `https://` address needs it too: heddlectl does not trust system roots.
+    #[arg(long, global = true, env = "HEDDLECTL_TLS_CA_PATH")]
+    pub tls_ca_path: Option<PathBuf>,
+    /// PEM client certificate, for a server with `--server.grpc-tls-client-auth=RequireAndVerifyClientCert`.
+    #[arg(long, global = true, env = "HEDDLECTL_TLS_CERT_PATH", requires = "tls_key_path")]
+    pub tls_cert_path: Option<PathBuf>,
+    /// PEM private key of `--tls-cert-path`.
+    #[arg(long, global = true, env = "HEDDLECTL_TLS_KEY_PATH", requires = "tls_cert_path")]
+    pub tls_key_path: Option<PathBuf>,
+    /// Name to verify in the server's certificate instead of the host of `--addr`.
+    #[arg(long, global = true, env = "HEDDLECTL_TLS_SERVER_NAME")]
+    pub tls_server_name: Option<String>,
     /// Output format.
     #[arg(long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -108,6 +122,17 @@ mod tests {
             ("json after command", &["heddlectl", "tenants", "--output=json"]),
             ("stats", &["heddlectl", "stats", "t1"]),
             ("completion", &["heddlectl", "completion", "zsh"]),
+            (
+                "mtls",
+                &[
+                    "heddlectl",
+                    "version",
+                    "--tls-ca-path=ca.crt",
+                    "--tls-cert-path=c.crt",
+                    "--tls-key-path=c.key",
+                    "--tls-server-name=ingester-0",
+                ],
+            ),
         ];
         for (name, argv) in cases {
             assert!(Cli::try_parse_from(*argv).is_ok(), "case {name}");
@@ -116,6 +141,10 @@ mod tests {
             ("no command", &["heddlectl"]),
             ("forget without id", &["heddlectl", "forget"]),
             ("unknown output", &["heddlectl", "ring", "--output=xml"]),
+            (
+                "cert without key",
+                &["heddlectl", "ring", "--tls-ca-path=ca", "--tls-cert-path=c"],
+            ),
         ];
         for (name, argv) in bad {
             assert!(Cli::try_parse_from(*argv).is_err(), "case {name}");

@@ -1,7 +1,8 @@
 //! `heddlectl`: the operator CLI for heddle's `heddle.admin.v1.Admin` gRPC service.
 //!
 //! Exit codes scripts can rely on: 0 ok, 1 the server refused or failed the call, 2 usage error,
-//! 3 the server is unreachable, 4 the call was not authenticated (missing or wrong `--token-file`).
+//! 3 the server is unreachable, 4 the call was not authenticated (missing or wrong `--token-file`, or a TLS
+//! handshake that either side refused: no or an untrusted client certificate, an untrusted server).
 
 mod cli;
 mod output;
@@ -10,6 +11,7 @@ use clap::Parser;
 use cli::{Cli, Command};
 use heddle_proto::admin as pb;
 use heddle_proto::admin::admin_client::AdminClient;
+use heddle_proto::transport::{ClientTls, PemSource, describe_error, grpc_uri};
 use std::process::ExitCode;
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
@@ -46,6 +48,10 @@ fn main() -> ExitCode {
         },
         None => None,
     };
+    let tls = match load_tls(&cli) {
+        Ok(t) => t,
+        Err(msg) => return usage(&msg),
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -53,8 +59,58 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_SERVER);
         }
     };
-    ExitCode::from(runtime.block_on(run(cli, token)))
+    ExitCode::from(runtime.block_on(run(cli, token, tls)))
 }
+
+/// The TLS settings of the command line, with their files read and checked; `None` for plain text.
+fn load_tls(cli: &Cli) -> Result<Option<ClientTls>, String> {
+    let Some(ca) = &cli.tls_ca_path else {
+        if cli.addr.starts_with("https://") || cli.tls_cert_path.is_some() || cli.tls_server_name.is_some() {
+            return Err("TLS needs --tls-ca-path: the CA that signed the server's gRPC certificate".into());
+        }
+        return Ok(None);
+    };
+    if cli.addr.starts_with("http://") {
+        return Err(format!(
+            "--addr {} is plain http:// but --tls-ca-path asks for TLS; use https:// or host:port",
+            cli.addr
+        ));
+    }
+    let identity = match (&cli.tls_cert_path, &cli.tls_key_path) {
+        (Some(cert), Some(key)) => Some((
+            PemSource::new("--tls-cert-path", cert),
+            PemSource::new("--tls-key-path", key),
+        )),
+        _ => None,
+    };
+    ClientTls::load(
+        PemSource::new("--tls-ca-path", ca),
+        identity,
+        cli.tls_server_name.as_deref(),
+    )
+    .map(Some)
+    .map_err(|e| e.to_string())
+}
+
+/// Whether an error (with its sources) is a TLS failure: a certificate either side refused, or, with TLS 1.3,
+/// the connection closed right after the handshake. A server refusing the client certificate sends its alert
+/// only after the client has finished its side of the handshake, so a call already in flight sees just
+/// "connection closed".
+fn is_tls_failure(detail: &str) -> bool {
+    let d = detail.to_lowercase();
+    [
+        "certificate",
+        "alert",
+        "handshake",
+        "connection closed",
+        "connection reset",
+    ]
+    .iter()
+    .any(|m| d.contains(m))
+}
+
+const TLS_HINT: &str = "the server requires a client certificate its CA signed (--tls-cert-path, --tls-key-path), \
+                        and --tls-ca-path must be the CA that signed the server's";
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("heddlectl: {msg}");
@@ -62,12 +118,8 @@ fn usage(msg: &str) -> ExitCode {
 }
 
 /// Sends one call and prints its answer; returns the exit code.
-async fn run(cli: Cli, token: Option<String>) -> u8 {
-    let url = if cli.addr.contains("://") {
-        cli.addr.clone()
-    } else {
-        format!("http://{}", cli.addr)
-    };
+async fn run(cli: Cli, token: Option<String>, tls: Option<ClientTls>) -> u8 {
+    let url = grpc_uri(&cli.addr, tls.is_some());
     let endpoint = match tonic::transport::Endpoint::from_shared(url) {
         Ok(e) => e
             .connect_timeout(Duration::from_secs(cli.timeout_s))
@@ -77,10 +129,28 @@ async fn run(cli: Cli, token: Option<String>) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let endpoint = match &tls {
+        Some(tls) => match endpoint.tls_config(tls.config()) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("heddlectl: cannot use the TLS settings: {}", describe_error(&e));
+                return EXIT_USAGE;
+            }
+        },
+        None => endpoint,
+    };
     let channel = match endpoint.connect().await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("heddlectl: cannot reach {}: {e}", cli.addr);
+            let detail = describe_error(&e);
+            if tls.is_some() && is_tls_failure(&detail) {
+                eprintln!(
+                    "heddlectl: TLS handshake with {} failed or was refused: {detail}; {TLS_HINT}",
+                    cli.addr
+                );
+                return EXIT_UNAUTHENTICATED;
+            }
+            eprintln!("heddlectl: cannot reach {}: {detail}", cli.addr);
             return EXIT_UNREACHABLE;
         }
     };
@@ -101,7 +171,28 @@ async fn run(cli: Cli, token: Option<String>) -> u8 {
             EXIT_OK
         }
         Err(status) => {
-            eprintln!("heddlectl: {}: {}", code_name(status.code()), status.message());
+            // The message, then what the transport said (a TLS failure is only visible there).
+            let detail = match std::error::Error::source(&status) {
+                Some(source) => format!("{}: {}", status.message(), describe_error(source)),
+                None => status.message().to_owned(),
+            };
+            if tls.is_some() && status.code() != tonic::Code::Ok && is_tls_failure(&detail) {
+                eprintln!(
+                    "heddlectl: TLS handshake with {} failed or was refused: {detail}; {TLS_HINT}",
+                    cli.addr
+                );
+                return EXIT_UNAUTHENTICATED;
+            }
+            if tls.is_none() && detail.contains("h2 protocol error") {
+                // A TLS listener answers the HTTP/2 preface with a TLS alert, which reads as a broken frame.
+                eprintln!(
+                    "heddlectl: {} did not answer as plain-text gRPC ({detail}); if it serves TLS \
+                     (--server.grpc-tls-cert-path), pass --tls-ca-path",
+                    cli.addr
+                );
+                return EXIT_UNREACHABLE;
+            }
+            eprintln!("heddlectl: {}: {detail}", code_name(status.code()));
             match status.code() {
                 tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => EXIT_UNAUTHENTICATED,
                 tonic::Code::Unavailable if status.message().contains("connect") => EXIT_UNREACHABLE,

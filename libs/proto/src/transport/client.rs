@@ -1,5 +1,6 @@
 //! [`GrpcIngesterClient`]: [`IngesterClient`] over gRPC.
 
+use super::tls::{ClientTls, grpc_endpoint};
 use super::{DEFAULT_MAX_MESSAGE_BYTES, TENANT_METADATA};
 use crate::client::{IngesterClient, QueryStream};
 use crate::ingester::ingester_client::IngesterClient as GeneratedClient;
@@ -14,7 +15,7 @@ use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
 use tonic::metadata::MetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 /// Calls a remote ingester's `heddle.ingester.v1.Ingester` service. Cheap to clone; clones share the
@@ -46,12 +47,17 @@ impl GrpcIngesterClient {
     /// A client for `addr` (`host:port`, or a full `http://` URI) that connects on first use and reconnects
     /// as needed. Fails only when `addr` is not a valid URI.
     pub fn connect_lazy(addr: &str, timeout: Duration) -> Result<Self, tonic::transport::Error> {
-        let uri = if addr.contains("://") {
-            addr.to_owned()
-        } else {
-            format!("http://{addr}")
-        };
-        let channel = Endpoint::from_shared(uri)?
+        Self::connect_lazy_with_tls(addr, timeout, None)
+    }
+
+    /// [`Self::connect_lazy`], over TLS when `tls` is given: a bare `host:port` is then dialed as `https://`,
+    /// and the server's certificate must chain to the CA of `tls` (and name the host, or `tls`'s server name).
+    pub fn connect_lazy_with_tls(
+        addr: &str,
+        timeout: Duration,
+        tls: Option<&ClientTls>,
+    ) -> Result<Self, tonic::transport::Error> {
+        let channel = grpc_endpoint(addr, tls)?
             .connect_timeout(timeout)
             .tcp_nodelay(true)
             .connect_lazy();

@@ -6,6 +6,7 @@ use crate::config::ServerConfig;
 use anyhow::Context;
 use heddle_proto::IngesterClient;
 use heddle_proto::admin::admin_server::AdminServer;
+use heddle_proto::transport::ServerTls;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -45,10 +46,23 @@ async fn bind(addr: &str, what: &str) -> anyhow::Result<tokio_stream::wrappers::
     Ok(tokio_stream::wrappers::TcpListenerStream::new(listener))
 }
 
+/// A server builder, serving TLS when `tls` is given (the same certificate and client policy on every listener).
+fn builder(tls: Option<&ServerTls>) -> anyhow::Result<tonic::transport::Server> {
+    let builder = tonic::transport::Server::builder();
+    match tls {
+        Some(tls) => builder
+            .tls_config(tls.config())
+            .context("setting up gRPC TLS (server.grpc_tls_config)"),
+        None => Ok(builder),
+    }
+}
+
 /// Binds and serves gRPC until `stop`. With `server.admin_grpc_listen_port` 0 the Admin service shares the
-/// main listener; otherwise it gets its own (so it can be bound to a private interface).
+/// main listener; otherwise it gets its own (so it can be bound to a private interface). With `tls` every
+/// listener serves TLS only, and with a client auth policy also checks client certificates.
 pub async fn serve_grpc(
     server: &ServerConfig,
+    tls: Option<&ServerTls>,
     ingester: Option<Arc<dyn IngesterClient>>,
     admin: Arc<AdminCore>,
     token: AdminToken,
@@ -61,6 +75,8 @@ pub async fn serve_grpc(
     tracing::info!(
         separate_listener = separate,
         token_required = token.is_set(),
+        tls = tls.is_some(),
+        client_auth = ?tls.map(ServerTls::client_auth),
         "serving the Admin API"
     );
 
@@ -74,7 +90,7 @@ pub async fn serve_grpc(
     };
 
     let mut tasks = Vec::new();
-    let main = tonic::transport::Server::builder()
+    let main = builder(tls)?
         .add_service(health_service)
         .add_optional_service(ingester.map(heddle_proto::ingester_service))
         .add_optional_service((!separate).then(|| admin_service.clone()));
@@ -84,7 +100,7 @@ pub async fn serve_grpc(
             main.serve_with_incoming_shutdown(main_incoming, async move { s.cancelled().await }),
         ));
     if let Some(incoming) = admin_incoming {
-        let router = tonic::transport::Server::builder().add_service(admin_service);
+        let router = builder(tls)?.add_service(admin_service);
         let s = stop.clone();
         tasks.push(tokio::spawn(
             router.serve_with_incoming_shutdown(incoming, async move { s.cancelled().await }),
