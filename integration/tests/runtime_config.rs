@@ -96,3 +96,45 @@ async fn overrides_reload_without_a_restart() {
     );
     assert_eq!(status("team-a").await.status, 200, "the last good limits stay");
 }
+
+/// `heddle --print-config` prints the effective configuration (defaults, then the file, then flags) as YAML
+/// that heddle itself accepts back as a config file, and exits 0 without starting anything.
+#[test]
+fn print_config_shows_the_effective_config_and_round_trips() {
+    let heddle = heddle_testkit::cargo_bin("heddle").expect("heddle binary");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("heddle.yaml");
+    std::fs::write(&file, "limits:\n  ingestion_rate: 12345\n").expect("write config");
+    let run = |args: &[String]| {
+        let mut cmd = std::process::Command::new(&heddle);
+        cmd.args(args);
+        heddle_testkit::run_bounded(cmd, Duration::from_secs(30)).expect("run heddle")
+    };
+    let out = run(&[
+        format!("--config.file={}", file.display()),
+        "--distributor.ha-tracker.failover-timeout=45s".into(),
+        "--print-config".into(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        out.stdout.contains("ingestion_rate: 12345"),
+        "file value: {}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("ha_tracker_failover_timeout: 45s"),
+        "flag value: {}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("replication_factor: 3"),
+        "defaults too: {}",
+        out.stdout
+    );
+
+    let printed = dir.path().join("printed.yaml");
+    std::fs::write(&printed, &out.stdout).expect("write printed config");
+    let again = run(&[format!("--config.file={}", printed.display()), "--print-config".into()]);
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(again.stdout, out.stdout, "the printed config loads back unchanged");
+}

@@ -41,6 +41,7 @@ pub enum ConfigSource {
 }
 
 const CONFIG_FILE_FLAG: &str = "config.file";
+const PRINT_CONFIG_FLAG: &str = "print-config";
 
 /// Parses `args` (including the program name) into `T`.
 ///
@@ -89,17 +90,25 @@ where
     }
 
     let config: T = serde_norway::from_value(value).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+    if matches.get_flag(PRINT_CONFIG_FLAG) {
+        let yaml = serde_norway::to_string(&config).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        return Err(LoadError::PrintConfig { yaml });
+    }
     Ok((config, source))
 }
 
-/// A failed load: either a command-line problem (including `--help`, which clap reports as an "error"
-/// that prints help and exits 0) or a config problem.
+/// A load that does not end in a config to run with: a command-line problem (including `--help`, which clap
+/// reports as an "error" that prints help and exits 0), a config problem, or `--print-config`.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error(transparent)]
     Cli(#[from] clap::Error),
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// `--print-config`: the effective configuration (file, then flags, over the defaults) as YAML; print it
+    /// and exit 0.
+    #[error("--print-config")]
+    PrintConfig { yaml: String },
 }
 
 fn command(name: &'static str, about: &'static str, specs: &[FlagSpec], defaults: &Value) -> clap::Command {
@@ -111,6 +120,13 @@ fn command(name: &'static str, about: &'static str, specs: &[FlagSpec], defaults
                 .long(CONFIG_FILE_FLAG)
                 .value_name("FILE")
                 .help("YAML configuration file; flags given on the command line override its values"),
+        )
+        .arg(
+            clap::Arg::new(PRINT_CONFIG_FLAG)
+                .long(PRINT_CONFIG_FLAG)
+                .alias("print.config")
+                .action(clap::ArgAction::SetTrue)
+                .help("Print the effective configuration (defaults, then the file, then flags) as YAML and exit"),
         );
     for spec in specs {
         let mut arg = clap::Arg::new(spec.flag)
@@ -206,6 +222,7 @@ pub fn render_reference<T: Serialize + Default>(specs: &[FlagSpec]) -> String {
     let defaults = serde_norway::to_value(T::default()).unwrap_or(Value::Null);
     let mut out = String::from("| flag | YAML key | default | description |\n|---|---|---|---|\n");
     out.push_str("| `--config.file` | | | YAML configuration file; flags override its values |\n");
+    out.push_str("| `--print-config` | | | Print the effective configuration as YAML and exit |\n");
     for spec in specs {
         let default = lookup(&defaults, spec.key).map(render_value).unwrap_or_default();
         let default = if default.is_empty() {
@@ -352,6 +369,25 @@ mod tests {
             "numeric-looking text stays a string"
         );
         assert_eq!(c.join, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn print_config_shows_the_effective_config_as_loadable_yaml() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(&file, "server:\n  http_listen_address: 10.0.0.1\n").unwrap();
+        let f = format!("--config.file={}", file.display());
+        for flag in ["--print-config", "--print.config"] {
+            let err = load::<Root>("t", "t", SPECS, args(&[&f, "--server.http-listen-port=7000", flag])).unwrap_err();
+            let LoadError::PrintConfig { yaml } = err else {
+                panic!("{flag}: {err:?}")
+            };
+            let printed: Root = serde_norway::from_str(&yaml).unwrap();
+            assert_eq!(printed.server.http_listen_port, 7000, "{yaml}");
+            assert_eq!(printed.server.http_listen_address, "10.0.0.1", "{yaml}");
+            assert!(!printed.multitenancy_enabled, "defaults are printed too: {yaml}");
+            assert!(yaml.contains("multitenancy_enabled: false"), "{yaml}");
+        }
     }
 
     #[test]

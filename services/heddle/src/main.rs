@@ -20,6 +20,10 @@ fn main() -> ExitCode {
     ) {
         Ok(loaded) => loaded,
         Err(heddle_server::LoadError::Cli(e)) => e.exit(),
+        Err(heddle_server::LoadError::PrintConfig { yaml }) => {
+            print!("{yaml}");
+            return ExitCode::SUCCESS;
+        }
         Err(heddle_server::LoadError::Config(e)) => {
             eprintln!("heddle: {e}");
             return ExitCode::from(2);
