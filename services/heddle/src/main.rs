@@ -5,6 +5,7 @@
 
 mod admin;
 mod config;
+mod ring_metrics;
 mod run;
 
 use config::Config;

@@ -186,6 +186,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     } else {
         None
     };
+    if let Some(c) = &cluster {
+        let members = crate::ring_metrics::RingMembers::register(&mut registry);
+        members.follow(c.gossip.watch(), cfg.ingester.ring.heartbeat_timeout, stop.clone());
+    }
 
     if let Some(ing) = &ingester {
         ing.set_limits_source(Arc::new(OverridesLimits(overrides.clone())));
