@@ -171,33 +171,40 @@ async fn run(cli: Cli, token: Option<String>, tls: Option<ClientTls>) -> u8 {
             EXIT_OK
         }
         Err(status) => {
-            // The message, then what the transport said (a TLS failure is only visible there).
-            let detail = match std::error::Error::source(&status) {
-                Some(source) => format!("{}: {}", status.message(), describe_error(source)),
-                None => status.message().to_owned(),
+            // A status with a source failed in the transport (the server never answered the call); the source
+            // says why, and a TLS failure is only visible there.
+            let Some(source) = std::error::Error::source(&status) else {
+                eprintln!("heddlectl: {}: {}", code_name(status.code()), status.message());
+                return match status.code() {
+                    tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => EXIT_UNAUTHENTICATED,
+                    _ => EXIT_SERVER,
+                };
             };
-            if tls.is_some() && status.code() != tonic::Code::Ok && is_tls_failure(&detail) {
+            let detail = format!("{}: {}", status.message(), describe_error(source));
+            if detail.contains("Timeout expired") {
+                // Connected, but the call outlived --timeout-s (a long `flush --wait`, a stuck server).
+                eprintln!(
+                    "heddlectl: no answer from {} within {}s: {detail}",
+                    cli.addr, cli.timeout_s
+                );
+                return EXIT_SERVER;
+            }
+            if tls.is_some() && is_tls_failure(&detail) {
                 eprintln!(
                     "heddlectl: TLS handshake with {} failed or was refused: {detail}; {TLS_HINT}",
                     cli.addr
                 );
                 return EXIT_UNAUTHENTICATED;
             }
-            if tls.is_none() && detail.contains("h2 protocol error") {
-                // A TLS listener answers the HTTP/2 preface with a TLS alert, which reads as a broken frame.
-                eprintln!(
-                    "heddlectl: {} did not answer as plain-text gRPC ({detail}); if it serves TLS \
-                     (--server.grpc-tls-cert-path), pass --tls-ca-path",
-                    cli.addr
-                );
-                return EXIT_UNREACHABLE;
-            }
-            eprintln!("heddlectl: {}: {detail}", code_name(status.code()));
-            match status.code() {
-                tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => EXIT_UNAUTHENTICATED,
-                tonic::Code::Unavailable if status.message().contains("connect") => EXIT_UNREACHABLE,
-                _ => EXIT_SERVER,
-            }
+            // A TLS listener answers a plain-text HTTP/2 preface with a TLS alert and closes: a broken frame or
+            // a broken pipe, depending on timing.
+            let hint = if tls.is_none() {
+                "; if it serves TLS (--server.grpc-tls-cert-path), pass --tls-ca-path"
+            } else {
+                ""
+            };
+            eprintln!("heddlectl: the connection to {} failed: {detail}{hint}", cli.addr);
+            EXIT_UNREACHABLE
         }
     }
 }
