@@ -246,3 +246,55 @@ async fn distributor_and_querier_reach_ingesters_over_mtls_only() {
         "the plain-text querier read {result:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_auth_policies_other_than_require_and_verify() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::generate(&dir.path().join("pki"), "heddle-test-ca").expect("test pki");
+    let other = TestPki::generate(&dir.path().join("other"), "other-ca").expect("second pki");
+    let tls_args = |auth: &str| {
+        vec![
+            format!("--server.grpc-tls-cert-path={}", pki.server_cert.display()),
+            format!("--server.grpc-tls-key-path={}", pki.server_key.display()),
+            format!("--server.grpc-tls-client-auth={auth}"),
+            format!("--server.grpc-tls-ca-path={}", pki.ca_cert.display()),
+        ]
+    };
+
+    // VerifyClientCertIfGiven: no certificate is let through, a certificate of another CA is not.
+    let h = HeddleProcess::start(HeddleOptions {
+        args: tls_args("VerifyClientCertIfGiven"),
+        ..HeddleOptions::default()
+    })
+    .expect("start heddle");
+    let addr = h.grpc_addr().to_string();
+    let ca_only = vec![format!("--tls-ca-path={}", pki.ca_cert.display())];
+    let cases: &[(&str, Vec<String>, i32)] = &[
+        ("no client certificate", ca_only, 0),
+        ("certificate of the CA", pki.heddlectl_args(), 0),
+        ("certificate of another CA", other.heddlectl_args(), 4),
+    ];
+    for (name, tls, want) in cases {
+        let out = heddlectl(&addr, tls, &["version"]);
+        assert_eq!(code(&out), *want, "{name}: {}", out.stderr);
+    }
+    drop(h);
+
+    // Policies that accept unverified certificates, and a CA without a policy, do not start.
+    for (name, args, want) in [
+        (
+            "RequireAnyClientCert",
+            tls_args("RequireAnyClientCert"),
+            "not supported",
+        ),
+        ("RequestClientCert", tls_args("RequestClientCert"), "not supported"),
+        ("CA without a policy", tls_args("NoClientCert"), "client_auth_type"),
+    ] {
+        let mut cmd = Command::new(cargo_bin("heddle").unwrap());
+        cmd.args(args);
+        let out = run_bounded(cmd, CALL_TIMEOUT).expect("heddle exits on an invalid TLS config");
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{name}: {}", out.stderr);
+    }
+}

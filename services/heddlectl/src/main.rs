@@ -95,7 +95,7 @@ fn load_tls(cli: &Cli) -> Result<Option<ClientTls>, String> {
 /// Whether an error (with its sources) is a TLS failure: a certificate either side refused, or, with TLS 1.3,
 /// the connection closed right after the handshake. A server refusing the client certificate sends its alert
 /// only after the client has finished its side of the handshake, so a call already in flight sees just
-/// "connection closed".
+/// "connection closed" or a broken pipe.
 fn is_tls_failure(detail: &str) -> bool {
     let d = detail.to_lowercase();
     [
@@ -104,6 +104,7 @@ fn is_tls_failure(detail: &str) -> bool {
         "handshake",
         "connection closed",
         "connection reset",
+        "broken pipe",
     ]
     .iter()
     .any(|m| d.contains(m))
