@@ -125,6 +125,19 @@ restarts but not the loss of that volume. */ -}}
 {{- with $v.adminToken.existingSecret.name -}}
 {{- $_ := set $cfg.server "admin_token_file" (include "heddle.adminTokenFile" $) -}}
 {{- end -}}
+{{- if $v.grpcTls.existingSecret.name -}}
+{{- $_ := set $cfg.server "grpc_tls_config" (dict
+  "cert_file" "/etc/heddle-tls/tls.crt"
+  "key_file" "/etc/heddle-tls/tls.key"
+  "client_auth_type" $v.grpcTls.clientAuth
+  "client_ca_file" "/etc/heddle-tls/ca.crt") -}}
+{{- $_ := set $cfg "ingester_client" (dict "grpc_client_config" (dict
+  "tls_enabled" true
+  "tls_cert_path" "/etc/heddle-tls/tls.crt"
+  "tls_key_path" "/etc/heddle-tls/tls.key"
+  "tls_ca_path" "/etc/heddle-tls/ca.crt"
+  "tls_server_name" $v.grpcTls.serverName)) -}}
+{{- end -}}
 {{- if include "heddle.distributed" . -}}
 {{- $ring := dict
   "replication_factor" (int $v.ingester.replicationFactor)
@@ -223,6 +236,9 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
 
 {{/* Cross-field checks JSON schema cannot express with a useful message. */}}
 {{- define "heddle.validate" -}}
+{{- if and .Values.grpcTls.existingSecret.name (not .Values.grpcTls.serverName) -}}
+{{- fail "grpcTls.serverName is required with grpcTls.existingSecret.name: it is the name distributors, queriers and the preStop hook verify in the ingesters' certificate (the ring holds pod IPs, which the certificate does not name)" -}}
+{{- end -}}
 {{- if and (include "heddle.distributed" .) .Values.adminToken.existingSecret.name .Values.ingester.prepareDownscale.enabled -}}
 {{- fail "adminToken.existingSecret.name is set but ingester.prepareDownscale.enabled=true: the rollout-operator calls /ingester/prepare-shutdown without a token and every scale-down would be refused; set ingester.prepareDownscale.enabled=false (scale down by hand or with ingester.preStopPrepareShutdown) or drop the token" -}}
 {{- end -}}
@@ -316,6 +332,11 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
   mountPath: /etc/heddle-admin
   readOnly: true
 {{- end }}
+{{- if .Values.grpcTls.existingSecret.name }}
+- name: grpc-tls
+  mountPath: /etc/heddle-tls
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "heddle.volumes" -}}
@@ -334,6 +355,19 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
       - key: {{ .key }}
         path: {{ .key }}
 {{- end }}
+{{- end }}
+{{- with .Values.grpcTls.existingSecret.name }}
+- name: grpc-tls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+      - key: ca.crt
+        path: ca.crt
 {{- end }}
 {{- end -}}
 
