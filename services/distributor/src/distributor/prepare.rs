@@ -103,7 +103,14 @@ impl Distributor {
             {
                 let samples: u64 = timeseries.iter().map(|ts| ts.samples.len() as u64).sum();
                 let now_ms = self.clock.now_ms();
-                match tracker.check(tenant.as_str(), cluster, replica, samples, limits.ha_max_clusters, now_ms) {
+                match tracker.check(
+                    tenant.as_str(),
+                    cluster,
+                    replica,
+                    samples,
+                    limits.ha_max_clusters,
+                    now_ms,
+                ) {
                     HaDecision::Accept => drop_label = Some(limits.ha_replica_label.as_str()),
                     HaDecision::Deduplicate { elected } => {
                         prepared.deduplicated = Some(format!(
