@@ -525,6 +525,16 @@ fn the_rendered_pods_run_the_real_binary_and_accept_a_write() {
             writer.name,
             writer.process.log_tail(20)
         );
+        // With gRPC TLS the write above went distributor -> ingesters over mutual TLS; the rendered preStop
+        // hook's heddlectl flags (the mounted Secret) must reach the Admin API too.
+        if writer.tls.is_some() {
+            let heddlectl = cargo_bin("heddlectl").expect("build heddlectl");
+            let ring = local::ring_states(&heddlectl, writer);
+            assert!(
+                ring.as_ref().is_some_and(|r| r.len() >= 3),
+                "{name}: heddlectl with the Secret's certificate cannot read the ring: {ring:?}"
+            );
+        }
         local.stop_all();
     }
 }

@@ -44,7 +44,70 @@ pub const LOCAL_SWAPS: &[(&str, &str)] = &[
         "memberlist.join_members",
         "the first ingester's local gossip address instead of the cluster DNS name (distributed)",
     ),
+    (
+        "server.grpc_tls_config.cert_file",
+        "the gRPC TLS Secret mounted at /etc/heddle-tls is a test CA's files, made per run",
+    ),
+    ("server.grpc_tls_config.key_file", "as cert_file"),
+    ("server.grpc_tls_config.client_ca_file", "as cert_file"),
+    ("ingester_client.grpc_client_config.tls_cert_path", "as cert_file"),
+    ("ingester_client.grpc_client_config.tls_key_path", "as cert_file"),
+    ("ingester_client.grpc_client_config.tls_ca_path", "as cert_file"),
 ];
+
+/// Where the chart mounts the gRPC TLS Secret (`tls.crt`, `tls.key`, `ca.crt`).
+const TLS_MOUNT: &str = "/etc/heddle-tls/";
+
+/// The local stand-in for the TLS Secret: a directory with cert-manager's file names, signed by a CA made for
+/// this run, whose certificate also names the chart's `grpcTls.serverName`.
+#[derive(Debug, Clone)]
+pub struct LocalTls {
+    pub dir: std::path::PathBuf,
+    pub server_name: String,
+}
+
+impl LocalTls {
+    fn make(root: &Path, server_name: &str) -> Self {
+        let pki = heddle_testkit::TestPki::generate_for(&root.join("pki"), "helm-test-ca", &[server_name])
+            .expect("generate test certificates");
+        let dir = root.join("heddle-tls");
+        std::fs::create_dir_all(&dir).expect("create the TLS dir");
+        for (from, to) in [
+            (&pki.server_cert, "tls.crt"),
+            (&pki.server_key, "tls.key"),
+            (&pki.ca_cert, "ca.crt"),
+        ] {
+            std::fs::copy(from, dir.join(to)).expect("copy a certificate");
+        }
+        Self {
+            dir,
+            server_name: server_name.to_owned(),
+        }
+    }
+
+    /// `path` (under the Secret's mount) on this machine.
+    fn local(&self, path: &str) -> std::path::PathBuf {
+        let name = path
+            .strip_prefix(TLS_MOUNT)
+            .unwrap_or_else(|| panic!("{path}: the chart mounts the TLS Secret at {TLS_MOUNT}"));
+        self.dir.join(name)
+    }
+
+    /// An argument with the mount path replaced by the local directory.
+    fn arg(&self, arg: &str) -> String {
+        arg.replace(TLS_MOUNT, &format!("{}/", self.dir.display()))
+    }
+
+    /// heddlectl flags reaching a TLS port with the Secret's certificate.
+    fn heddlectl_args(&self) -> Vec<String> {
+        vec![
+            format!("--tls-ca-path={}", self.dir.join("ca.crt").display()),
+            format!("--tls-cert-path={}", self.dir.join("tls.crt").display()),
+            format!("--tls-key-path={}", self.dir.join("tls.key").display()),
+            format!("--tls-server-name={}", self.server_name),
+        ]
+    }
+}
 
 /// One running pod of a rendering.
 #[derive(Debug)]
@@ -62,6 +125,8 @@ pub struct LocalPod {
     pub pre_stop: Option<Vec<String>>,
     /// The local admin token file and its token, when the chart renders `server.admin_token_file`.
     pub admin_token: Option<(std::path::PathBuf, String)>,
+    /// The TLS files, when the chart renders `server.grpc_tls_config`.
+    pub tls: Option<LocalTls>,
     pub process: ManagedProcess,
 }
 
@@ -109,10 +174,16 @@ impl LocalDeployment {
             let name = deploy["metadata"]["name"].as_str().expect("name");
             plan.push((deploy, format!("{name}-local")));
         }
+        let tls = config["server"].get("grpc_tls_config").map(|_| {
+            let name = config["ingester_client"]["grpc_client_config"]["tls_server_name"]
+                .as_str()
+                .expect("the chart renders tls_server_name with TLS");
+            LocalTls::make(dir.path(), name)
+        });
         let mut pods: Vec<LocalPod> = Vec::new();
         let mut seed: Option<SocketAddr> = None;
         for (workload, pod_name) in plan {
-            let pod = start_pod(binary, dir.path(), &config, workload, &pod_name, seed);
+            let pod = start_pod(binary, dir.path(), &config, workload, &pod_name, seed, tls.as_ref());
             seed = seed.or(Some(pod.gossip));
             pods.push(pod);
         }
@@ -171,6 +242,7 @@ fn start_pod(
     workload: &Value,
     pod_name: &str,
     seed: Option<SocketAddr>,
+    tls: Option<&LocalTls>,
 ) -> LocalPod {
     let pod_spec = &workload["spec"]["template"]["spec"];
     let container = &pod_spec["containers"][0];
@@ -209,6 +281,32 @@ fn start_pod(
     });
     if let Some((file, _)) = &admin_token {
         swaps.push(("server.admin_token_file", path_value(file)));
+    }
+    if let Some(tls) = tls {
+        for (section, keys) in [
+            (
+                "server.grpc_tls_config",
+                &["cert_file", "key_file", "client_ca_file"][..],
+            ),
+            (
+                "ingester_client.grpc_client_config",
+                &["tls_cert_path", "tls_key_path", "tls_ca_path"][..],
+            ),
+        ] {
+            for key in keys {
+                let (outer, inner) = section.split_once('.').expect("two levels");
+                let rendered = config[outer][inner][*key]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{pod_name}: {section}.{key} is not rendered"))
+                    .to_owned();
+                let dotted: &'static str = LOCAL_SWAPS
+                    .iter()
+                    .map(|(k, _)| *k)
+                    .find(|k| *k == format!("{section}.{key}"))
+                    .expect("listed in LOCAL_SWAPS");
+                swaps.push((dotted, path_value(&tls.local(&rendered))));
+            }
+        }
     }
     for (key, value) in swaps {
         assert!(
@@ -280,6 +378,7 @@ fn start_pod(
         args,
         pre_stop,
         admin_token,
+        tls: tls.cloned(),
         process,
     }
 }
@@ -347,6 +446,8 @@ pub fn run_pre_stop(pod: &LocalPod, heddlectl: &Path) -> Result<String, TestkitE
                 .as_ref()
                 .expect("a token file flag without a rendered token file");
             cmd.arg(format!("--token-file={}", file.display()));
+        } else if let Some(tls) = &pod.tls {
+            cmd.arg(tls.arg(arg));
         } else {
             cmd.arg(arg);
         }
@@ -369,6 +470,9 @@ pub fn ring_states(heddlectl: &Path, pod: &LocalPod) -> Option<BTreeMap<String, 
     cmd.arg(format!("--addr={}", pod.grpc));
     if let Some((file, _)) = &pod.admin_token {
         cmd.arg(format!("--token-file={}", file.display()));
+    }
+    if let Some(tls) = &pod.tls {
+        cmd.args(tls.heddlectl_args());
     }
     cmd.args(["--output=json", "ring"]);
     let out = run_bounded(cmd, Duration::from_secs(15)).ok()?;

@@ -98,6 +98,12 @@ impl TestPki {
     /// Generates a fresh CA named `ca_name` and its two certificates in `dir` (created if missing). Two
     /// calls give two unrelated CAs: a certificate of one is refused by a server trusting the other.
     pub fn generate(dir: &Path, ca_name: &str) -> Result<Self, TestkitError> {
+        Self::generate_for(dir, ca_name, &[])
+    }
+
+    /// [`TestPki::generate`] with extra DNS names on the server certificate (a name a chart tells clients to
+    /// verify, say).
+    pub fn generate_for(dir: &Path, ca_name: &str, server_dns_names: &[&str]) -> Result<Self, TestkitError> {
         std::fs::create_dir_all(dir).map_err(|e| TestkitError::io(format!("creating {}", dir.display()), e))?;
         openssl(
             dir,
@@ -123,11 +129,14 @@ impl TestPki {
                 "keyUsage=critical,keyCertSign,cRLSign",
             ],
         )?;
+        let extra: String = server_dns_names.iter().map(|n| format!(",DNS:{n}")).collect();
         let (server_cert, server_key) = issue(
             dir,
             "server",
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n\
-             subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+            &format!(
+                "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n\
+                 subjectAltName=DNS:localhost,IP:127.0.0.1{extra}\n"
+            ),
         )?;
         let (client_cert, client_key) = issue(
             dir,
