@@ -225,3 +225,91 @@ impl Metrics {
         m
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Ingester, IngesterConfig, SeriesLimits, StaticLimits, TsdbConfig};
+    use bytes::Bytes;
+    use heddle_model::TenantId;
+    use heddle_proto::IngesterClient;
+    use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+    use heddle_server::DiscardedSamples;
+    use prometheus_client::registry::Registry;
+    use prost::Message as _;
+    use std::sync::Arc;
+
+    async fn push(ingester: &Ingester, tenant: &str, ids: std::ops::Range<usize>, ts: i64) {
+        let body = WriteRequest {
+            timeseries: ids
+                .map(|i| TimeSeries {
+                    labels: vec![
+                        Label {
+                            name: "__name__".into(),
+                            value: format!("m{}", i % 7),
+                        },
+                        Label {
+                            name: "id".into(),
+                            value: i.to_string(),
+                        },
+                    ],
+                    samples: vec![Sample {
+                        value: 1.0,
+                        timestamp: ts,
+                    }],
+                    ..TimeSeries::default()
+                })
+                .collect(),
+            metadata: Vec::new(),
+        }
+        .encode_to_vec();
+        let tenant = TenantId::new(tenant).unwrap();
+        let resp = ingester.push(&tenant, Bytes::from(body)).await.unwrap();
+        assert!(resp.errors.is_empty(), "{:?}", resp.errors);
+    }
+
+    /// The exposition's lines without their values: what a scrape's size and cost follow.
+    fn shape(registry: &Registry) -> Vec<String> {
+        heddle_server::encode_metrics(registry)
+            .lines()
+            .map(|l| match l.starts_with('#') {
+                true => l.to_owned(),
+                false => l.rsplit_once(' ').map_or(l, |(series, _)| series).to_owned(),
+            })
+            .collect()
+    }
+
+    /// A scrape is O(families): more series or more tenants add no line to the ingester's exposition (the
+    /// `scrape` bench measures the cost; this guards against a per-series or per-tenant family creeping in).
+    #[tokio::test]
+    async fn exposition_does_not_grow_with_series_or_tenants() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut registry = Registry::default();
+        let discarded = DiscardedSamples::register(&mut registry);
+        let tsdb = TsdbConfig {
+            dir: dir.path().to_path_buf(),
+            ..TsdbConfig::default()
+        };
+        let ingester = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
+        ingester.set_limits_source(Arc::new(StaticLimits(SeriesLimits {
+            max_global_series_per_user: 0,
+            max_global_series_per_metric: 0,
+        })));
+        ingester.open_existing().await.unwrap();
+        let t0 = 1_700_000_000_000;
+        push(&ingester, "t1", 0..10, t0).await;
+        let small = shape(&registry);
+        push(&ingester, "t1", 10..2_000, t0).await;
+        for t in 2..=20 {
+            push(&ingester, &format!("t{t}"), 0..50, t0).await;
+        }
+        let text = heddle_server::encode_metrics(&registry);
+        assert!(text.contains("heddle_ingester_memory_series 2950\n"), "{text}");
+        assert!(text.contains("heddle_ingester_tenants 20\n"), "{text}");
+        assert_eq!(
+            shape(&registry),
+            small,
+            "the exposition's series changed with series or tenants"
+        );
+        ingester.close().await;
+    }
+}
