@@ -124,6 +124,7 @@ const FAMILIES: &[Family] = &[
     f("heddle_ingester_compaction_duration_seconds", &[]),
     f("heddle_ingester_blocks_written", &[]),
     f("heddle_ingester_blocks_deleted", &[]),
+    f("heddle_ingester_blocks_pending_upload", &[]),
     f("heddle_shipper_uploads", &[]),
     f("heddle_shipper_upload_failures", &[]),
     f("heddle_shipper_last_successful_upload_timestamp_seconds", &[]),

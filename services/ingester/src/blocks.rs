@@ -117,6 +117,9 @@ impl Ingester {
             list.extend(readers);
             list.sort_by_key(|b| b.meta().min_time);
         }
+        if let Some(shipper) = self.shipper(tenant) {
+            self.recount_pending(tenant, &shipper);
+        }
         tracing::info!(
             %tenant,
             blocks = stats.blocks.len(),
@@ -133,7 +136,10 @@ impl Ingester {
         let Some(shipper) = self.shipper(tenant) else {
             return Ok(None);
         };
-        let report = shipper.ship().await.map_err(|e| IngesterError::Bucket {
+        let result = shipper.ship().await;
+        // Also after a failure: an upload before it may have succeeded.
+        self.recount_pending(tenant, &shipper);
+        let report = result.map_err(|e| IngesterError::Bucket {
             tenant: tenant.clone(),
             source: Box::new(e),
         })?;
@@ -167,6 +173,25 @@ impl Ingester {
             Ok(_) => {}
             Err(e) => tracing::warn!(%tenant, error = %e, "deleting expired local blocks failed"),
         }
+    }
+
+    /// Sets `tenant`'s share of `heddle_ingester_blocks_pending_upload`: its local blocks that `shipper` has not
+    /// uploaded. O(the tenant's blocks), run by the events that change it (a block written, a ship), never by a
+    /// scrape. The first ship tick after start-up counts the blocks found on disk.
+    fn recount_pending(&self, tenant: &TenantId, shipper: &Shipper) {
+        let shipped = shipper.shipped();
+        let pending = self
+            .blocks
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tenant)
+            .map_or(0, |list| {
+                list.iter().filter(|b| !shipped.contains(&b.meta().ulid)).count()
+            });
+        let m = &self.metrics.blocks;
+        let mut by_tenant = m.pending_by_tenant.lock().unwrap_or_else(|e| e.into_inner());
+        let old = by_tenant.insert(tenant.clone(), pending as i64).unwrap_or(0);
+        m.pending_upload.inc_by(pending as i64 - old);
     }
 
     fn shipper(&self, tenant: &TenantId) -> Option<Arc<Shipper>> {

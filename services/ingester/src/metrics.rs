@@ -35,6 +35,11 @@ pub(crate) struct BlockMetrics {
     pub(crate) blocks_written: Counter,
     /// Local blocks deleted after shipping, past the retention.
     pub(crate) blocks_deleted: Counter,
+    /// Local blocks (that this ingester queries) not in the bucket yet; 0 when shipping is off.
+    pub(crate) pending_upload: Gauge,
+    /// The per-tenant terms of `pending_upload`, so one tenant's recount replaces only its own share.
+    pub(crate) pending_by_tenant:
+        std::sync::Arc<std::sync::Mutex<std::collections::HashMap<heddle_model::TenantId, i64>>>,
 }
 
 impl Default for BlockMetrics {
@@ -45,6 +50,8 @@ impl Default for BlockMetrics {
             compaction_duration_seconds: Histogram::new([0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 180.0, 600.0]),
             blocks_written: Counter::default(),
             blocks_deleted: Counter::default(),
+            pending_upload: Gauge::default(),
+            pending_by_tenant: Default::default(),
         }
     }
 }
@@ -165,6 +172,12 @@ impl Metrics {
             "heddle_ingester_blocks_deleted",
             "Local blocks deleted after shipping, past the retention period",
             b.blocks_deleted.clone(),
+        );
+        r.register(
+            "heddle_ingester_blocks_pending_upload",
+            "Local blocks not shipped to the bucket yet (recounted when a block is written or a ship ends); 0 when \
+             shipping is off",
+            b.pending_upload.clone(),
         );
         let rp = &m.replay;
         let counters: [(&str, &str, &Counter); 8] = [

@@ -126,6 +126,7 @@ async fn compaction_queries_flush_and_restart() {
     let written = ing.compact_tenant(&tenant(), false).await.unwrap();
     assert_eq!(written.len(), 1, "the oldest range is due");
     assert_eq!((written[0].min_time, written[0].max_time), (0, H2));
+    assert_eq!(ing.metrics.blocks.pending_upload.get(), 1, "written, not shipped");
     assert_eq!(
         query_all(&ing).await,
         vec![all.clone(), all.clone()],
@@ -137,6 +138,7 @@ async fn compaction_queries_flush_and_restart() {
     assert_eq!((report.blocks_written, report.blocks_shipped), (1, 2), "{report:?}");
     let shipped = std::fs::read_dir(bucket_dir.path().join("team-a")).unwrap().count();
     assert_eq!(shipped, 2, "two blocks in the bucket");
+    assert_eq!(ing.metrics.blocks.pending_upload.get(), 0, "both shipped");
     assert_eq!(
         query_all(&ing).await,
         vec![all.clone(), all.clone()],
