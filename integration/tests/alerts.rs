@@ -3,6 +3,10 @@
 //! operator), checked with the real `promtool`: `check rules` on both, and `test rules` unit tests
 //! (`operations/heddle-alerts.test.yaml`) that feed series to the plain file's alerts and assert which fire.
 //!
+//! The inputs of the new alerts are checked on a real cluster too: `heddle_ring_members{state="UNHEALTHY"}` rises
+//! when an ingester freezes and falls when it resumes, the shipper's last-upload time is set by a flush, and
+//! replay is over (`heddle_ingester_replay_tenants_pending` 0) once an ingester is ready.
+//!
 //! Regenerate the plain file after changing the chart with
 //! `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle-integration --test alerts`. The chart tests need helm (see
 //! `tests/helm.rs`); without it they are skipped, the promtool ones still run.
@@ -11,7 +15,7 @@
 #[allow(dead_code)]
 mod support;
 
-use heddle_testkit::{run_bounded, workspace_root};
+use heddle_testkit::{Cluster, ClusterOptions, http_get, run_bounded, wait_until, workspace_root};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -147,4 +151,117 @@ fn promtool_unit_tests_can_fail() {
     std::fs::write(&file, broken).expect("write broken tests");
     let (ok, out) = promtool(&["test", "rules"], &file);
     assert!(!ok, "a wrong expectation must fail promtool test rules:\n{out}");
+}
+
+/// The value of the exposition line that starts with `series ` on the process at `addr`, if any.
+fn metric(addr: std::net::SocketAddr, series: &str) -> Option<f64> {
+    let (status, text) = http_get(addr, "/metrics", Duration::from_secs(10)).ok()?;
+    assert_eq!(status, 200, "/metrics of {addr}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn alert_inputs_follow_a_real_cluster() {
+    const UNHEALTHY: &str = r#"heddle_ring_members{state="UNHEALTHY"}"#;
+    const ACTIVE: &str = r#"heddle_ring_members{state="ACTIVE"}"#;
+    let mut cluster = Cluster::start(ClusterOptions {
+        ingesters: 2,
+        distributors: 1,
+        replication_factor: 1,
+        ready_timeout: Duration::from_secs(120),
+        ..ClusterOptions::default()
+    })
+    .expect("start a cluster");
+    let distributor = cluster.distributor(0).http_addr();
+    let ingester = cluster.ingester(0).http_addr();
+    assert!(
+        wait_until(Duration::from_secs(30), || metric(distributor, ACTIVE) == Some(2.0)
+            && metric(distributor, UNHEALTHY) == Some(0.0)),
+        "the distributor sees two ACTIVE ingesters: {:?} {:?}",
+        metric(distributor, ACTIVE),
+        metric(distributor, UNHEALTHY)
+    );
+    assert_eq!(
+        metric(ingester, "heddle_ingester_replay_tenants_pending"),
+        Some(0.0),
+        "replay is over"
+    );
+
+    // Frozen past the heartbeat timeout (5 s): unhealthy in every view, then healthy again once it resumes.
+    cluster.sigstop(1).expect("SIGSTOP ingester 1");
+    let frozen = wait_until(Duration::from_secs(30), || metric(distributor, UNHEALTHY) == Some(1.0));
+    let ingester_view = metric(ingester, UNHEALTHY);
+    cluster.sigcont(1).expect("SIGCONT ingester 1");
+    assert!(
+        frozen,
+        "the distributor counts the frozen ingester UNHEALTHY: {:?}",
+        metric(distributor, UNHEALTHY)
+    );
+    assert_eq!(ingester_view, Some(1.0), "so does the other ingester");
+    assert!(
+        wait_until(Duration::from_secs(30), || metric(distributor, UNHEALTHY) == Some(0.0)
+            && metric(distributor, ACTIVE) == Some(2.0)),
+        "healthy again after SIGCONT: {:?}",
+        metric(distributor, UNHEALTHY)
+    );
+
+    // A push and a flush: the shipper's last successful upload is now.
+    let last_upload = "heddle_shipper_last_successful_upload_timestamp_seconds";
+    assert_eq!(metric(ingester, last_upload), Some(0.0), "nothing shipped yet");
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let http = heddle_testkit::http_client(Duration::from_secs(20)).expect("client");
+        let req = heddle_proto::prometheus::WriteRequest {
+            timeseries: (0..20)
+                .map(|i| heddle_proto::prometheus::TimeSeries {
+                    labels: vec![
+                        heddle_proto::prometheus::Label {
+                            name: "__name__".into(),
+                            value: "up".into(),
+                        },
+                        heddle_proto::prometheus::Label {
+                            name: "job".into(),
+                            value: format!("j{i}"),
+                        },
+                    ],
+                    samples: vec![heddle_proto::prometheus::Sample {
+                        value: 1.0,
+                        timestamp: (now_s * 1000.0) as i64,
+                    }],
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let outcome = heddle_testkit::push(&http, &cluster.distributor(0).push_url(), None, &req)
+            .await
+            .expect("push");
+        assert!(outcome.is_success(), "{}", outcome.body);
+        for node in cluster.ingesters() {
+            let resp = http
+                .post(format!("{}/ingester/flush?wait=true", node.url()))
+                .send()
+                .await
+                .expect("flush");
+            assert!(resp.status().is_success(), "flush: {}", resp.status());
+        }
+    });
+    let shipped: Vec<f64> = cluster
+        .ingesters()
+        .iter()
+        .filter_map(|n| metric(n.http_addr(), last_upload))
+        .collect();
+    assert!(
+        shipped.iter().any(|&t| t >= now_s.floor() && t < now_s + 600.0),
+        "an ingester that held series shipped a block just now: {shipped:?} (push at {now_s})"
+    );
 }
