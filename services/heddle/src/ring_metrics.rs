@@ -56,8 +56,9 @@ impl RingMembers {
         for i in view.desc.instances.values() {
             let healthy = i.heartbeat_fresh(now_ms, timeout_ms) && !view.unreachable.contains(&i.id);
             let state = match i.state {
-                _ if !healthy => UNHEALTHY,
+                // Tombstones are dropped from the ring desc; never count one.
                 InstanceState::Left => continue,
+                _ if !healthy => UNHEALTHY,
                 s => s.as_str(),
             };
             if let Some(slot) = STATES.iter().position(|s| *s == state) {
