@@ -11,12 +11,14 @@
 //! against the scrapes wherever the family appears. [`FAMILIES`] must name exactly the families the code
 //! registers (every `"heddle_..."` literal in the non-test sources of `libs/` and `services/`).
 //!
+//! Every scrape must also pass `promtool check metrics` (Prometheus' lint of names, units and types).
+//!
 //! Regenerate with `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle-integration --test metrics_catalogue`.
 
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
 use heddle_testkit::{
     Cluster, ClusterOptions, HeddleOptions, HeddleProcess, ReadClient, ReadMode, eq, http_client, http_get, push,
-    query, workspace_root,
+    query, run_bounded, workspace_root,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -327,9 +329,26 @@ async fn flush(http: &reqwest::Client, url: &str) {
     assert!(resp.status().is_success(), "flush: {}", resp.status());
 }
 
+/// Scrapes `process`, lints the exposition with `promtool check metrics` (Prometheus' naming and type rules)
+/// and adds its families to `seen`.
 fn scrape(addr: std::net::SocketAddr, process: &'static str, seen: &mut BTreeMap<String, Seen>) {
     let (status, text) = http_get(addr, "/metrics", CALL_TIMEOUT).expect("scrape");
     assert_eq!(status, 200, "{process} /metrics");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("metrics.txt");
+    std::fs::write(&file, &text).expect("write exposition");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg("promtool check metrics < \"$1\"")
+        .arg("sh")
+        .arg(&file);
+    let out = run_bounded(cmd, CALL_TIMEOUT).expect("run promtool check metrics");
+    assert!(
+        out.status.success() && out.stdout.trim().is_empty() && out.stderr.trim().is_empty(),
+        "{process}: promtool check metrics found problems:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
     parse_exposition(&text, process, seen);
 }
 
