@@ -191,15 +191,21 @@ fn alert_inputs_follow_a_real_cluster() {
 
     // Frozen past the heartbeat timeout (5 s): unhealthy in every view, then healthy again once it resumes.
     cluster.sigstop(1).expect("SIGSTOP ingester 1");
+    // Each process judges on its own (gossip's failure detector or the heartbeat timeout), so the views may
+    // turn at different moments: wait for both.
     let frozen = wait_until(Duration::from_secs(30), || metric(distributor, UNHEALTHY) == Some(1.0));
-    let ingester_view = metric(ingester, UNHEALTHY);
+    let ingester_view = wait_until(Duration::from_secs(30), || metric(ingester, UNHEALTHY) == Some(1.0));
     cluster.sigcont(1).expect("SIGCONT ingester 1");
     assert!(
         frozen,
         "the distributor counts the frozen ingester UNHEALTHY: {:?}",
         metric(distributor, UNHEALTHY)
     );
-    assert_eq!(ingester_view, Some(1.0), "so does the other ingester");
+    assert!(
+        ingester_view,
+        "so does the other ingester: {:?}",
+        metric(ingester, UNHEALTHY)
+    );
     assert!(
         wait_until(Duration::from_secs(30), || metric(distributor, UNHEALTHY) == Some(0.0)
             && metric(distributor, ACTIVE) == Some(2.0)),
