@@ -110,6 +110,7 @@ pub fn stats(s: &pb::TenantStatsResponse, json: bool) -> String {
             "tenant": s.tenant, "series": s.series, "samples_appended": s.samples_appended,
             "head_min_time_ms": s.head_min_time_ms, "head_max_time_ms": s.head_max_time_ms,
             "wal_bytes": s.wal_bytes, "wal_segments": s.wal_segments,
+            "samples_per_second": s.samples_per_second, "blocks_pending_upload": s.blocks_pending_upload,
         }));
     }
     let opt = |v: Option<i64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
@@ -117,10 +118,12 @@ pub fn stats(s: &pb::TenantStatsResponse, json: bool) -> String {
         vec!["tenant".into(), s.tenant.clone()],
         vec!["series".into(), s.series.to_string()],
         vec!["samples appended".into(), s.samples_appended.to_string()],
+        vec!["samples/s (last minute)".into(), format!("{:.1}", s.samples_per_second)],
         vec!["head min time (ms)".into(), opt(s.head_min_time_ms)],
         vec!["head max time (ms)".into(), opt(s.head_max_time_ms)],
         vec!["WAL bytes".into(), s.wal_bytes.to_string()],
         vec!["WAL segments".into(), s.wal_segments.to_string()],
+        vec!["blocks pending upload".into(), s.blocks_pending_upload.to_string()],
     ];
     table(&["FIELD", "VALUE"], &rows)
 }

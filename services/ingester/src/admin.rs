@@ -9,7 +9,7 @@ use heddle_model::TenantId;
 use std::path::Path;
 
 /// A tenant head's statistics as the admin API reports them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TenantStats {
     /// The tenant.
     pub tenant: TenantId,
@@ -25,6 +25,10 @@ pub struct TenantStats {
     pub wal_bytes: u64,
     /// Number of WAL segment files.
     pub wal_segments: u32,
+    /// Samples appended per second over about the last minute (0 until the blocks loop took a snapshot).
+    pub samples_per_second: f64,
+    /// Local blocks written from this head and not yet uploaded to the bucket (0 when shipping is off).
+    pub blocks_pending_upload: u64,
 }
 
 /// What [`Ingester::flush`] did.
@@ -69,6 +73,10 @@ impl Ingester {
             max_time_ms: stats.max_time,
             wal_bytes,
             wal_segments,
+            samples_per_second: self
+                .rates
+                .rate(tenant, std::time::Instant::now(), stats.samples_appended),
+            blocks_pending_upload: self.blocks_pending_upload(tenant),
         })
     }
 
@@ -197,6 +205,13 @@ mod tests {
         assert_eq!((s.min_time_ms, s.max_time_ms), (Some(1000), Some(2000)));
         assert!(s.wal_bytes > 0, "the WAL holds the pushed records: {s:?}");
         assert_eq!(s.wal_segments, 1);
+        assert_eq!(s.samples_per_second, 0.0, "no rate snapshot yet");
+        assert_eq!(s.blocks_pending_upload, 0, "no bucket: nothing to upload");
+        // The blocks loop's snapshot 10 s ago saw none of the two samples.
+        let ten_s_ago = std::time::Instant::now() - std::time::Duration::from_secs(10);
+        ing.rates.observe(&a, ten_s_ago, 0);
+        let rate = ing.tenant_stats(&a).await.unwrap().samples_per_second;
+        assert!((0.19..=0.2).contains(&rate), "2 samples in ~10 s: {rate}");
 
         let all = ing.flush(&[]).await.unwrap();
         assert_eq!(all.tenants, vec![a.clone(), b.clone()]);

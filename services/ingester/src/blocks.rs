@@ -179,19 +179,33 @@ impl Ingester {
     /// uploaded. O(the tenant's blocks), run by the events that change it (a block written, a ship), never by a
     /// scrape. The first ship tick after start-up counts the blocks found on disk.
     fn recount_pending(&self, tenant: &TenantId, shipper: &Shipper) {
+        let pending = self.count_unshipped(tenant, shipper);
+        let m = &self.metrics.blocks;
+        let mut by_tenant = m.pending_by_tenant.lock().unwrap_or_else(|e| e.into_inner());
+        let old = by_tenant.insert(tenant.clone(), pending as i64).unwrap_or(0);
+        m.pending_upload.inc_by(pending as i64 - old);
+    }
+
+    /// `tenant`'s local blocks that `shipper` has not uploaded.
+    fn count_unshipped(&self, tenant: &TenantId, shipper: &Shipper) -> usize {
         let shipped = shipper.shipped();
-        let pending = self
-            .blocks
+        self.blocks
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(tenant)
             .map_or(0, |list| {
                 list.iter().filter(|b| !shipped.contains(&b.meta().ulid)).count()
-            });
-        let m = &self.metrics.blocks;
-        let mut by_tenant = m.pending_by_tenant.lock().unwrap_or_else(|e| e.into_inner());
-        let old = by_tenant.insert(tenant.clone(), pending as i64).unwrap_or(0);
-        m.pending_upload.inc_by(pending as i64 - old);
+            })
+    }
+
+    /// `tenant`'s local blocks not yet uploaded, counted now (the admin API's `blocks_pending_upload`); 0 when
+    /// shipping is off.
+    pub(crate) fn blocks_pending_upload(&self, tenant: &TenantId) -> u64 {
+        if self.tsdb.ship_interval.is_zero() {
+            return 0;
+        }
+        self.shipper(tenant)
+            .map_or(0, |shipper| self.count_unshipped(tenant, &shipper) as u64)
     }
 
     fn shipper(&self, tenant: &TenantId) -> Option<Arc<Shipper>> {
@@ -233,11 +247,23 @@ impl Ingester {
         };
         let mut ship_tick = tokio::time::interval(ship_every);
         ship_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut rate_tick = tokio::time::interval(crate::rates::RATE_TICK);
+        rate_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Per tenant: samples appended at the last tick that saw them change, and when.
         let mut activity: HashMap<TenantId, (u64, Instant)> = HashMap::new();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
+                _ = rate_tick.tick() => {
+                    let tenants = self.tenants();
+                    let now = Instant::now();
+                    for tenant in &tenants {
+                        if let Some(head) = self.head(tenant) {
+                            self.rates.observe(tenant, now, head.stats().samples_appended);
+                        }
+                    }
+                    self.rates.retain(&tenants);
+                }
                 _ = compact_tick.tick() => {
                     if !self.is_running() { continue; }
                     for tenant in self.tenants() {

@@ -33,6 +33,8 @@ pub struct Ingester {
     /// Where blocks are shipped; `None` when shipping is off.
     pub(crate) bucket: Option<heddle_bucket::Bucket>,
     pub(crate) shippers: std::sync::Mutex<HashMap<TenantId, Arc<heddle_bucket::Shipper>>>,
+    /// Recent appended-sample counts per tenant, for the ingestion rate the admin API reports.
+    pub(crate) rates: crate::rates::TenantRates,
     state: AtomicU8,
 }
 
@@ -57,6 +59,7 @@ impl Ingester {
             blocks: RwLock::new(HashMap::new()),
             bucket,
             shippers: std::sync::Mutex::new(HashMap::new()),
+            rates: crate::rates::TenantRates::default(),
             state: AtomicU8::new(STARTING),
         })
     }

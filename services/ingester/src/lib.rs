@@ -15,6 +15,7 @@ mod ingester;
 mod limits;
 mod metrics;
 mod push;
+mod rates;
 mod read;
 
 pub use admin::{FlushReport, TenantStats};

@@ -114,6 +114,8 @@ impl pb::admin_server::Admin for AdminGrpc {
             head_max_time_ms: s.max_time_ms,
             wal_bytes: s.wal_bytes,
             wal_segments: s.wal_segments,
+            samples_per_second: s.samples_per_second,
+            blocks_pending_upload: s.blocks_pending_upload,
         }))
     }
 

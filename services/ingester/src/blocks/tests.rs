@@ -127,6 +127,8 @@ async fn compaction_queries_flush_and_restart() {
     assert_eq!(written.len(), 1, "the oldest range is due");
     assert_eq!((written[0].min_time, written[0].max_time), (0, H2));
     assert_eq!(ing.metrics.blocks.pending_upload.get(), 1, "written, not shipped");
+    let stats = ing.tenant_stats(&tenant()).await.unwrap();
+    assert_eq!(stats.blocks_pending_upload, 1, "the admin API says so too: {stats:?}");
     assert_eq!(
         query_all(&ing).await,
         vec![all.clone(), all.clone()],
@@ -139,6 +141,7 @@ async fn compaction_queries_flush_and_restart() {
     let shipped = std::fs::read_dir(bucket_dir.path().join("team-a")).unwrap().count();
     assert_eq!(shipped, 2, "two blocks in the bucket");
     assert_eq!(ing.metrics.blocks.pending_upload.get(), 0, "both shipped");
+    assert_eq!(ing.tenant_stats(&tenant()).await.unwrap().blocks_pending_upload, 0);
     assert_eq!(
         query_all(&ing).await,
         vec![all.clone(), all.clone()],
