@@ -10,6 +10,7 @@
 
 mod append;
 mod compact;
+mod idhash;
 mod index;
 pub(crate) mod postings;
 mod read;

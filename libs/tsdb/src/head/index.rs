@@ -3,12 +3,12 @@
 //! Guarded by one `RwLock` in [`super::Head`]. Lock order: the index lock may be held while a series' state
 //! lock is taken, never the other way round.
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use heddle_model::{LabelRef, Labels, MatchType, Matcher};
 
+use super::idhash::{IdMap, IdSet};
 use super::postings::{Postings, intersect, union};
 use super::series::MemSeries;
 use super::symbols::SymbolTable;
@@ -31,11 +31,11 @@ pub(crate) fn hash_labels(labels: &[LabelRef<'_>]) -> u64 {
 #[derive(Debug, Default)]
 pub(crate) struct HeadIndex {
     pub(crate) symbols: SymbolTable,
-    series: HashMap<u64, Arc<MemSeries>>,
+    series: IdMap<u64, Arc<MemSeries>>,
     /// Label hash -> the ref of the first series with that hash.
-    by_hash: HashMap<u64, u64>,
+    by_hash: IdMap<u64, u64>,
     /// Label hash -> refs of further series whose labels collide on the hash.
-    collisions: HashMap<u64, Vec<u64>>,
+    collisions: IdMap<u64, Vec<u64>>,
     pub(crate) postings: Postings,
     next_ref: u64,
 }
@@ -120,7 +120,7 @@ impl HeadIndex {
         let gone: Vec<Arc<MemSeries>> = refs.iter().filter_map(|r| self.series.remove(r)).collect();
         let labels: Vec<(u64, &[(u32, u32)])> = gone.iter().map(|s| (s.series_ref, &s.labels[..])).collect();
         self.postings.remove(&labels);
-        let refs: std::collections::HashSet<u64> = refs.iter().copied().collect();
+        let refs: IdSet<u64> = refs.iter().copied().collect();
         self.by_hash.retain(|_, r| !refs.contains(r));
         self.collisions.retain(|_, list| {
             list.retain(|r| !refs.contains(r));

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use heddle_model::LabelRef;
 
 use super::index::hash_labels;
-use super::series::{Verdict, judge};
+use super::series::Verdict;
 use super::{Head, lock, read, write};
 use crate::chunks_head::MappedChunk;
 use crate::error::TsdbError;
@@ -134,7 +134,7 @@ impl Head {
             let series = index.create(hash, &labels, Some(rec.series_ref), true);
             if let Some(chunks) = mapped.remove(&rec.series_ref) {
                 let (lo, hi) = (chunks.first().map(|c| c.min_time), chunks.last().map(|c| c.max_time));
-                stats.orphan_mmapped_chunks += lock(&series.state).attach_mapped(chunks, &self.chunks) as u64;
+                stats.orphan_mmapped_chunks += lock(&series.state).attach_mapped(chunks) as u64;
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     self.min_time.fetch_min(lo, Ordering::Relaxed);
                     self.max_time.fetch_max(hi, Ordering::Relaxed);
@@ -178,7 +178,7 @@ impl Head {
                     stats.samples_in_mmapped_chunks += 1;
                     continue;
                 }
-                if judge(state.last(), s.t, s.v.to_bits()) != Verdict::Append {
+                if state.judge(s.t, s.v.to_bits(), &self.chunks) != Verdict::Append {
                     stats.skipped_samples += 1;
                     continue;
                 }

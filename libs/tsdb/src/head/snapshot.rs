@@ -339,7 +339,7 @@ impl Head {
                     range.0 = range.0.min(first.min_time);
                     range.1 = range.1.max(last.max_time);
                 }
-                stats.orphan_mmapped_chunks += lock(&s.state).attach_mapped(chunks, &self.chunks) as u64;
+                stats.orphan_mmapped_chunks += lock(&s.state).attach_mapped(chunks) as u64;
             }
         }
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
