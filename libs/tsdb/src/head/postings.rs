@@ -25,30 +25,57 @@ pub(crate) struct Postings {
 
 impl Postings {
     pub(crate) fn add(&mut self, series_ref: u64, labels: &[(u32, u32)]) {
-        insert_sorted(&mut self.all, series_ref);
+        self.add_ref(series_ref);
         for &(name, value) in labels {
-            let values = self.by_name.entry(name).or_default();
-            match values.get(&value).copied() {
-                None if series_ref & LIST_BIT == 0 => {
-                    values.insert(value, series_ref);
-                }
-                None => {
-                    let slot = alloc_list(&mut self.lists, &mut self.free, vec![series_ref]);
-                    values.insert(value, slot);
-                }
-                Some(e) if e & LIST_BIT == 0 => {
-                    if e != series_ref {
-                        let pair = if e < series_ref {
-                            vec![e, series_ref]
-                        } else {
-                            vec![series_ref, e]
-                        };
-                        let slot = alloc_list(&mut self.lists, &mut self.free, pair);
-                        values.insert(value, slot);
-                    }
-                }
-                Some(e) => insert_sorted(&mut self.lists[(e & !LIST_BIT) as usize], series_ref),
+            self.add_pair(series_ref, name, value);
+        }
+    }
+
+    /// Adds a series to the list of all series (the first part of [`Postings::add`]).
+    pub(crate) fn add_ref(&mut self, series_ref: u64) {
+        insert_sorted(&mut self.all, series_ref);
+    }
+
+    /// Adds a series to the postings of one label pair. Returns the pair's list handle when the pair now has
+    /// a list of several refs, for [`Postings::add_to_list`].
+    pub(crate) fn add_pair(&mut self, series_ref: u64, name: u32, value: u32) -> Option<u64> {
+        let values = self.by_name.entry(name).or_default();
+        match values.get(&value).copied() {
+            None if series_ref & LIST_BIT == 0 => {
+                values.insert(value, series_ref);
+                None
             }
+            None => {
+                let slot = alloc_list(&mut self.lists, &mut self.free, vec![series_ref]);
+                values.insert(value, slot);
+                Some(slot)
+            }
+            Some(e) if e & LIST_BIT == 0 => {
+                if e == series_ref {
+                    return None;
+                }
+                let pair = if e < series_ref {
+                    vec![e, series_ref]
+                } else {
+                    vec![series_ref, e]
+                };
+                let slot = alloc_list(&mut self.lists, &mut self.free, pair);
+                values.insert(value, slot);
+                Some(slot)
+            }
+            Some(e) => {
+                insert_sorted(&mut self.lists[(e & !LIST_BIT) as usize], series_ref);
+                Some(e)
+            }
+        }
+    }
+
+    /// Adds a series to the list `handle` (from [`Postings::add_pair`]) without looking the pair up. Valid
+    /// only while no series was removed since the handle was returned: removals free and reuse lists.
+    pub(crate) fn add_to_list(&mut self, handle: u64, series_ref: u64) {
+        debug_assert!(handle & LIST_BIT != 0, "{handle} is not a list handle");
+        if let Some(list) = self.lists.get_mut((handle & !LIST_BIT) as usize) {
+            insert_sorted(list, series_ref);
         }
     }
 

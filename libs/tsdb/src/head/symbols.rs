@@ -32,7 +32,18 @@ pub(crate) struct SymbolTable {
 impl SymbolTable {
     /// The id of `s`, adding it if new. Ids are dense, in order of first use.
     pub(crate) fn intern(&mut self, s: &str) -> u32 {
-        let h = self.hasher.hash_one(s);
+        self.intern_hashed(self.hasher.hash_one(s), s)
+    }
+
+    /// The hasher strings are looked up with: startup workers hash a snapshot's or WAL's strings with it
+    /// ahead of [`SymbolTable::intern_hashed`].
+    pub(crate) fn hasher(&self) -> &RandomState {
+        &self.hasher
+    }
+
+    /// [`SymbolTable::intern`] of a string whose hash `h` was computed with [`SymbolTable::hasher`].
+    pub(crate) fn intern_hashed(&mut self, h: u64, s: &str) -> u32 {
+        debug_assert_eq!(h, self.hasher.hash_one(s), "hash of {s:?} from another hasher");
         if let Some(id) = self.lookup(h, s) {
             return id;
         }
