@@ -493,4 +493,38 @@ mod tests {
         assert!(s.overlaps(7_201_000, 7_201_000));
         assert!(!s.overlaps(7_201_001, i64::MAX));
     }
+
+    /// With an empty open chunk (every sample in `chunks_head/`, as after a restart once the WAL was
+    /// truncated), the newest sample is read from the newest completed chunk and judged like an open one.
+    #[test]
+    fn newest_sample_comes_from_the_last_mapped_chunk_when_nothing_is_open() {
+        let (_d, m) = mapper();
+        let mut chunk = XorChunk::default();
+        for t in [10, 20, 30] {
+            chunk.append(t, t as f64 / 4.0).unwrap();
+        }
+        let chunk_ref = m.write_chunk(7, 10, 30, chunk.bytes()).unwrap();
+        m.flush().unwrap();
+        let mut s = SeriesState::default();
+        assert_eq!(
+            s.attach_mapped(vec![MappedChunk {
+                chunk_ref,
+                min_time: 10,
+                max_time: 30,
+            }]),
+            0
+        );
+        let v = (30.0f64 / 4.0).to_bits();
+        assert_eq!(s.last(&m), Some((30, v)));
+        for (name, t, bits, want) in [
+            ("exact repeat", 30, v, Verdict::Duplicate),
+            ("same ts other value", 30, 1.0f64.to_bits(), Verdict::DuplicateTimestamp),
+            ("older", 29, v, Verdict::OutOfOrder),
+            ("newer", 31, v, Verdict::Append),
+        ] {
+            assert_eq!(s.judge(t, bits, &m), want, "case {name}");
+        }
+        assert_eq!(s.time_range(), Some((10, 30)));
+        assert!(s.open_chunk().is_none());
+    }
 }
