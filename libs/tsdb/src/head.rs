@@ -5,8 +5,8 @@
 //! mapped for reads; see [`crate::chunks_head`]). A series holds only its open chunk in memory.
 //!
 //! Split by concern as Prometheus splits `head.go`: `append` (batches, WAL, chunk appends), `read`
-//! (queries), `replay` (startup), `index` (symbols, series lookup, postings, matchers), `series` (one
-//! series' chunks and cut policy).
+//! (queries), `replay` and `snapshot` (startup, on all cores through `pipeline`), `index` (symbols, series
+//! lookup, postings, matchers), `series` (one series' chunks and cut policy).
 
 mod append;
 mod compact;
