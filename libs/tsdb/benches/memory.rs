@@ -12,7 +12,9 @@
 //! - RSS per series (`VmRSS` of /proc/self/status after the appends minus before, over the series count; the
 //!   label strings the bench itself holds are subtracted);
 //! - WAL bytes per sample, with compression on (the head) and off (a second, smaller head);
-//! - restart time: open after a graceful close with a chunk snapshot, and open after a crash (WAL replay).
+//! - restart time: open after a graceful close with a chunk snapshot, and open after a crash (WAL replay),
+//!   each in a fresh process (the bench runs itself as a child), with the CPU seconds it took;
+//! - CPU seconds per million samples appended.
 
 use std::time::Instant;
 
@@ -20,9 +22,45 @@ use heddle_tsdb::{Head, HeadOptions};
 
 #[path = "support/workload.rs"]
 mod workload;
-use workload::{append_rounds, dir_bytes, env, rss_bytes, series_values};
+use workload::{append_rounds, cpu_seconds, dir_bytes, env, rss_bytes, series_values};
+
+/// Set in the child process that opens the head in this directory and reports how long it took.
+const OPEN_DIR_ENV: &str = "HEDDLE_BENCH_OPEN_DIR";
+
+/// Opens the head in `dir` in a child process (this bench again); returns its open time and CPU seconds, the
+/// series it loaded from a snapshot and the WAL records it replayed.
+fn open_in_child(dir: &std::path::Path) -> (f64, f64, u64, u64) {
+    let exe = std::env::current_exe().expect("bench executable");
+    let out = std::process::Command::new(exe)
+        .env(OPEN_DIR_ENV, dir)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run the bench as a child");
+    assert!(out.status.success(), "child failed: {}", out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("opened "))
+        .expect("child report");
+    let f: Vec<f64> = line.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    assert_eq!(f.len(), 4, "child report {line:?}");
+    (f[0], f[1], f[2] as u64, f[3] as u64)
+}
+
+/// The child: open, report, and exit without closing (a crash as far as the head can tell).
+fn open_and_report(dir: &str) -> ! {
+    let (started, cpu) = (Instant::now(), cpu_seconds());
+    let (head, stats) = Head::open(std::path::Path::new(dir), HeadOptions::default()).expect("reopen");
+    let (elapsed, cpu) = (started.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+    println!("opened {elapsed} {cpu} {} {}", stats.snapshot_series, stats.wal_records);
+    std::mem::forget(head);
+    std::process::exit(0)
+}
 
 fn main() {
+    if let Ok(dir) = std::env::var(OPEN_DIR_ENV) {
+        open_and_report(&dir);
+    }
     let series = env("HEDDLE_BENCH_SERIES", 1_000_000);
     let rounds = env("HEDDLE_BENCH_ROUNDS", 4) as i64;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -35,15 +73,18 @@ fn main() {
     let rss_before = rss_bytes();
     let (head, _) = Head::open(dir.path(), HeadOptions::default()).expect("open head");
     let started = Instant::now();
+    let cpu = cpu_seconds();
     let samples = append_rounds(&head, &values, 0..rounds);
     let append_s = started.elapsed().as_secs_f64();
+    let append_cpu = cpu_seconds() - cpu;
     head.sync().expect("sync");
     let rss_after = rss_bytes();
     let wal = dir_bytes(&dir.path().join("wal"));
     println!("series={series} labels=8 rounds={rounds} samples={samples}");
     println!(
-        "append: {append_s:.2} s, {:.0} samples/s",
-        samples as f64 / append_s.max(1e-9)
+        "append: {append_s:.2} s, {:.0} samples/s; {append_cpu:.2} cpu s, {:.2} cpu s per million samples",
+        samples as f64 / append_s.max(1e-9),
+        append_cpu * 1e6 / samples as f64
     );
     println!(
         "rss: before={} MiB after={} MiB => {:.0} bytes/series (head only: the bench's own label strings, {} MiB, are held before)",
@@ -62,23 +103,19 @@ fn main() {
     head.close_with_snapshot().expect("snapshot").expect("written");
     let snapshot_s = started.elapsed().as_secs_f64();
     drop(head);
-    let started = Instant::now();
-    let (head, stats) = Head::open(dir.path(), HeadOptions::default()).expect("reopen");
-    let from_snapshot = started.elapsed().as_secs_f64();
-    assert_eq!(stats.snapshot_series as usize, series);
-    // Crash: drop without close (the loaded snapshot was deleted at open).
-    drop(head);
-    let started = Instant::now();
-    let (head, stats) = Head::open(dir.path(), HeadOptions::default()).expect("reopen");
-    let from_wal = started.elapsed().as_secs_f64();
-    assert_eq!(stats.snapshot, None);
+    // Each restart runs in a fresh process, as a real one does: reopening in this process would also time the
+    // allocator consolidating the million series just freed.
+    let (from_snapshot, snapshot_cpu, snapshot_series, _) = open_in_child(dir.path());
+    assert_eq!(snapshot_series as usize, series);
+    // Crash: the child exits without closing (the loaded snapshot was deleted at open).
+    let (from_wal, wal_cpu, snapshot_series, wal_records) = open_in_child(dir.path());
+    assert_eq!(snapshot_series, 0);
     println!(
-        "restart: snapshot write {snapshot_s:.2} s; open from snapshot {from_snapshot:.2} s; open from wal replay \
-         {from_wal:.2} s ({} records); ratio {:.1}x",
-        stats.wal_records,
+        "restart (fresh process): snapshot write {snapshot_s:.2} s; open from snapshot {from_snapshot:.2} s \
+         ({snapshot_cpu:.2} cpu s); open from wal replay {from_wal:.2} s ({wal_cpu:.2} cpu s, {wal_records} records); \
+         ratio {:.1}x",
         from_wal / from_snapshot.max(1e-9)
     );
-    drop(head);
 
     // WAL size without compression, on a tenth of the series (bytes per sample do not depend on the count).
     let small = (series / 10).max(1);

@@ -5,12 +5,14 @@
 //! mapped for reads; see [`crate::chunks_head`]). A series holds only its open chunk in memory.
 //!
 //! Split by concern as Prometheus splits `head.go`: `append` (batches, WAL, chunk appends), `read`
-//! (queries), `replay` (startup), `index` (symbols, series lookup, postings, matchers), `series` (one
-//! series' chunks and cut policy).
+//! (queries), `replay` and `snapshot` (startup, on all cores through `pipeline`), `index` (symbols, series
+//! lookup, postings, matchers), `series` (one series' chunks and cut policy).
 
 mod append;
 mod compact;
+mod idhash;
 mod index;
+mod pipeline;
 pub(crate) mod postings;
 mod read;
 mod replay;
@@ -23,6 +25,8 @@ mod truncate;
 mod compact_tests;
 #[cfg(test)]
 mod mmap_tests;
+#[cfg(test)]
+mod replay_tests;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
@@ -138,6 +142,17 @@ impl Head {
         opts: HeadOptions,
         files: Arc<dyn FileCreator>,
     ) -> Result<(Head, ReplayStats), TsdbError> {
+        Self::open_with_workers(dir, opts, files, pipeline::default_workers())
+    }
+
+    /// [`Head::open_with_files`] with `workers` decode threads and as many sample shards for the replay
+    /// (tests compare several counts against one).
+    pub(crate) fn open_with_workers(
+        dir: &Path,
+        opts: HeadOptions,
+        files: Arc<dyn FileCreator>,
+        workers: usize,
+    ) -> Result<(Head, ReplayStats), TsdbError> {
         opts.validate()?;
         std::fs::create_dir_all(dir).map_err(|source| TsdbError::Io {
             path: dir.to_path_buf(),
@@ -179,8 +194,8 @@ impl Head {
             }
             mapped.retain(|_, c| !c.is_empty());
         }
-        let loaded = head.load_snapshot(&mut mapped, &mut stats)?;
-        head.replay_wal(&wal_dir, loaded.position, mapped, &mut stats)?;
+        let loaded = head.load_snapshot(&mut mapped, &mut stats, workers)?;
+        head.replay_wal(&wal_dir, loaded.position, mapped, &mut stats, workers)?;
         tracing::info!(
             dir = %dir.display(),
             series = stats.series,

@@ -27,6 +27,20 @@ pub fn status_bytes(field: &str) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// CPU seconds (user + system) this process has used, all threads, from /proc/self/stat (100 ticks a second).
+pub fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15 of the line.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum::<u64>() as f64 / 100.0
+}
+
 pub fn dir_bytes(path: &std::path::Path) -> u64 {
     std::fs::read_dir(path).map_or(0, |entries| {
         entries

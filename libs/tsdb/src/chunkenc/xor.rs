@@ -144,6 +144,11 @@ impl XorChunk {
         (self.num > 0).then(|| Sample::new(self.t, f64::from_bits(self.v_bits)))
     }
 
+    /// Timestamp and value bits of the last sample appended.
+    pub fn last_bits(&self) -> Option<(i64, u64)> {
+        (self.num > 0).then_some((self.t, self.v_bits))
+    }
+
     /// Iterates the samples.
     pub fn iter(&self) -> XorIter<'_> {
         XorIter::new(self.bytes())

@@ -185,7 +185,7 @@ impl Head {
             if let Some(series) = series {
                 let last = newest
                     .entry(series.series_ref)
-                    .or_insert_with(|| lock(&series.state).last());
+                    .or_insert_with(|| lock(&series.state).last(&self.chunks));
                 let mut error: Option<SeriesAppendError> = None;
                 for s in entry.samples {
                     let bits = s.v.to_bits();

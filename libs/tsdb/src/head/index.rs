@@ -3,12 +3,12 @@
 //! Guarded by one `RwLock` in [`super::Head`]. Lock order: the index lock may be held while a series' state
 //! lock is taken, never the other way round.
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use heddle_model::{LabelRef, Labels, MatchType, Matcher};
 
+use super::idhash::{IdMap, IdSet};
 use super::postings::{Postings, intersect, union};
 use super::series::MemSeries;
 use super::symbols::SymbolTable;
@@ -28,14 +28,71 @@ pub(crate) fn hash_labels(labels: &[LabelRef<'_>]) -> u64 {
     h.finish()
 }
 
+/// Appends to `out` the hashes of the effective labels' names and values, in order, for
+/// [`HeadIndex::create_hashed`].
+pub(crate) fn symbol_hashes(hasher: &std::hash::RandomState, labels: &[LabelRef<'_>], out: &mut Vec<u64>) {
+    use std::hash::BuildHasher;
+    for l in effective(labels) {
+        out.push(hasher.hash_one(l.name));
+        out.push(hasher.hash_one(l.value));
+    }
+}
+
+/// Slots of each [`LoadCache`] table (a power of two).
+const LOAD_CACHE_SLOTS: usize = 4096;
+
+/// What a loader (snapshot load, WAL replay) remembers between series: consecutive series share most of their
+/// label names and values, and looking each one up in tables of a million entries is most of the cost of
+/// creating a series. Direct-mapped, so a miss just falls back to the full lookup. Lives for one load only:
+/// list handles are not valid across removals, and a load removes nothing.
+#[derive(Debug)]
+pub(crate) struct LoadCache {
+    /// (string hash, symbol id); id `u32::MAX` marks an empty slot.
+    symbols: Vec<(u64, u32)>,
+    /// (name, value, postings list handle); handle 0 marks an empty slot (handles have their top bit set).
+    pairs: Vec<(u32, u32, u64)>,
+}
+
+impl Default for LoadCache {
+    fn default() -> Self {
+        Self {
+            symbols: vec![(0, u32::MAX); LOAD_CACHE_SLOTS],
+            pairs: vec![(0, 0, 0); LOAD_CACHE_SLOTS],
+        }
+    }
+}
+
+impl LoadCache {
+    fn intern(&mut self, symbols: &mut SymbolTable, h: u64, s: &str) -> u32 {
+        let slot = &mut self.symbols[(h as usize) & (LOAD_CACHE_SLOTS - 1)];
+        // Equal hashes are checked against the string itself, so a collision costs a lookup, never a wrong id.
+        if slot.0 == h && slot.1 != u32::MAX && symbols.resolve(slot.1) == s {
+            return slot.1;
+        }
+        let id = symbols.intern_hashed(h, s);
+        *slot = (h, id);
+        id
+    }
+
+    fn add_pair(&mut self, postings: &mut Postings, series_ref: u64, name: u32, value: u32) {
+        let key = (u64::from(name) << 32 | u64::from(value)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.pairs[(key >> 52) as usize & (LOAD_CACHE_SLOTS - 1)];
+        if slot.2 != 0 && slot.0 == name && slot.1 == value {
+            postings.add_to_list(slot.2, series_ref);
+        } else if let Some(handle) = postings.add_pair(series_ref, name, value) {
+            *slot = (name, value, handle);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct HeadIndex {
     pub(crate) symbols: SymbolTable,
-    series: HashMap<u64, Arc<MemSeries>>,
+    series: IdMap<u64, Arc<MemSeries>>,
     /// Label hash -> the ref of the first series with that hash.
-    by_hash: HashMap<u64, u64>,
+    by_hash: IdMap<u64, u64>,
     /// Label hash -> refs of further series whose labels collide on the hash.
-    collisions: HashMap<u64, Vec<u64>>,
+    collisions: IdMap<u64, Vec<u64>>,
     pub(crate) postings: Postings,
     next_ref: u64,
 }
@@ -91,6 +148,19 @@ impl HeadIndex {
         series_ref: Option<u64>,
         logged: bool,
     ) -> Arc<MemSeries> {
+        self.create_loaded(hash, labels, series_ref, logged, None)
+    }
+
+    /// [`HeadIndex::create`] for a loader: with the symbol hashes of the effective labels (name, value, name,
+    /// value...) computed ahead by [`symbol_hashes`] on a worker, and the loader's [`LoadCache`].
+    pub(crate) fn create_loaded(
+        &mut self,
+        hash: u64,
+        labels: &[LabelRef<'_>],
+        series_ref: Option<u64>,
+        logged: bool,
+        mut load: Option<(&[u64], &mut LoadCache)>,
+    ) -> Arc<MemSeries> {
         debug_assert!(
             labels.windows(2).all(|w| w[0].name < w[1].name),
             "labels must be sorted and unique"
@@ -98,10 +168,36 @@ impl HeadIndex {
         let series_ref = series_ref.unwrap_or(self.next_ref);
         debug_assert!(!self.series.contains_key(&series_ref), "series ref {series_ref} exists");
         self.next_ref = self.next_ref.max(series_ref.saturating_add(1));
-        let ids: Box<[(u32, u32)]> = effective(labels)
-            .map(|l| (self.symbols.intern(l.name), self.symbols.intern(l.value)))
-            .collect();
-        self.postings.add(series_ref, &ids);
+        let ids: Box<[(u32, u32)]> = match &mut load {
+            Some((hashes, cache)) => {
+                debug_assert_eq!(
+                    hashes.len(),
+                    2 * effective(labels).count(),
+                    "one hash per name and value"
+                );
+                effective(labels)
+                    .zip(hashes.chunks_exact(2))
+                    .map(|(l, h)| {
+                        (
+                            cache.intern(&mut self.symbols, h[0], l.name),
+                            cache.intern(&mut self.symbols, h[1], l.value),
+                        )
+                    })
+                    .collect()
+            }
+            None => effective(labels)
+                .map(|l| (self.symbols.intern(l.name), self.symbols.intern(l.value)))
+                .collect(),
+        };
+        match load {
+            Some((_, cache)) => {
+                self.postings.add_ref(series_ref);
+                for &(n, v) in ids.iter() {
+                    cache.add_pair(&mut self.postings, series_ref, n, v);
+                }
+            }
+            None => self.postings.add(series_ref, &ids),
+        }
         let series = Arc::new(MemSeries::new(series_ref, ids, logged));
         self.series.insert(series_ref, Arc::clone(&series));
         match self.by_hash.entry(hash) {
@@ -120,7 +216,7 @@ impl HeadIndex {
         let gone: Vec<Arc<MemSeries>> = refs.iter().filter_map(|r| self.series.remove(r)).collect();
         let labels: Vec<(u64, &[(u32, u32)])> = gone.iter().map(|s| (s.series_ref, &s.labels[..])).collect();
         self.postings.remove(&labels);
-        let refs: std::collections::HashSet<u64> = refs.iter().copied().collect();
+        let refs: IdSet<u64> = refs.iter().copied().collect();
         self.by_hash.retain(|_, r| !refs.contains(r));
         self.collisions.retain(|_, list| {
             list.retain(|r| !refs.contains(r));

@@ -8,12 +8,16 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use heddle_model::LabelRef;
 
-use super::index::hash_labels;
-use super::series::{Verdict, judge};
+use super::idhash::IdMap;
+use super::index::{LoadCache, hash_labels, symbol_hashes};
+use super::pipeline::{self, RawBatch};
+use super::series::{MemSeries, Verdict};
 use super::{Head, lock, read, write};
 use crate::chunks_head::MappedChunk;
 use crate::error::TsdbError;
@@ -68,57 +72,106 @@ pub struct ReplayStats {
 }
 
 impl Head {
-    /// Replays `wal_dir` (from `from`, a snapshot's position, if given) into the head. `mapped` holds the chunks found in `chunks_head/` by series ref; each is
-    /// given to its series when the series is created, and WAL samples they already hold are skipped.
+    /// Replays `wal_dir` (from `from`, a snapshot's position, if given) into the head. `mapped` holds the
+    /// chunks found in `chunks_head/` by series ref; each is given to its series when the series is created,
+    /// and WAL samples they already hold are skipped.
+    ///
+    /// Uses every core: records are read, decoded and hashed on other threads ([`super::pipeline`]); this
+    /// thread creates series in WAL order and hands each run of samples to the shard thread that owns its
+    /// series (by ref, as Prometheus shards replay across goroutines). A series' samples always go to the same
+    /// shard in WAL order, after its Series record was applied, so the head ends up exactly as a
+    /// single-threaded replay leaves it.
     pub(super) fn replay_wal(
         &self,
         wal_dir: &Path,
         from: Option<heddle_wal::Position>,
         mut mapped: HashMap<u64, Vec<MappedChunk>>,
         stats: &mut ReplayStats,
+        workers: usize,
     ) -> Result<(), TsdbError> {
         // Refs of duplicate series records -> the ref of the series that has those labels.
-        let mut aliases: HashMap<u64, u64> = HashMap::new();
-        let mut range = (i64::MAX, i64::MIN);
-        let mut apply = |rec: &[u8]| -> Result<(), TsdbError> {
-            match record::decode(rec) {
-                Ok(Record::Series(series)) => self.replay_series(&series, &mut aliases, &mut mapped, stats),
-                Ok(Record::Samples(samples)) => self.replay_samples(&samples, &aliases, stats, &mut range),
-                Ok(_) => stats.ignored_records += 1,
-                Err(e) => {
-                    if stats.undecodable_records == 0 {
-                        tracing::warn!(error = %e, "skipping undecodable wal record");
+        let mut aliases: IdMap<u64, u64> = IdMap::default();
+        let mut cache = LoadCache::default();
+        let hasher = read(&self.index).symbols.hasher().clone();
+        let shards = workers.max(1);
+        let (report, shard_stats) = std::thread::scope(|scope| -> Result<_, TsdbError> {
+            let mut txs = Vec::with_capacity(shards);
+            let mut handles = Vec::with_capacity(shards);
+            for _ in 0..shards {
+                let (tx, rx) = sync_channel::<ShardBatch>(4);
+                txs.push(tx);
+                handles.push(scope.spawn(move || self.apply_shard(rx)));
+            }
+            let mut pending: Vec<ShardBatch> = (0..shards).map(|_| ShardBatch::default()).collect();
+            let read_wal = |sink: &mut pipeline::Sink<'_>| {
+                let mut push = |rec: &[u8]| sink.push(rec, heddle_wal::Position::default());
+                // After a snapshot only the records after its position; otherwise the last checkpoint and every
+                // segment.
+                match from {
+                    Some(pos) => heddle_wal::replay_from(wal_dir, pos, &mut push),
+                    None => heddle_wal::replay(wal_dir, &mut push),
+                }
+            };
+            let mut apply = |batch: Vec<Decoded>| -> Result<(), TsdbError> {
+                for d in batch {
+                    match d {
+                        Decoded::Series(series) => {
+                            self.replay_series(series, &mut cache, &mut aliases, &mut mapped, stats)
+                        }
+                        Decoded::Samples(samples) => {
+                            self.dispatch_samples(&samples, &aliases, stats, &mut pending, &txs)?
+                        }
+                        Decoded::Ignored => stats.ignored_records += 1,
+                        Decoded::Undecodable(e) => {
+                            if stats.undecodable_records == 0 {
+                                tracing::warn!(error = %e, "skipping undecodable wal record");
+                            }
+                            stats.undecodable_records += 1;
+                        }
                     }
-                    stats.undecodable_records += 1;
+                }
+                Ok(())
+            };
+            let report = pipeline::run(workers, read_wal, |raw| decode_batch(raw, &hasher), &mut apply);
+            for (batch, tx) in pending.into_iter().zip(&txs) {
+                if !batch.runs.is_empty() {
+                    // A shard stops receiving only by panicking, which the scope propagates.
+                    let _ = tx.send(batch);
                 }
             }
-            Ok(())
-        };
-        // After a snapshot only the records after its position; otherwise the last checkpoint and every segment.
-        let report = match from {
-            Some(pos) => heddle_wal::replay_from(wal_dir, pos, &mut apply)?,
-            None => heddle_wal::replay(wal_dir, &mut apply)?,
-        };
+            drop(txs);
+            let mut total = ShardStats::default();
+            for h in handles {
+                let s = h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                total.add(&s);
+            }
+            Ok((report?, total))
+        })?;
+        stats.samples += shard_stats.samples;
+        stats.skipped_samples += shard_stats.skipped_samples;
+        stats.samples_in_mmapped_chunks += shard_stats.samples_in_mmapped_chunks;
+        stats.samples_before_min_valid_time += shard_stats.samples_before_min_valid_time;
         stats.wal_records = report.records;
         stats.wal_segments = report.segments;
         stats.wal_bytes = report.bytes;
         stats.wal_repaired = report.repaired;
         stats.orphan_mmapped_chunks += mapped.values().map(|c| c.len() as u64).sum::<u64>();
-        self.note_samples(stats.samples, range.0, range.1);
+        self.note_samples(shard_stats.samples, shard_stats.range.0, shard_stats.range.1);
         Ok(())
     }
 
     fn replay_series(
         &self,
-        records: &[RefSeries],
-        aliases: &mut HashMap<u64, u64>,
+        series: DecodedSeries,
+        cache: &mut LoadCache,
+        aliases: &mut IdMap<u64, u64>,
         mapped: &mut HashMap<u64, Vec<MappedChunk>>,
         stats: &mut ReplayStats,
     ) {
         let mut index = write(&self.index);
-        for rec in records {
+        for (i, rec) in series.records.iter().enumerate() {
             let labels: Vec<LabelRef<'_>> = rec.labels.iter().collect();
-            let hash = hash_labels(&labels);
+            let hash = series.hashes[i];
             index.reserve_ref(rec.series_ref);
             if let Some(existing) = index.find(hash, &labels) {
                 if existing.series_ref != rec.series_ref {
@@ -131,10 +184,14 @@ impl Head {
                 stats.conflicting_series += 1;
                 continue;
             }
-            let series = index.create(hash, &labels, Some(rec.series_ref), true);
+            let sym = series
+                .symbols
+                .get(series.symbol_ranges[i].0..series.symbol_ranges[i].1)
+                .unwrap_or(&[]);
+            let created = index.create_loaded(hash, &labels, Some(rec.series_ref), true, Some((sym, &mut *cache)));
             if let Some(chunks) = mapped.remove(&rec.series_ref) {
                 let (lo, hi) = (chunks.first().map(|c| c.min_time), chunks.last().map(|c| c.max_time));
-                stats.orphan_mmapped_chunks += lock(&series.state).attach_mapped(chunks, &self.chunks) as u64;
+                stats.orphan_mmapped_chunks += lock(&created.state).attach_mapped(chunks) as u64;
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     self.min_time.fetch_min(lo, Ordering::Relaxed);
                     self.max_time.fetch_max(hi, Ordering::Relaxed);
@@ -145,15 +202,17 @@ impl Head {
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
     }
 
-    fn replay_samples(
+    /// Resolves each run of samples of one series and queues it for the series' shard.
+    fn dispatch_samples(
         &self,
         samples: &[RefSample],
-        aliases: &HashMap<u64, u64>,
+        aliases: &IdMap<u64, u64>,
         stats: &mut ReplayStats,
-        range: &mut (i64, i64),
-    ) {
+        pending: &mut [ShardBatch],
+        txs: &[SyncSender<ShardBatch>],
+    ) -> Result<(), TsdbError> {
         let index = read(&self.index);
-        // Records hold runs of samples of the same series: lock each series once per run.
+        // Records hold runs of samples of the same series: resolve each series once per run.
         let mut i = 0;
         while let Some(first) = samples.get(i) {
             let run = samples[i..]
@@ -167,30 +226,139 @@ impl Head {
                 stats.unknown_ref_samples += run as u64;
                 continue;
             };
-            let mut state = lock(&series.state);
-            let covered = state.mapped_max_time();
-            for s in run_samples {
-                if s.t < self.min_valid_time.load(Ordering::Relaxed) {
-                    stats.samples_before_min_valid_time += 1;
-                    continue;
-                }
-                if s.t <= covered {
-                    stats.samples_in_mmapped_chunks += 1;
-                    continue;
-                }
-                if judge(state.last(), s.t, s.v.to_bits()) != Verdict::Append {
-                    stats.skipped_samples += 1;
-                    continue;
-                }
-                match state.append(series.series_ref, s.t, s.v, self.sink()) {
-                    Ok(_) => {
-                        stats.samples += 1;
-                        range.0 = range.0.min(s.t);
-                        range.1 = range.1.max(s.t);
+            let shard = (r % pending.len() as u64) as usize;
+            let batch = &mut pending[shard];
+            batch.samples.extend_from_slice(run_samples);
+            batch.runs.push((Arc::clone(series), batch.samples.len()));
+            if batch.samples.len() >= SHARD_BATCH_SAMPLES {
+                let full = std::mem::take(batch);
+                // A shard stops receiving only by panicking, which the scope propagates.
+                txs[shard].send(full).map_err(|_| TsdbError::Closed)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A shard thread: applies its runs of samples through the same checks as appends.
+    fn apply_shard(&self, rx: Receiver<ShardBatch>) -> ShardStats {
+        let mut st = ShardStats::default();
+        let min_valid = self.min_valid_time.load(Ordering::Relaxed);
+        for batch in rx {
+            let mut start = 0;
+            for (series, end) in &batch.runs {
+                let run = batch.samples.get(start..*end).unwrap_or(&[]);
+                start = *end;
+                let mut state = lock(&series.state);
+                let covered = state.mapped_max_time();
+                for s in run {
+                    if s.t < min_valid {
+                        st.samples_before_min_valid_time += 1;
+                        continue;
                     }
-                    Err(_) => stats.skipped_samples += 1,
+                    if s.t <= covered {
+                        st.samples_in_mmapped_chunks += 1;
+                        continue;
+                    }
+                    if state.judge(s.t, s.v.to_bits(), &self.chunks) != Verdict::Append {
+                        st.skipped_samples += 1;
+                        continue;
+                    }
+                    match state.append(series.series_ref, s.t, s.v, self.sink()) {
+                        Ok(_) => {
+                            st.samples += 1;
+                            st.range.0 = st.range.0.min(s.t);
+                            st.range.1 = st.range.1.max(s.t);
+                        }
+                        Err(_) => st.skipped_samples += 1,
+                    }
                 }
             }
         }
+        st
     }
+}
+
+/// Samples queued for a shard between sends.
+const SHARD_BATCH_SAMPLES: usize = 8192;
+
+/// Runs of samples for one shard: `runs[i]` is a series and the end of its run in `samples`.
+#[derive(Default)]
+struct ShardBatch {
+    samples: Vec<RefSample>,
+    runs: Vec<(Arc<MemSeries>, usize)>,
+}
+
+/// What a shard applied.
+#[derive(Debug)]
+struct ShardStats {
+    samples: u64,
+    skipped_samples: u64,
+    samples_in_mmapped_chunks: u64,
+    samples_before_min_valid_time: u64,
+    range: (i64, i64),
+}
+
+impl Default for ShardStats {
+    fn default() -> Self {
+        Self {
+            samples: 0,
+            skipped_samples: 0,
+            samples_in_mmapped_chunks: 0,
+            samples_before_min_valid_time: 0,
+            range: (i64::MAX, i64::MIN),
+        }
+    }
+}
+
+impl ShardStats {
+    fn add(&mut self, o: &ShardStats) {
+        self.samples += o.samples;
+        self.skipped_samples += o.skipped_samples;
+        self.samples_in_mmapped_chunks += o.samples_in_mmapped_chunks;
+        self.samples_before_min_valid_time += o.samples_before_min_valid_time;
+        self.range = (self.range.0.min(o.range.0), self.range.1.max(o.range.1));
+    }
+}
+
+/// Series records decoded on a worker, with their label hashes and symbol hashes.
+struct DecodedSeries {
+    records: Vec<RefSeries>,
+    hashes: Vec<u64>,
+    symbols: Vec<u64>,
+    symbol_ranges: Vec<(usize, usize)>,
+}
+
+/// A WAL record as a worker leaves it.
+enum Decoded {
+    Series(DecodedSeries),
+    Samples(Vec<RefSample>),
+    Ignored,
+    Undecodable(String),
+}
+
+fn decode_batch(raw: RawBatch, hasher: &std::hash::RandomState) -> Vec<Decoded> {
+    raw.records()
+        .map(|(rec, _)| match record::decode(rec) {
+            Ok(Record::Series(records)) => {
+                let mut d = DecodedSeries {
+                    hashes: Vec::with_capacity(records.len()),
+                    symbols: Vec::new(),
+                    symbol_ranges: Vec::with_capacity(records.len()),
+                    records: Vec::new(),
+                };
+                for r in &records {
+                    let labels: Vec<LabelRef<'_>> = r.labels.iter().collect();
+                    d.hashes.push(hash_labels(&labels));
+                    let from = d.symbols.len();
+                    symbol_hashes(hasher, &labels, &mut d.symbols);
+                    d.symbol_ranges.push((from, d.symbols.len()));
+                }
+                d.records = records;
+                Decoded::Series(d)
+            }
+            Ok(Record::Samples(samples)) => Decoded::Samples(samples),
+            Ok(_) => Decoded::Ignored,
+            Err(e) => Decoded::Undecodable(e.to_string()),
+        })
+        .collect()
 }

@@ -1,5 +1,6 @@
 //! One series in the head: its labels (as symbol ids), its open XOR chunk, references to its completed chunks
-//! in `chunks_head/`, and the last sample, which decides whether the next one is in order.
+//! in `chunks_head/`. The newest sample, which decides whether the next one is in order, is the open chunk's
+//! last (its appender keeps it) or, when the open chunk is empty, that of the newest completed chunk.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,8 +98,6 @@ pub(crate) struct SeriesState {
     /// Completed chunks whose write to `chunks_head/` failed, kept in memory (normally `None`).
     #[allow(clippy::box_collection)] // 8 bytes per series instead of 24 for a field that is almost always empty.
     unwritten: Option<Box<Vec<ChunkData>>>,
-    /// Timestamp and value bits of the newest sample.
-    last: Option<(i64, u64)>,
 }
 
 /// What the head does with one sample, given the series' newest sample.
@@ -136,8 +135,46 @@ pub(crate) struct ChunkSink<'a> {
 }
 
 impl SeriesState {
-    pub(crate) fn last(&self) -> Option<(i64, u64)> {
-        self.last
+    /// Timestamp and value bits of the newest sample. With an empty open chunk (after a restart without a
+    /// snapshot, every sample is in `chunks_head/`) the newest completed chunk is read; its value bits only
+    /// matter for a sample at the same timestamp. A chunk that cannot be read counts as ending in a NaN.
+    pub(crate) fn last(&self, mapper: &ChunkDiskMapper) -> Option<(i64, u64)> {
+        if let Some(last) = self.open.last_bits() {
+            return Some(last);
+        }
+        let t = self.newest_completed_time()?;
+        let unwritten = self
+            .unwritten
+            .as_ref()
+            .and_then(|u| u.last())
+            .filter(|c| c.max_time == t);
+        let data = match unwritten {
+            Some(c) => Some(c.data.clone()),
+            None => self.mapped.last().and_then(|c| mapper.chunk(c.chunk_ref).ok()),
+        };
+        data.and_then(|d| XorIter::new(&d).last())
+            .map(|s| (s.t, s.v.to_bits()))
+            .or(Some((t, f64::NAN.to_bits())))
+    }
+
+    /// [`judge`] against the newest sample, reading a completed chunk only for a sample that is not newer.
+    pub(crate) fn judge(&self, t: i64, bits: u64, mapper: &ChunkDiskMapper) -> Verdict {
+        match self.last_t() {
+            Some(lt) if t <= lt => judge(self.last(mapper), t, bits),
+            _ => Verdict::Append,
+        }
+    }
+
+    /// End time of the newest completed chunk (in `chunks_head/` or kept in memory).
+    fn newest_completed_time(&self) -> Option<i64> {
+        let mapped = self.mapped.last().map(|c| c.max_time);
+        let unwritten = self.unwritten.as_ref().and_then(|u| u.last()).map(|c| c.max_time);
+        mapped.max(unwritten)
+    }
+
+    /// Timestamp of the newest sample.
+    fn last_t(&self) -> Option<i64> {
+        self.open.max_time().or_else(|| self.newest_completed_time())
     }
 
     /// End time of the newest chunk in `chunks_head/` (`i64::MIN` without one): WAL replay skips samples up to
@@ -148,21 +185,14 @@ impl SeriesState {
 
     /// Gives a series its chunks found in `chunks_head/` at startup. With an open chunk (restored from a
     /// snapshot) only the chunks that end before it are kept; returns how many were dropped. Without one, the
-    /// newest sample is read from the last chunk, so appends are judged against it.
-    pub(crate) fn attach_mapped(&mut self, mut chunks: Vec<MappedChunk>, mapper: &ChunkDiskMapper) -> usize {
+    /// newest sample is the last chunk's (see [`SeriesState::last`]).
+    pub(crate) fn attach_mapped(&mut self, mut chunks: Vec<MappedChunk>) -> usize {
         debug_assert!(self.mapped.is_empty(), "series already has mapped chunks");
         let mut dropped = 0;
         if let Some(open_min) = self.open.min_time() {
             let before = chunks.len();
             chunks.retain(|c| c.max_time < open_min);
             dropped = before - chunks.len();
-        } else if let Some(newest) = chunks.last() {
-            self.last = mapper
-                .chunk(newest.chunk_ref)
-                .ok()
-                .and_then(|data| XorIter::new(&data).last())
-                .map(|s| (s.t, s.v.to_bits()))
-                .or(Some((newest.max_time, f64::NAN.to_bits())));
         }
         chunks.shrink_to_fit();
         self.mapped = chunks;
@@ -172,6 +202,7 @@ impl SeriesState {
     /// Drops the chunks that end before `mint`. Returns how many went, and whether the series has no sample
     /// left at or after `mint` (then it can be removed).
     pub(crate) fn truncate_before(&mut self, mint: i64) -> (usize, bool) {
+        let empty = self.last_t().is_none_or(|t| t < mint);
         let before = self.mapped.len();
         self.mapped.retain(|c| c.max_time >= mint);
         let mut removed = before - self.mapped.len();
@@ -183,7 +214,6 @@ impl SeriesState {
                 self.unwritten = None;
             }
         }
-        let empty = self.last.is_none_or(|(t, _)| t < mint);
         if empty && !self.open.is_empty() {
             self.open = XorChunk::default();
             removed += 1;
@@ -194,7 +224,7 @@ impl SeriesState {
     /// Restores the open chunk of a series from a chunk snapshot. The caller checked that `chunk` holds
     /// samples.
     pub(crate) fn restore_open(&mut self, chunk: XorChunk, policy: CutPolicy) {
-        if let (Some(lo), Some(hi), Some(last)) = (chunk.min_time(), chunk.max_time(), chunk.last()) {
+        if let (Some(lo), Some(hi)) = (chunk.min_time(), chunk.max_time()) {
             let end = policy.range_end(lo);
             // The prediction Prometheus makes at a quarter of the target, made now if the chunk is past it.
             self.next_at = if chunk.num_samples() > policy.target_samples / 4 {
@@ -202,7 +232,6 @@ impl SeriesState {
             } else {
                 end
             };
-            self.last = Some((last.t, last.v.to_bits()));
             self.open = chunk;
         }
     }
@@ -210,7 +239,7 @@ impl SeriesState {
     /// The open chunk as a snapshot records it: (mint, maxt, bytes, value of the newest sample).
     pub(crate) fn open_chunk(&self) -> Option<(i64, i64, &[u8], f64)> {
         let (lo, hi) = (self.open.min_time()?, self.open.max_time()?);
-        let (_, bits) = self.last?;
+        let (_, bits) = self.open.last_bits()?;
         Some((lo, hi, self.open.bytes(), f64::from_bits(bits)))
     }
 
@@ -218,7 +247,7 @@ impl SeriesState {
     /// policy says so. Returns whether a chunk was cut.
     pub(crate) fn append(&mut self, series_ref: u64, t: i64, v: f64, sink: ChunkSink<'_>) -> Result<bool, ChunkError> {
         debug_assert_eq!(
-            judge(self.last, t, v.to_bits()),
+            self.judge(t, v.to_bits(), sink.mapper),
             Verdict::Append,
             "sample at {t} is not in order"
         );
@@ -243,7 +272,6 @@ impl SeriesState {
             self.next_at = policy.range_end(t);
         }
         self.open.append(t, v)?;
-        self.last = Some((t, v.to_bits()));
         Ok(cut)
     }
 
@@ -275,7 +303,7 @@ impl SeriesState {
         let mapped = self.mapped.first().map(|c| c.min_time);
         let unwritten = self.unwritten.as_ref().and_then(|u| u.first()).map(|c| c.min_time);
         let min = [mapped, unwritten, self.open.min_time()].into_iter().flatten().min()?;
-        let max = self.last.map(|(t, _)| t)?;
+        let max = self.last_t()?;
         Some((min, max))
     }
 
@@ -464,5 +492,39 @@ mod tests {
         assert_eq!(s.chunks(0, 10, &m).len(), 0);
         assert!(s.overlaps(7_201_000, 7_201_000));
         assert!(!s.overlaps(7_201_001, i64::MAX));
+    }
+
+    /// With an empty open chunk (every sample in `chunks_head/`, as after a restart once the WAL was
+    /// truncated), the newest sample is read from the newest completed chunk and judged like an open one.
+    #[test]
+    fn newest_sample_comes_from_the_last_mapped_chunk_when_nothing_is_open() {
+        let (_d, m) = mapper();
+        let mut chunk = XorChunk::default();
+        for t in [10, 20, 30] {
+            chunk.append(t, t as f64 / 4.0).unwrap();
+        }
+        let chunk_ref = m.write_chunk(7, 10, 30, chunk.bytes()).unwrap();
+        m.flush().unwrap();
+        let mut s = SeriesState::default();
+        assert_eq!(
+            s.attach_mapped(vec![MappedChunk {
+                chunk_ref,
+                min_time: 10,
+                max_time: 30,
+            }]),
+            0
+        );
+        let v = (30.0f64 / 4.0).to_bits();
+        assert_eq!(s.last(&m), Some((30, v)));
+        for (name, t, bits, want) in [
+            ("exact repeat", 30, v, Verdict::Duplicate),
+            ("same ts other value", 30, 1.0f64.to_bits(), Verdict::DuplicateTimestamp),
+            ("older", 29, v, Verdict::OutOfOrder),
+            ("newer", 31, v, Verdict::Append),
+        ] {
+            assert_eq!(s.judge(t, bits, &m), want, "case {name}");
+        }
+        assert_eq!(s.time_range(), Some((10, 30)));
+        assert!(s.open_chunk().is_none());
     }
 }

@@ -16,9 +16,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
+use heddle_model::LabelRef;
 use heddle_wal::Position;
 
-use super::index::{HeadIndex, hash_labels};
+use super::index::{HeadIndex, LoadCache, hash_labels, symbol_hashes};
+use super::pipeline::{self, RawBatch};
 use super::{Head, lock, read, write};
 use crate::chunkenc::XorChunk;
 use crate::chunks_head::MappedChunk;
@@ -234,6 +236,7 @@ impl Head {
         &self,
         mapped: &mut HashMap<u64, Vec<MappedChunk>>,
         stats: &mut super::ReplayStats,
+        workers: usize,
     ) -> Result<Loaded, TsdbError> {
         let (done, tmp) = list(&self.dir)?;
         for path in tmp {
@@ -247,7 +250,7 @@ impl Head {
         for (_, older) in &done[..done.len() - 1] {
             remove_dir(older)?;
         }
-        match self.read_snapshot(&path, mapped, stats) {
+        match self.read_snapshot(&path, mapped, stats, workers) {
             Ok(series) => {
                 stats.snapshot_series = series;
                 stats.snapshot = Some(position);
@@ -274,72 +277,88 @@ impl Head {
     }
 
     /// Reads a snapshot into the (empty) index; the error says why it is unusable. Chunks of `mapped` are
-    /// only taken once the whole snapshot has read back.
+    /// only taken once the whole snapshot has read back. Records are read, decoded and hashed on other
+    /// threads ([`super::pipeline`]); series are created here, in the snapshot's order.
     fn read_snapshot(
         &self,
         path: &Path,
         mapped: &mut HashMap<u64, Vec<MappedChunk>>,
         stats: &mut super::ReplayStats,
+        workers: usize,
     ) -> Result<u64, String> {
         let mut reader = heddle_wal::Reader::open(path).map_err(|e| e.to_string())?;
         let mut index = write(&self.index);
+        let hasher = index.symbols.hasher().clone();
         let mut series = 0u64;
         let mut tombstones = false;
         let mut range = (i64::MAX, i64::MIN);
-        loop {
-            let rec = match reader.next_record() {
-                Ok(Some(rec)) => rec,
-                Ok(None) => break,
-                Err(e) => return Err(e.to_string()),
-            };
-            let start = rec.start;
-            let at = |e: &dyn std::fmt::Display| format!("segment {} offset {}: {e}", start.segment, start.offset);
-            match snap::decode(rec.data).map_err(|e| at(&e))? {
-                SnapshotRecord::Series(s) => {
-                    let hash = hash_labels(&s.labels);
-                    if index.find(hash, &s.labels).is_some() || index.get(s.series_ref).is_some() {
-                        return Err(at(&format!("series {} appears twice", s.series_ref)));
-                    }
-                    let restored = match s.chunk {
-                        None => None,
-                        Some(c) => {
-                            let chunk = XorChunk::from_bytes(c.data).map_err(|e| at(&e))?;
-                            if chunk.min_time() != Some(c.min_time) || chunk.max_time() != Some(c.max_time) {
-                                return Err(at(&format!(
-                                    "open chunk of series {} spans {:?}..{:?}, the record says {}..{}",
-                                    s.series_ref,
-                                    chunk.min_time(),
-                                    chunk.max_time(),
-                                    c.min_time,
-                                    c.max_time
-                                )));
-                            }
-                            Some(chunk)
-                        }
-                    };
-                    let created = index.create(hash, &s.labels, Some(s.series_ref), true);
-                    if let Some(chunk) = restored {
-                        range.0 = range.0.min(chunk.min_time().unwrap_or(i64::MAX));
-                        range.1 = range.1.max(chunk.max_time().unwrap_or(i64::MIN));
-                        lock(&created.state).restore_open(chunk, self.policy);
-                    }
-                    series += 1;
-                }
-                SnapshotRecord::Tombstones(_) => tombstones = true,
-                SnapshotRecord::Other(_) => {}
+        let read = |sink: &mut pipeline::Sink<'_>| loop {
+            match reader.next_record()? {
+                Some(rec) => sink.push(rec.data, rec.start)?,
+                None => return Ok(()),
             }
-        }
+        };
+        let mut cache = LoadCache::default();
+        let mut apply = |batch: PreparedBatch| -> Result<(), TsdbError> {
+            let mut labels: Vec<LabelRef<'_>> = Vec::new();
+            for prep in batch.records {
+                let at = |start: Position, e: &dyn std::fmt::Display| TsdbError::Corruption {
+                    what: "chunk snapshot".to_owned(),
+                    reason: format!("segment {} offset {}: {e}", start.segment, start.offset),
+                };
+                match prep {
+                    Prepared::Series {
+                        start,
+                        series_ref,
+                        hash,
+                        labels: spans,
+                        symbols: sym,
+                        chunk,
+                    } => {
+                        labels.clear();
+                        for &(n, v) in batch.spans.get(spans.0..spans.1).unwrap_or(&[]) {
+                            labels.push(LabelRef {
+                                name: batch.strings.get(n.0..n.1).unwrap_or(""),
+                                value: batch.strings.get(v.0..v.1).unwrap_or(""),
+                            });
+                        }
+                        if index.find(hash, &labels).is_some() || index.get(series_ref).is_some() {
+                            return Err(at(start, &format!("series {series_ref} appears twice")));
+                        }
+                        let chunk = chunk.map_err(|e| at(start, &e))?;
+                        let sym = batch.symbols.get(sym.0..sym.1).unwrap_or(&[]);
+                        let created =
+                            index.create_loaded(hash, &labels, Some(series_ref), true, Some((sym, &mut cache)));
+                        if let Some(chunk) = chunk {
+                            range.0 = range.0.min(chunk.min_time().unwrap_or(i64::MAX));
+                            range.1 = range.1.max(chunk.max_time().unwrap_or(i64::MIN));
+                            lock(&created.state).restore_open(chunk, self.policy);
+                        }
+                        series += 1;
+                    }
+                    Prepared::Tombstones => tombstones = true,
+                    Prepared::Other => {}
+                    Prepared::Undecodable(start, e) => return Err(at(start, &e)),
+                }
+            }
+            Ok(())
+        };
+        pipeline::run(workers, read, |raw| prepare(raw, &hasher), &mut apply).map_err(|e| e.to_string())?;
         if !tombstones {
             // The tombstones record is written after every series: without it the snapshot was cut short.
             return Err("no tombstones record: the snapshot is incomplete".to_owned());
         }
+        // Without `chunks_head/` chunks (a head younger than one chunk) there is nothing to attach.
         for s in index.all_series() {
+            if mapped.is_empty() {
+                break;
+            }
             if let Some(chunks) = mapped.remove(&s.series_ref) {
                 if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
                     range.0 = range.0.min(first.min_time);
                     range.1 = range.1.max(last.max_time);
                 }
-                stats.orphan_mmapped_chunks += lock(&s.state).attach_mapped(chunks, &self.chunks) as u64;
+                stats.orphan_mmapped_chunks += lock(&s.state).attach_mapped(chunks) as u64;
             }
         }
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
@@ -349,6 +368,95 @@ impl Head {
         }
         Ok(series)
     }
+}
+
+/// A snapshot record as a worker leaves it: decoded, hashed, its open chunk decoded and checked.
+enum Prepared {
+    Series {
+        /// Where the record starts, for error messages.
+        start: Position,
+        series_ref: u64,
+        /// [`hash_labels`] of its labels.
+        hash: u64,
+        /// Its labels: `PreparedBatch::spans[.0...1]`.
+        labels: (usize, usize),
+        /// Its symbol hashes: `PreparedBatch::symbols[.0...1]`.
+        symbols: (usize, usize),
+        /// Its open chunk, or why it is unusable.
+        chunk: Result<Option<XorChunk>, String>,
+    },
+    Tombstones,
+    Other,
+    Undecodable(Position, String),
+}
+
+/// Byte range of a string in `PreparedBatch::strings`.
+type Span = (usize, usize);
+
+/// A batch of snapshot records prepared on a worker. Label strings are copied into one buffer, so the
+/// applying thread neither decodes nor validates UTF-8 again.
+struct PreparedBatch {
+    records: Vec<Prepared>,
+    strings: String,
+    /// (name, value) of every label of the batch.
+    spans: Vec<(Span, Span)>,
+    symbols: Vec<u64>,
+}
+
+fn prepare(raw: RawBatch, hasher: &std::hash::RandomState) -> PreparedBatch {
+    let mut out = PreparedBatch {
+        records: Vec::new(),
+        strings: String::new(),
+        spans: Vec::new(),
+        symbols: Vec::new(),
+    };
+    for (rec, start) in raw.records() {
+        let prepared = match snap::decode(rec) {
+            Ok(SnapshotRecord::Series(s)) => {
+                let from = (out.spans.len(), out.symbols.len());
+                symbol_hashes(hasher, &s.labels, &mut out.symbols);
+                for l in &s.labels {
+                    let n = push_str(&mut out.strings, l.name);
+                    let v = push_str(&mut out.strings, l.value);
+                    out.spans.push((n, v));
+                }
+                Prepared::Series {
+                    start,
+                    series_ref: s.series_ref,
+                    hash: hash_labels(&s.labels),
+                    labels: (from.0, out.spans.len()),
+                    symbols: (from.1, out.symbols.len()),
+                    chunk: s.chunk.map(|c| open_chunk(s.series_ref, &c)).transpose(),
+                }
+            }
+            Ok(SnapshotRecord::Tombstones(_)) => Prepared::Tombstones,
+            Ok(SnapshotRecord::Other(_)) => Prepared::Other,
+            Err(e) => Prepared::Undecodable(start, e.to_string()),
+        };
+        out.records.push(prepared);
+    }
+    out
+}
+
+fn push_str(buf: &mut String, s: &str) -> Span {
+    let start = buf.len();
+    buf.push_str(s);
+    (start, buf.len())
+}
+
+/// Decodes a snapshot's open chunk, checking it against the record's time range.
+fn open_chunk(series_ref: u64, c: &SnapshotChunk<'_>) -> Result<XorChunk, String> {
+    let chunk = XorChunk::from_bytes(c.data).map_err(|e| e.to_string())?;
+    if chunk.min_time() != Some(c.min_time) || chunk.max_time() != Some(c.max_time) {
+        return Err(format!(
+            "open chunk of series {series_ref} spans {:?}..{:?}, the record says {}..{}",
+            chunk.min_time(),
+            chunk.max_time(),
+            c.min_time,
+            c.max_time
+        ));
+    }
+    Ok(chunk)
 }
 
 #[cfg(test)]
