@@ -205,6 +205,12 @@ mod tests {
         assert_eq!((s.min_time_ms, s.max_time_ms), (Some(1000), Some(2000)));
         assert!(s.wal_bytes > 0, "the WAL holds the pushed records: {s:?}");
         assert_eq!(s.wal_segments, 1);
+        let b_wal = ing.tenant_stats(&b).await.unwrap().wal_bytes;
+        assert_eq!(
+            ing.metrics.wal_bytes_written.get(),
+            s.wal_bytes + b_wal,
+            "heddle_ingester_wal_written_bytes_total counts every byte both WALs hold"
+        );
         assert_eq!(s.samples_per_second, 0.0, "no rate snapshot yet");
         assert_eq!(s.blocks_pending_upload, 0, "no bucket: nothing to upload");
         // The blocks loop's snapshot 10 s ago saw none of the two samples.

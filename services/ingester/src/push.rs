@@ -80,6 +80,7 @@ impl Ingester {
         self.metrics.ingested_samples.inc_by(outcome.samples_appended);
         self.metrics.deduplicated_samples.inc_by(outcome.samples_deduplicated);
         self.metrics.series_created.inc_by(outcome.series_created);
+        self.metrics.wal_bytes_written.inc_by(outcome.wal_bytes);
         self.metrics.memory_series.inc_by(outcome.series_created as i64);
         for e in &outcome.errors {
             self.discarded

@@ -114,6 +114,8 @@ pub struct AppendOutcome {
     pub samples_deduplicated: u64,
     /// Series this call created.
     pub series_created: u64,
+    /// Bytes this call wrote to the WAL (record framing, compression and page padding included).
+    pub wal_bytes: u64,
     /// Series with rejected samples.
     pub errors: Vec<SeriesAppendError>,
 }
@@ -245,7 +247,9 @@ impl Head {
                 record::encode_samples(part, buf);
             }
             let records: Vec<&[u8]> = app.records[..used].iter().map(Vec::as_slice).collect();
+            let before = wal.bytes_written();
             wal.log(&records)?;
+            out.wal_bytes = wal.bytes_written().saturating_sub(before);
             for (series_ref, index) in &to_log {
                 if let Some(Some(s)) = resolved.get(*index) {
                     debug_assert_eq!(s.series_ref, *series_ref);

@@ -696,3 +696,27 @@ mod model {
         }
     }
 }
+
+#[test]
+fn append_reports_the_wal_bytes_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    let first = push(&head, &[("__name__", "up"), ("job", "a")], &[(1000, 1.0), (2000, 2.0)]);
+    let second = push(&head, &[("__name__", "up"), ("job", "a")], &[(3000, 3.0)]);
+    assert!(
+        first.wal_bytes > second.wal_bytes,
+        "the first also logs the series record"
+    );
+    assert!(second.wal_bytes > 0);
+    let on_disk: u64 = std::fs::read_dir(dir.path().join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    assert_eq!(
+        first.wal_bytes + second.wal_bytes,
+        on_disk,
+        "every byte in the segment came from these appends"
+    );
+}
