@@ -209,6 +209,11 @@ fn snapshot_load_with_several_workers_matches_one() {
 
 /// The loader's shortcuts (pre-computed hashes, [`index::LoadCache`]) build the index that one-by-one
 /// creation builds, also when cache slots collide and are evicted (more distinct values than slots).
+
+/// Labels `a`, `b`, `c` with the three values.
+fn abc(v: &[String; 3]) -> [LabelRef<'_>; 3] {
+    [("a", 0), ("b", 1), ("c", 2)].map(|(name, k)| LabelRef { name, value: &v[k] })
+}
 #[test]
 fn loaded_index_matches_one_by_one_creation() {
     let vals: Vec<[String; 3]> = (0..9000usize)
@@ -220,20 +225,7 @@ fn loaded_index_matches_one_by_one_creation() {
     let hasher = loaded.symbols.hasher().clone();
     let mut hashes = Vec::new();
     for (i, v) in vals.iter().enumerate() {
-        let labels = [
-            LabelRef {
-                name: "a",
-                value: &v[0],
-            },
-            LabelRef {
-                name: "b",
-                value: &v[1],
-            },
-            LabelRef {
-                name: "c",
-                value: &v[2],
-            },
-        ];
+        let labels = abc(v);
         let h = index::hash_labels(&labels);
         let r = Some(i as u64 * 3 + 1);
         plain.create(h, &labels, r, true);
@@ -252,20 +244,7 @@ fn loaded_index_matches_one_by_one_creation() {
             };
             assert_eq!(get(&plain), get(&loaded), "postings of {n}={val}");
         }
-        let labels = [
-            LabelRef {
-                name: "a",
-                value: &v[0],
-            },
-            LabelRef {
-                name: "b",
-                value: &v[1],
-            },
-            LabelRef {
-                name: "c",
-                value: &v[2],
-            },
-        ];
+        let labels = abc(v);
         let h = index::hash_labels(&labels);
         let found = |ix: &index::HeadIndex| ix.find(h, &labels).map(|s| (s.series_ref, ix.labels_of(s)));
         assert_eq!(found(&plain), found(&loaded), "series {}", v[0]);
