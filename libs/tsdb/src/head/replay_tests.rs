@@ -207,13 +207,13 @@ fn snapshot_load_with_several_workers_matches_one() {
     check_worker_counts(dir.path(), "snapshot load");
 }
 
-/// The loader's shortcuts (pre-computed hashes, [`index::LoadCache`]) build the index that one-by-one
-/// creation builds, also when cache slots collide and are evicted (more distinct values than slots).
-
 /// Labels `a`, `b`, `c` with the three values.
 fn abc(v: &[String; 3]) -> [LabelRef<'_>; 3] {
     [("a", 0), ("b", 1), ("c", 2)].map(|(name, k)| LabelRef { name, value: &v[k] })
 }
+
+/// The loader's shortcuts (pre-computed hashes, [`index::LoadCache`]) build the index that one-by-one
+/// creation builds, also when cache slots collide and are evicted (more distinct values than slots).
 #[test]
 fn loaded_index_matches_one_by_one_creation() {
     let vals: Vec<[String; 3]> = (0..9000usize)
