@@ -25,7 +25,7 @@ use bytes::Bytes;
 use memmap2::Mmap;
 
 pub use scan::ChunksHeadCorruption;
-pub(crate) use scan::{ScanReport, scan};
+pub(crate) use scan::{ChunksBySeries, ScanReport, scan};
 
 use crate::error::TsdbError;
 use crate::file::{DurableFile, FileCreator, sync_dir, write_all};

@@ -10,7 +10,7 @@
 
 mod append;
 mod compact;
-mod idhash;
+pub(crate) mod idhash;
 mod index;
 mod pipeline;
 pub(crate) mod postings;

@@ -6,7 +6,6 @@
 //! labels already have a series maps its ref onto that series. Records that do not decode are skipped and
 //! counted rather than stopping the start (the WAL layer already cut any torn or CRC-corrupt tail).
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,7 +18,6 @@ use super::index::{LoadCache, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
 use super::series::{MemSeries, Verdict};
 use super::{Head, lock, read, write};
-use crate::chunks_head::MappedChunk;
 use crate::error::TsdbError;
 use crate::record::{self, Record, RefSample, RefSeries};
 
@@ -85,7 +83,7 @@ impl Head {
         &self,
         wal_dir: &Path,
         from: Option<heddle_wal::Position>,
-        mut mapped: HashMap<u64, Vec<MappedChunk>>,
+        mut mapped: crate::chunks_head::ChunksBySeries,
         stats: &mut ReplayStats,
         workers: usize,
     ) -> Result<(), TsdbError> {
@@ -165,7 +163,7 @@ impl Head {
         series: DecodedSeries,
         cache: &mut LoadCache,
         aliases: &mut IdMap<u64, u64>,
-        mapped: &mut HashMap<u64, Vec<MappedChunk>>,
+        mapped: &mut crate::chunks_head::ChunksBySeries,
         stats: &mut ReplayStats,
     ) {
         let mut index = write(&self.index);

@@ -12,7 +12,6 @@
 //! checkpoint + `chunks_head/` + full WAL replay is always right, while a stale snapshot would disagree with
 //! chunks cut after it.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -23,7 +22,6 @@ use super::index::{HeadIndex, LoadCache, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
 use super::{Head, lock, read, write};
 use crate::chunkenc::XorChunk;
-use crate::chunks_head::MappedChunk;
 use crate::error::TsdbError;
 use crate::file::sync_dir;
 use crate::record::snapshot::{self as snap, SnapshotChunk, SnapshotRecord};
@@ -234,7 +232,7 @@ impl Head {
     /// logged) and the index is left empty, so the WAL rebuilds everything.
     pub(super) fn load_snapshot(
         &self,
-        mapped: &mut HashMap<u64, Vec<MappedChunk>>,
+        mapped: &mut crate::chunks_head::ChunksBySeries,
         stats: &mut super::ReplayStats,
         workers: usize,
     ) -> Result<Loaded, TsdbError> {
@@ -282,7 +280,7 @@ impl Head {
     fn read_snapshot(
         &self,
         path: &Path,
-        mapped: &mut HashMap<u64, Vec<MappedChunk>>,
+        mapped: &mut crate::chunks_head::ChunksBySeries,
         stats: &mut super::ReplayStats,
         workers: usize,
     ) -> Result<u64, String> {
