@@ -91,7 +91,31 @@ pub fn labels_of(v: &[String; 8]) -> [LabelRef<'_>; 8] {
     })
 }
 
+/// Whether `HEDDLE_BENCH_VALUES=steady` asks for [`steady_value`] instead of [`value`]'s default mix.
+fn steady_values() -> bool {
+    static STEADY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STEADY.get_or_init(|| std::env::var("HEDDLE_BENCH_VALUES").is_ok_and(|v| v == "steady"))
+}
+
+/// Values closer to a real scrape, where much is constant or counts at a steady rate: a quarter constant gauges
+/// (`up`, info and config metrics), a quarter counters at a constant rate, a quarter counters with jittered
+/// increments, a quarter random two-decimal gauges (the default mix has a third of those).
+pub fn steady_value(i: usize, round: i64) -> f64 {
+    let x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (round as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    match i % 4 {
+        0 => (i % 10) as f64,
+        1 => (round * (i as i64 % 7 + 1)) as f64,
+        2 => (round * 100) as f64 + (x % 3) as f64,
+        _ => ((x % 100_000) as f64) / 100.0,
+    }
+}
+
+/// Value of series `i` at `round`: [`steady_value`] with `HEDDLE_BENCH_VALUES=steady`, else a third two-decimal
+/// random gauges and two thirds counters growing by a varying step.
 pub fn value(i: usize, round: i64) -> f64 {
+    if steady_values() {
+        return steady_value(i, round);
+    }
     let x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (round as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     if i.is_multiple_of(3) {
         // Gauge with two decimals.
