@@ -2,7 +2,7 @@
 
 use heddle_model::{LabelRef, Sample};
 
-use super::test_support::all_samples;
+use super::test_support::{all_samples, append_each};
 use super::*;
 
 fn fill(head: &Head, series: usize, samples: i64) {
@@ -20,12 +20,7 @@ fn fill(head: &Head, series: usize, samples: i64) {
         let samples: Vec<[Sample; 1]> = (0..series)
             .map(|i| [Sample::new(round * 15_000, (round * 7 + i as i64) as f64)])
             .collect();
-        let batch: Vec<AppendSeries<'_>> = labels
-            .iter()
-            .zip(&samples)
-            .map(|(l, s)| AppendSeries { labels: l, samples: s })
-            .collect();
-        head.append(&batch).unwrap();
+        append_each(head, &labels, &samples);
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use heddle_model::{LabelRef, MatchType, Matcher, Sample};
 
-use super::test_support::all_samples;
+use super::test_support::{all_samples, append_each};
 use super::*;
 use crate::file::StdFiles;
 
@@ -33,38 +33,24 @@ fn values(i: usize) -> [String; 4] {
     ]
 }
 
+/// The labels of a series with label values `v` (an empty `opt` drops that label when appended).
+fn labels_of(v: &[String; 4]) -> [LabelRef<'_>; 5] {
+    [
+        ("__name__", "m"),
+        ("instance", &v[0]),
+        ("job", &v[1]),
+        ("opt", &v[2]),
+        ("zone", &v[3]),
+    ]
+    .map(|(name, value)| LabelRef { name, value })
+}
+
 /// Appends `rounds` rounds to `series` series; each round also retries the previous sample of some series
 /// (a duplicate) and sends an older one (rejected), so replay has to judge like appends did.
 fn fill(head: &Head, series: usize, rounds: i64) {
     let vals: Vec<[String; 4]> = (0..series).map(values).collect();
     for round in 0..rounds {
-        let labels: Vec<[LabelRef<'_>; 5]> = vals
-            .iter()
-            .map(|v| {
-                [
-                    LabelRef {
-                        name: "__name__",
-                        value: "m",
-                    },
-                    LabelRef {
-                        name: "instance",
-                        value: &v[0],
-                    },
-                    LabelRef {
-                        name: "job",
-                        value: &v[1],
-                    },
-                    LabelRef {
-                        name: "opt",
-                        value: &v[2],
-                    },
-                    LabelRef {
-                        name: "zone",
-                        value: &v[3],
-                    },
-                ]
-            })
-            .collect();
+        let labels: Vec<[LabelRef<'_>; 5]> = vals.iter().map(labels_of).collect();
         let samples: Vec<Vec<Sample>> = (0..series)
             .map(|i| {
                 let t = round * 15_000 + (i as i64 % 4);
@@ -75,12 +61,7 @@ fn fill(head: &Head, series: usize, rounds: i64) {
                 s
             })
             .collect();
-        let batch: Vec<AppendSeries<'_>> = labels
-            .iter()
-            .zip(&samples)
-            .map(|(l, s)| AppendSeries { labels: l, samples: s })
-            .collect();
-        head.append(&batch).unwrap();
+        append_each(head, &labels, &samples);
     }
 }
 
@@ -132,28 +113,7 @@ fn check_worker_counts(dir: &Path, name: &str) {
         let seen = observe(&head);
         let next = {
             let l = values(3);
-            let labels = [
-                LabelRef {
-                    name: "__name__",
-                    value: "m",
-                },
-                LabelRef {
-                    name: "instance",
-                    value: &l[0],
-                },
-                LabelRef {
-                    name: "job",
-                    value: &l[1],
-                },
-                LabelRef {
-                    name: "opt",
-                    value: &l[2],
-                },
-                LabelRef {
-                    name: "zone",
-                    value: &l[3],
-                },
-            ];
+            let labels = labels_of(&l);
             let newest = seen
                 .0
                 .iter()

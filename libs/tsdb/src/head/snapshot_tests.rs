@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use heddle_model::{LabelRef, Sample};
 
-use super::test_support::all_samples;
+use super::test_support::{all_samples, append_each};
 use super::*;
 
 fn fill(head: &Head, series: usize, from: i64, rounds: i64) {
@@ -25,12 +25,7 @@ fn fill(head: &Head, series: usize, from: i64, rounds: i64) {
         let samples: Vec<[Sample; 1]> = (0..series)
             .map(|i| [Sample::new(round * 15_000, (round * 3 + i as i64) as f64 / 7.0)])
             .collect();
-        let batch: Vec<AppendSeries<'_>> = labels
-            .iter()
-            .zip(&samples)
-            .map(|(l, s)| AppendSeries { labels: l, samples: s })
-            .collect();
-        head.append(&batch).unwrap();
+        append_each(head, &labels, &samples);
     }
 }
 

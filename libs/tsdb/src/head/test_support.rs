@@ -1,7 +1,8 @@
 //! Helpers shared by the head's test modules.
 
-use super::{Head, SeriesChunks};
+use super::{AppendSeries, Head, SeriesChunks};
 use crate::chunkenc::decode_xor;
+use heddle_model::{LabelRef, Sample};
 
 /// Every sample of every series in the head, as (labels text, [(t, value bits)]), sorted by labels.
 pub(super) fn all_samples(head: &Head) -> Vec<(String, Vec<(i64, u64)>)> {
@@ -22,4 +23,21 @@ pub(super) fn samples_of(series: Vec<SeriesChunks>) -> Vec<(String, Vec<(i64, u6
             (s.labels.to_string(), v)
         })
         .collect()
+}
+
+/// Appends one batch: series `i` gets `labels[i]` and `samples[i]`.
+pub(super) fn append_each<'a, L: AsRef<[LabelRef<'a>]>, S: AsRef<[Sample]>>(
+    head: &Head,
+    labels: &'a [L],
+    samples: &'a [S],
+) {
+    let batch: Vec<AppendSeries<'_>> = labels
+        .iter()
+        .zip(samples)
+        .map(|(l, s)| AppendSeries {
+            labels: l.as_ref(),
+            samples: s.as_ref(),
+        })
+        .collect();
+    head.append(&batch).unwrap();
 }

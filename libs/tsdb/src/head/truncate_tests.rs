@@ -2,7 +2,7 @@
 
 use heddle_model::{LabelRef, Sample};
 
-use super::test_support::all_samples;
+use super::test_support::{all_samples, append_each};
 use super::*;
 
 const H2: i64 = 7_200_000;
@@ -34,12 +34,7 @@ fn fill(head: &Head, from: i64, rounds: i64) {
         let samples: Vec<[Sample; 1]> = (0..names.len())
             .map(|i| [Sample::new(round * 15_000, (round + i as i64) as f64)])
             .collect();
-        let batch: Vec<AppendSeries<'_>> = labels
-            .iter()
-            .zip(&samples)
-            .map(|(l, s)| AppendSeries { labels: l, samples: s })
-            .collect();
-        head.append(&batch).unwrap();
+        append_each(head, &labels, &samples);
     }
 }
 
