@@ -3,11 +3,11 @@
 //! valid series of a partly invalid request are still stored while whole-request refusals store nothing.
 
 use heddle_model::{METRIC_NAME, TENANT_HEADER};
-use heddle_proto::prometheus::{Label, MetricMetadata, Sample, TimeSeries, WriteRequest};
+use heddle_proto::prometheus::{MetricMetadata, TimeSeries, WriteRequest};
 use heddle_testkit::codec::{encode_write_request, snappy_compress};
-use heddle_testkit::{HeddleOptions, HeddleProcess, ReadClient, ReadMode, eq, http_client, query};
+use heddle_testkit::{HeddleOptions, HeddleProcess, ReadClient, ReadMode, eq, http_client, now_ms, query};
 use prost::Message;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const TENANT: &str = "t1";
 const MAX_RECV: usize = 64 * 1024;
@@ -17,27 +17,8 @@ const MAX_NAME_LEN: usize = 32;
 const MAX_VALUE_LEN: usize = 64;
 const PROTOBUF: &str = "application/x-protobuf";
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 fn series(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> TimeSeries {
-    TimeSeries {
-        labels: labels
-            .iter()
-            .map(|(n, v)| Label {
-                name: (*n).to_owned(),
-                value: (*v).to_owned(),
-            })
-            .collect(),
-        samples: samples
-            .iter()
-            .map(|&(timestamp, value)| Sample { value, timestamp })
-            .collect(),
-        ..Default::default()
-    }
+    heddle_testkit::timeseries(labels, samples)
 }
 
 fn body(ts: Vec<TimeSeries>) -> Vec<u8> {

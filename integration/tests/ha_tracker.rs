@@ -7,22 +7,16 @@
 //! series without the replica label.
 
 use heddle_model::{Labels, Sample};
-use heddle_proto::prometheus::{Label, Sample as PbSample, TimeSeries, WriteRequest};
+use heddle_proto::prometheus::WriteRequest;
 use heddle_testkit::{
-    Cluster, ClusterOptions, Node, ReadClient, ReadMode, eq, http_client, http_get, push, query, wait_until,
+    Cluster, ClusterOptions, Node, ReadClient, ReadMode, eq, http_client, http_get, now_ms, push, query, timeseries,
+    wait_until,
 };
 use std::time::{Duration, Instant};
 
 const FAILOVER: Duration = Duration::from_secs(3);
 /// How often a distributor republishes the elected replica's last-sample time.
 const UPDATE: Duration = Duration::from_secs(1);
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as i64
-}
 
 fn request(replica: &str, t: i64, v: f64) -> WriteRequest {
     let labels = [
@@ -32,17 +26,7 @@ fn request(replica: &str, t: i64, v: f64) -> WriteRequest {
         ("job", "ha"),
     ];
     WriteRequest {
-        timeseries: vec![TimeSeries {
-            labels: labels
-                .iter()
-                .map(|(n, v)| Label {
-                    name: (*n).into(),
-                    value: (*v).into(),
-                })
-                .collect(),
-            samples: vec![PbSample { value: v, timestamp: t }],
-            ..TimeSeries::default()
-        }],
+        timeseries: vec![timeseries(&labels, &[(t, v)])],
         ..WriteRequest::default()
     }
 }

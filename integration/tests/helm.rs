@@ -17,8 +17,10 @@ mod local;
 #[path = "helm/support.rs"]
 mod support;
 
-use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
-use heddle_testkit::{HeddleOptions, HeddleProcess, cargo_bin, http_client, http_get, push, run_bounded, wait_until};
+use heddle_proto::prometheus::WriteRequest;
+use heddle_testkit::{
+    HeddleOptions, HeddleProcess, cargo_bin, http_client, http_get, now_ms, push, run_bounded, timeseries, wait_until,
+};
 use local::{LocalDeployment, get_admin, prepared, run_pre_stop, wait_ring};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -587,31 +589,11 @@ fn the_prestop_hook_makes_an_ingester_leave_the_ring_while_a_plain_stop_keeps_it
 }
 
 fn one_sample_request() -> WriteRequest {
-    let now_ms = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis(),
-    )
-    .expect("time fits i64");
     WriteRequest {
-        timeseries: vec![TimeSeries {
-            labels: vec![
-                Label {
-                    name: "__name__".into(),
-                    value: "helm_chart_test".into(),
-                },
-                Label {
-                    name: "job".into(),
-                    value: "helm".into(),
-                },
-            ],
-            samples: vec![Sample {
-                value: 1.0,
-                timestamp: now_ms,
-            }],
-            ..TimeSeries::default()
-        }],
+        timeseries: vec![timeseries(
+            &[("__name__", "helm_chart_test"), ("job", "helm")],
+            &[(now_ms(), 1.0)],
+        )],
         ..WriteRequest::default()
     }
 }
@@ -634,27 +616,8 @@ fn alerts_and_dashboard_use_only_metrics_heddle_exports() {
         ..HeddleOptions::default()
     })
     .expect("start heddle");
-    let now_ms = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis(),
-    )
-    .expect("time fits i64");
-    let series = |labels: &[(&str, &str)]| TimeSeries {
-        labels: labels
-            .iter()
-            .map(|(n, v)| Label {
-                name: (*n).into(),
-                value: (*v).into(),
-            })
-            .collect(),
-        samples: vec![Sample {
-            value: 1.0,
-            timestamp: now_ms,
-        }],
-        ..TimeSeries::default()
-    };
+    let now_ms = now_ms();
+    let series = |labels: &[(&str, &str)]| timeseries(labels, &[(now_ms, 1.0)]);
     let req = WriteRequest {
         timeseries: vec![
             series(&[("__name__", "up"), ("job", "helm")]),

@@ -8,12 +8,12 @@
 use heddle_model::{Labels, METRIC_NAME, Sample};
 use heddle_testkit::{
     HeddleOptions, HeddleProcess, ManagedProcess, ReadClient, ReadMode, SeriesSamples, eq, free_port, http_client,
-    prometheus_tool, query, wait_until_async,
+    now_ms, prometheus_tool, query, wait_until_async,
 };
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const SELF_JOB: &str = "prometheus-self";
 
@@ -46,12 +46,6 @@ impl Prometheus {
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Percent-encodes a query-string value.

@@ -18,12 +18,12 @@
 use heddle_testkit::promtool::{Dump, check, parse_dump};
 use heddle_testkit::s3::S3Server;
 use heddle_testkit::{
-    HeddleOptions, HeddleProcess, ReadClient, ReadMode, SeriesGen, copy_dir, eq, http_client, prometheus_tool, push,
-    query, run_bounded, wait_until,
+    HeddleOptions, HeddleProcess, ReadClient, ReadMode, SeriesGen, copy_dir, eq, http_client, now_ms, prometheus_tool,
+    push, query, run_bounded, wait_until,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const SERIES: usize = 60;
 const METRICS: usize = 6;
@@ -35,10 +35,6 @@ const TENANT: &str = "anonymous";
 const JOB: &str = "shipping";
 const WAIT: Duration = Duration::from_secs(60);
 const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
 
 /// A workload starting at a block-range boundary six hours ago, so its blocks are predictable.
 fn workload(seed: u64) -> SeriesGen {

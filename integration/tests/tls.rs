@@ -8,10 +8,10 @@ use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
 use heddle_proto::transport::{ClientTls, grpc_endpoint};
 use heddle_testkit::{
     Cluster, ClusterOptions, CommandOutput, HeddleOptions, HeddleProcess, ReadClient, ReadMode, TestPki, cargo_bin, eq,
-    free_port, http_client, push, query, run_bounded,
+    free_port, http_client, now_ms, push, query, run_bounded,
 };
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -167,10 +167,6 @@ fn sample_request(name: &str, ts: i64) -> WriteRequest {
         }],
         ..Default::default()
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 fn tls_cluster(pki: &TestPki, ingester_client_tls: bool) -> Cluster {

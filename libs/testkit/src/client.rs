@@ -101,6 +101,31 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
+/// Wall-clock milliseconds since the Unix epoch (0 before 1970), for sample timestamps "now".
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A remote-write series with `labels` (in the given order) and `(timestamp, value)` samples.
+pub fn timeseries(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> TimeSeries {
+    TimeSeries {
+        labels: labels
+            .iter()
+            .map(|&(name, value)| heddle_proto::prometheus::Label {
+                name: name.to_owned(),
+                value: value.to_owned(),
+            })
+            .collect(),
+        samples: samples
+            .iter()
+            .map(|&(timestamp, value)| heddle_proto::prometheus::Sample { value, timestamp })
+            .collect(),
+        ..TimeSeries::default()
+    }
+}
+
 /// An equality matcher.
 pub fn eq(name: &str, value: &str) -> LabelMatcher {
     matcher(MatcherType::Eq, name, value)

@@ -32,7 +32,10 @@ mod wait;
 pub mod xor;
 
 pub use cargo::{WORKSPACE_BINS, cargo_bin, workspace_root};
-pub use client::{PushOutcome, ReadClient, ReadMode, SeriesSamples, eq, http_client, matcher, push, push_body, query};
+pub use client::{
+    PushOutcome, ReadClient, ReadMode, SeriesSamples, eq, http_client, matcher, now_ms, push, push_body, query,
+    timeseries,
+};
 pub use cluster::{Cluster, ClusterOptions, Node, Role};
 pub use command::{CommandOutput, run_bounded, run_loadtest};
 pub use endpoints::Endpoints;
