@@ -27,9 +27,6 @@ FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/
 USER 65532:65532
 WORKDIR /data
-# glibc otherwise keeps the memory of large requests that heddle has freed (docs/arena-memory.md: steady RSS
-# 2.56x the baseline with the defaults, 1.19x with these two settings).
-ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576
 # HTTP (remote write/read, /ready, /metrics), gRPC (ingesters, admin), gossip.
 EXPOSE 8080 9095 7946/udp
 ENTRYPOINT ["/usr/local/bin/heddle"]

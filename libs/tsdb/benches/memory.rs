@@ -24,6 +24,10 @@ use heddle_tsdb::{Head, HeadOptions};
 mod workload;
 use workload::{append_rounds, cpu_seconds, dir_bytes, env, rss_bytes, series_values};
 
+/// The allocator the `heddle` binary ships with: RSS and restart times depend on it.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Set in the child process that opens the head in this directory and reports how long it took.
 const OPEN_DIR_ENV: &str = "HEDDLE_BENCH_OPEN_DIR";
 
