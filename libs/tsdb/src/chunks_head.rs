@@ -83,30 +83,44 @@ struct Writer {
 
 impl ChunkDiskMapper {
     /// Opens `dir` after [`scan`] repaired it: maps every file; writes go to a new file after the last one.
+    #[cfg(test)]
     pub(crate) fn open(
         dir: &Path,
         max_file_size: u64,
         files: Arc<dyn FileCreator>,
         scanned: &ScanReport,
     ) -> Result<Self, TsdbError> {
-        let mut maps = BTreeMap::new();
-        for &seq in &scanned.files {
-            let path = file_path(dir, seq);
-            maps.insert(seq, Arc::new(map_file(&path)?));
-        }
-        let writer = Writer {
-            last_seq: scanned.files.last().copied().unwrap_or(0),
-            file_maxt: scanned.file_maxt.clone(),
-            ..Writer::default()
-        };
-        Ok(Self {
+        let mapper = Self::new(dir, max_file_size, files);
+        mapper.adopt(scanned)?;
+        Ok(mapper)
+    }
+
+    /// A mapper of `dir` that knows no file yet: [`Self::adopt`] gives it what [`scan`] found, before any chunk
+    /// is written or read (so the scan can run while a snapshot loads).
+    pub(crate) fn new(dir: &Path, max_file_size: u64, files: Arc<dyn FileCreator>) -> Self {
+        Self {
             dir: dir.to_path_buf(),
             max_file_size: max_file_size.clamp(FILE_HEADER_LEN as u64 + 64, u64::from(u32::MAX)),
             files,
-            writer: Mutex::new(writer),
+            writer: Mutex::new(Writer::default()),
             active: AtomicU64::new(0),
-            maps: RwLock::new(maps),
-        })
+            maps: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// Maps the files `scanned` kept; new chunks go to a file after the last one.
+    pub(crate) fn adopt(&self, scanned: &ScanReport) -> Result<(), TsdbError> {
+        let mut maps = BTreeMap::new();
+        for &seq in &scanned.files {
+            let path = file_path(&self.dir, seq);
+            maps.insert(seq, Arc::new(map_file(&path)?));
+        }
+        *write(&self.maps) = maps;
+        let mut w = lock(&self.writer);
+        debug_assert!(w.file.is_none() && w.seq == 0, "adopt before any write");
+        w.last_seq = scanned.files.last().copied().unwrap_or(0);
+        w.file_maxt = scanned.file_maxt.clone();
+        Ok(())
     }
 
     /// Appends a chunk of series `series_ref` and returns its reference. The chunk is readable at once; it

@@ -160,8 +160,6 @@ impl Head {
         })?;
         let started = std::time::Instant::now();
         let chunks_dir = dir.join(CHUNKS_HEAD_DIR);
-        let scanned = crate::chunks_head::scan(&chunks_dir)?;
-        let chunks = ChunkDiskMapper::open(&chunks_dir, opts.chunks_head_file_size, files, &scanned)?;
         let head = Head {
             dir: dir.to_path_buf(),
             policy: CutPolicy {
@@ -171,7 +169,7 @@ impl Head {
             wal_compression: opts.wal_compression,
             min_valid_time: AtomicI64::new(opts.min_valid_time),
             index: RwLock::new(HeadIndex::new()),
-            chunks,
+            chunks: ChunkDiskMapper::new(&chunks_dir, opts.chunks_head_file_size, files),
             appender: Mutex::new(Appender::default()),
             compacting: Mutex::new(()),
             num_series: AtomicU64::new(0),
@@ -180,21 +178,32 @@ impl Head {
             max_time: AtomicI64::new(i64::MIN),
         };
         let wal_dir = dir.join(WAL_DIR);
-        let mut stats = ReplayStats {
-            mmapped_chunks: scanned.num_chunks,
-            chunks_head_repaired: scanned.corruption.clone(),
-            ..ReplayStats::default()
-        };
+        let mut stats = ReplayStats::default();
+        // The `chunks_head/` scan (reading and checking every chunk) runs beside the snapshot load, which needs
+        // its chunks only once every series exists.
+        let (scanned, loaded) = std::thread::scope(|scope| {
+            let scan = std::thread::Builder::new()
+                .name("chunks-head-scan".to_owned())
+                .spawn_scoped(scope, || crate::chunks_head::scan(&chunks_dir))
+                .map_err(|source| TsdbError::Io {
+                    path: chunks_dir.clone(),
+                    source,
+                })?;
+            let loaded = head.load_snapshot(&mut stats, workers);
+            let scanned = scan.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            Ok::<_, TsdbError>((scanned?, loaded?))
+        })?;
+        head.chunks.adopt(&scanned)?;
+        stats.mmapped_chunks = scanned.num_chunks;
+        stats.chunks_head_repaired = scanned.corruption.clone();
         let mut mapped = scanned.chunks;
         if opts.min_valid_time > i64::MIN {
-            for chunks in mapped.values_mut() {
-                let before = chunks.len();
-                chunks.retain(|c| c.max_time >= opts.min_valid_time);
-                stats.mmapped_chunks_before_min_valid_time += (before - chunks.len()) as u64;
-            }
-            mapped.retain(|_, c| !c.is_empty());
+            stats.mmapped_chunks_before_min_valid_time +=
+                mapped.drop_unless(|c| c.max_time >= opts.min_valid_time) as u64;
         }
-        let loaded = head.load_snapshot(&mut mapped, &mut stats, workers)?;
+        if loaded.position.is_some() {
+            head.attach_loaded_chunks(&mut mapped, &mut stats);
+        }
         head.replay_wal(&wal_dir, loaded.position, mapped, &mut stats, workers)?;
         tracing::info!(
             dir = %dir.display(),

@@ -60,14 +60,14 @@ fn written_chunks_read_back_before_and_after_flush_and_reopen() {
     assert!(scanned.corruption.is_none());
     assert_eq!(scanned.num_chunks, 100);
     for series in 1..=5u64 {
-        let listed: Vec<u64> = scanned.chunks[&series].iter().map(|c| c.chunk_ref).collect();
+        let listed: Vec<u64> = scanned.chunks.of(series).iter().map(|c| c.chunk_ref).collect();
         let want: Vec<u64> = refs
             .iter()
             .filter(|(i, _)| i % 5 + 1 == series)
             .map(|(_, r)| *r)
             .collect();
         assert_eq!(listed, want, "series {series}");
-        for c in &scanned.chunks[&series] {
+        for c in &scanned.chunks.of(series) {
             let (i, _) = refs.iter().find(|(_, r)| *r == c.chunk_ref).unwrap();
             assert_eq!((c.min_time, c.max_time), (*i as i64 * 10, *i as i64 * 10 + 9));
         }
@@ -163,7 +163,7 @@ fn corruption_is_cut_off_precisely() {
 
         let (m, scanned) = open(dir.path(), 4096);
         let kept: Vec<u64> = {
-            let mut all: Vec<u64> = scanned.chunks.values().flatten().map(|c| c.chunk_ref).collect();
+            let mut all: Vec<u64> = scanned.chunks.iter().map(|(_, c)| c.chunk_ref).collect();
             all.sort_unstable();
             all
         };
@@ -332,4 +332,85 @@ fn a_failed_write_leaves_the_file_at_a_chunk_boundary_and_is_retried() {
     let scanned = scan(dir.path()).unwrap();
     assert!(scanned.corruption.is_none());
     assert_eq!(scanned.num_chunks, 40);
+}
+
+/// Chunks come back grouped by series in file order, each series once, and the count of those not taken is
+/// what orphan accounting reads.
+#[test]
+fn chunks_by_series_hands_each_series_its_chunks_once() {
+    let c = |seq: u32, offset: u32, t: i64| super::MappedChunk {
+        chunk_ref: super::format::chunk_ref(seq, offset),
+        min_time: t,
+        max_time: t + 9,
+    };
+    // File order: series 9, 3, 9, 5, 3 (as chunks of different series interleave in a file).
+    let mut by = super::ChunksBySeries::new(vec![
+        (9, c(1, 8, 0)),
+        (3, c(1, 40, 0)),
+        (9, c(1, 80, 10)),
+        (5, c(2, 8, 10)),
+        (3, c(2, 40, 10)),
+        (7, c(2, 80, 0)),
+    ]);
+    assert_eq!(by.len(), 6);
+    assert_eq!(by.take(3), Some(vec![c(1, 40, 0), c(2, 40, 10)]));
+    assert_eq!(by.take(3), None, "taken once");
+    assert_eq!(by.take(4), None, "no chunks");
+    assert_eq!(by.len(), 4);
+    assert_eq!(
+        by.drop_unless(|c| c.max_time >= 10),
+        2,
+        "series 7's and 9's first chunks end before 10"
+    );
+    let offered = Mutex::new(Vec::new());
+    by.take_each(2, |s, chunks| {
+        offered.lock().unwrap().push((s, chunks.to_vec()));
+        s == 9
+    });
+    let mut offered = offered.into_inner().unwrap();
+    offered.sort_unstable_by_key(|(s, _)| *s);
+    assert_eq!(
+        offered,
+        vec![(5, vec![c(2, 8, 10)]), (9, vec![c(1, 80, 10)])],
+        "each series once, taken ones skipped"
+    );
+    assert_eq!(by.len(), 1, "series 5 was refused and stays");
+    assert_eq!(by.take(9), None);
+    assert_eq!(by.take(5), Some(vec![c(2, 8, 10)]));
+    assert!(by.iter().next().is_none());
+}
+
+/// Split over any number of threads, every series is offered exactly once with all its chunks.
+#[test]
+fn chunks_by_series_take_each_offers_every_series_once_on_any_thread_count() {
+    let chunks: Vec<(u64, super::MappedChunk)> = (0..3000u32)
+        .map(|i| {
+            let series = u64::from(i.wrapping_mul(2_654_435_761) % 500);
+            let chunk = super::MappedChunk {
+                chunk_ref: super::format::chunk_ref(1 + i / 1000, 8 + (i % 1000) * 40),
+                min_time: i64::from(i),
+                max_time: i64::from(i),
+            };
+            (series, chunk)
+        })
+        .collect();
+    for threads in [1, 2, 3, 7, 600] {
+        let mut by = super::ChunksBySeries::new(chunks.clone());
+        let offered = Mutex::new(Vec::new());
+        by.take_each(threads, |s, c| {
+            offered
+                .lock()
+                .unwrap()
+                .push((s, c.iter().map(|c| c.min_time).collect::<Vec<_>>()));
+            true
+        });
+        let mut offered = offered.into_inner().unwrap();
+        offered.sort_unstable();
+        let mut want: std::collections::BTreeMap<u64, Vec<i64>> = Default::default();
+        for (s, c) in &chunks {
+            want.entry(*s).or_default().push(c.min_time);
+        }
+        assert_eq!(offered, want.into_iter().collect::<Vec<_>>(), "threads={threads}");
+        assert_eq!(by.len(), 0, "threads={threads}");
+    }
 }

@@ -153,7 +153,7 @@ impl Head {
         stats.wal_segments = report.segments;
         stats.wal_bytes = report.bytes;
         stats.wal_repaired = report.repaired;
-        stats.orphan_mmapped_chunks += mapped.values().map(|c| c.len() as u64).sum::<u64>();
+        stats.orphan_mmapped_chunks += mapped.len() as u64;
         self.note_samples(shard_stats.samples, shard_stats.range.0, shard_stats.range.1);
         Ok(())
     }
@@ -187,9 +187,9 @@ impl Head {
                 .get(series.symbol_ranges[i].0..series.symbol_ranges[i].1)
                 .unwrap_or(&[]);
             let created = index.create_loaded(hash, &labels, Some(rec.series_ref), true, Some((sym, &mut *cache)));
-            if let Some(chunks) = mapped.remove(&rec.series_ref) {
+            if let Some(chunks) = mapped.take(rec.series_ref) {
                 let (lo, hi) = (chunks.first().map(|c| c.min_time), chunks.last().map(|c| c.max_time));
-                stats.orphan_mmapped_chunks += lock(&created.state).attach_mapped(chunks) as u64;
+                stats.orphan_mmapped_chunks += lock(&created.state).attach_mapped(&chunks) as u64;
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     self.min_time.fetch_min(lo, Ordering::Relaxed);
                     self.max_time.fetch_max(hi, Ordering::Relaxed);

@@ -186,17 +186,13 @@ impl SeriesState {
     /// Gives a series its chunks found in `chunks_head/` at startup. With an open chunk (restored from a
     /// snapshot) only the chunks that end before it are kept; returns how many were dropped. Without one, the
     /// newest sample is the last chunk's (see [`SeriesState::last`]).
-    pub(crate) fn attach_mapped(&mut self, mut chunks: Vec<MappedChunk>) -> usize {
+    pub(crate) fn attach_mapped(&mut self, chunks: &[MappedChunk]) -> usize {
         debug_assert!(self.mapped.is_empty(), "series already has mapped chunks");
-        let mut dropped = 0;
-        if let Some(open_min) = self.open.min_time() {
-            let before = chunks.len();
-            chunks.retain(|c| c.max_time < open_min);
-            dropped = before - chunks.len();
-        }
-        chunks.shrink_to_fit();
-        self.mapped = chunks;
-        dropped
+        self.mapped = match self.open.min_time() {
+            Some(open_min) => chunks.iter().filter(|c| c.max_time < open_min).copied().collect(),
+            None => chunks.to_vec(),
+        };
+        chunks.len() - self.mapped.len()
     }
 
     /// Drops the chunks that end before `mint`. Returns how many went, and whether the series has no sample
@@ -507,7 +503,7 @@ mod tests {
         m.flush().unwrap();
         let mut s = SeriesState::default();
         assert_eq!(
-            s.attach_mapped(vec![MappedChunk {
+            s.attach_mapped(&[MappedChunk {
                 chunk_ref,
                 min_time: 10,
                 max_time: 30,

@@ -227,15 +227,10 @@ impl Head {
         })
     }
 
-    /// Loads the newest snapshot of the head directory, if any, giving its series their chunks from `mapped`.
-    /// A snapshot that does not read back completely is deleted (counted in `stats.snapshots_discarded`,
+    /// Loads the newest snapshot of the head directory, if any (its series get their `chunks_head/` chunks
+    /// from [`Self::attach_loaded_chunks`] afterwards). A snapshot that does not read back completely is deleted (counted in `stats.snapshots_discarded`,
     /// logged) and the index is left empty, so the WAL rebuilds everything.
-    pub(super) fn load_snapshot(
-        &self,
-        mapped: &mut crate::chunks_head::ChunksBySeries,
-        stats: &mut super::ReplayStats,
-        workers: usize,
-    ) -> Result<Loaded, TsdbError> {
+    pub(super) fn load_snapshot(&self, stats: &mut super::ReplayStats, workers: usize) -> Result<Loaded, TsdbError> {
         let (done, tmp) = list(&self.dir)?;
         for path in tmp {
             tracing::warn!(dir = %path.display(), "deleting half-written chunk snapshot");
@@ -248,7 +243,7 @@ impl Head {
         for (_, older) in &done[..done.len() - 1] {
             remove_dir(older)?;
         }
-        match self.read_snapshot(&path, mapped, stats, workers) {
+        match self.read_snapshot(&path, workers) {
             Ok(series) => {
                 stats.snapshot_series = series;
                 stats.snapshot = Some(position);
@@ -274,16 +269,9 @@ impl Head {
         }
     }
 
-    /// Reads a snapshot into the (empty) index; the error says why it is unusable. Chunks of `mapped` are
-    /// only taken once the whole snapshot has read back. Records are read, decoded and hashed on other
+    /// Reads a snapshot into the (empty) index; the error says why it is unusable. Records are read, decoded and hashed on other
     /// threads ([`super::pipeline`]); series are created here, in the snapshot's order.
-    fn read_snapshot(
-        &self,
-        path: &Path,
-        mapped: &mut crate::chunks_head::ChunksBySeries,
-        stats: &mut super::ReplayStats,
-        workers: usize,
-    ) -> Result<u64, String> {
+    fn read_snapshot(&self, path: &Path, workers: usize) -> Result<u64, String> {
         let mut reader = heddle_wal::Reader::open(path).map_err(|e| e.to_string())?;
         let mut index = write(&self.index);
         let hasher = index.symbols.hasher().clone();
@@ -346,25 +334,37 @@ impl Head {
             // The tombstones record is written after every series: without it the snapshot was cut short.
             return Err("no tombstones record: the snapshot is incomplete".to_owned());
         }
-        // Without `chunks_head/` chunks (a head younger than one chunk) there is nothing to attach.
-        for s in index.all_series() {
-            if mapped.is_empty() {
-                break;
-            }
-            if let Some(chunks) = mapped.remove(&s.series_ref) {
-                if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
-                    range.0 = range.0.min(first.min_time);
-                    range.1 = range.1.max(last.max_time);
-                }
-                stats.orphan_mmapped_chunks += lock(&s.state).attach_mapped(chunks) as u64;
-            }
-        }
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
         if range.0 <= range.1 {
             self.min_time.fetch_min(range.0, Ordering::Relaxed);
             self.max_time.fetch_max(range.1, Ordering::Relaxed);
         }
         Ok(series)
+    }
+
+    /// Gives the series a snapshot loaded their completed chunks from `chunks_head/` (chunks of other series
+    /// stay in `mapped`: the WAL may still create their series).
+    pub(super) fn attach_loaded_chunks(
+        &self,
+        mapped: &mut crate::chunks_head::ChunksBySeries,
+        stats: &mut super::ReplayStats,
+    ) {
+        let index = read(&self.index);
+        let orphans = std::sync::atomic::AtomicU64::new(0);
+        // On every core: a million lookups of random series are a tenth of a snapshot load.
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        mapped.take_each(threads, |series_ref, chunks| {
+            let Some(s) = index.get(series_ref) else {
+                return false;
+            };
+            if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
+                self.min_time.fetch_min(first.min_time, Ordering::Relaxed);
+                self.max_time.fetch_max(last.max_time, Ordering::Relaxed);
+            }
+            orphans.fetch_add(lock(&s.state).attach_mapped(chunks) as u64, Ordering::Relaxed);
+            true
+        });
+        stats.orphan_mmapped_chunks += orphans.into_inner();
     }
 }
 
