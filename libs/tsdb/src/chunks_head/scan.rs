@@ -31,6 +31,9 @@ pub(crate) struct ChunksBySeries {
     chunks: Vec<(u64, MappedChunk)>,
     /// Chunks not taken yet.
     left: usize,
+    /// Where the last [`Self::take`] ended: a WAL replay asks for series in ascending ref order, mostly, so
+    /// the next search gallops forward from here instead of bisecting the whole list.
+    cursor: usize,
 }
 
 /// Marks a chunk [`ChunksBySeries::take`] handed out (no chunk file has sequence `u32::MAX`).
@@ -42,7 +45,11 @@ impl ChunksBySeries {
         // Chunk refs grow in file order, so sorting by both keeps each series' chunks in time order.
         chunks.sort_unstable_by_key(|(series, c)| (*series, c.chunk_ref));
         let left = chunks.len();
-        Self { chunks, left }
+        Self {
+            chunks,
+            left,
+            cursor: 0,
+        }
     }
 
     /// Chunks not taken yet.
@@ -52,7 +59,7 @@ impl ChunksBySeries {
 
     /// Takes the chunks of `series_ref`, oldest first (`None` if it has none, or they were taken).
     pub(crate) fn take(&mut self, series_ref: u64) -> Option<Vec<MappedChunk>> {
-        let from = self.chunks.partition_point(|(s, _)| *s < series_ref);
+        let from = self.find(series_ref);
         let run = self.chunks.get_mut(from..)?;
         let n = run.iter().take_while(|(s, _)| *s == series_ref).count();
         let run = &mut run[..n];
@@ -60,11 +67,29 @@ impl ChunksBySeries {
             return None;
         }
         self.left -= n;
+        self.cursor = from + n;
         let chunks = run.iter().map(|(_, c)| *c).collect();
         for (_, c) in run {
             c.chunk_ref = TAKEN;
         }
         Some(chunks)
+    }
+
+    /// The index of the first entry of `series_ref` or above.
+    fn find(&self, series_ref: u64) -> usize {
+        let below = |i: usize| self.chunks.get(i).is_some_and(|(s, _)| *s < series_ref);
+        let start = self.cursor.min(self.chunks.len());
+        if start > 0 && !below(start - 1) {
+            return self.chunks.partition_point(|(s, _)| *s < series_ref);
+        }
+        // Gallop forward from the cursor: steps of 1, 2, 4... until past `series_ref`, then bisect that span.
+        let (mut lo, mut step) = (start, 1);
+        while below(lo + step - 1) {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step).min(self.chunks.len());
+        lo + self.chunks[lo..hi].partition_point(|(s, _)| *s < series_ref)
     }
 
     /// Drops the chunks (not taken yet) `keep` refuses; returns how many.
@@ -73,6 +98,7 @@ impl ChunksBySeries {
         self.chunks.retain(|(_, c)| c.chunk_ref == TAKEN || keep(c));
         let dropped = before - self.chunks.len();
         self.left -= dropped;
+        self.cursor = 0;
         dropped
     }
 

@@ -414,3 +414,39 @@ fn chunks_by_series_take_each_offers_every_series_once_on_any_thread_count() {
         assert_eq!(by.len(), 0, "threads={threads}");
     }
 }
+
+/// `take` finds every series whatever the order it is asked in (ascending as a WAL replay asks, descending,
+/// scattered), including refs that have no chunks.
+#[test]
+fn chunks_by_series_take_finds_series_in_any_order() {
+    let chunks: Vec<(u64, super::MappedChunk)> = (0..2000u32)
+        .map(|i| {
+            let series = u64::from(i.wrapping_mul(2_654_435_761) % 700) * 3;
+            let chunk = super::MappedChunk {
+                chunk_ref: super::format::chunk_ref(1, 8 + i * 40),
+                min_time: i64::from(i),
+                max_time: i64::from(i),
+            };
+            (series, chunk)
+        })
+        .collect();
+    let mut want: std::collections::BTreeMap<u64, Vec<i64>> = Default::default();
+    for (s, c) in &chunks {
+        want.entry(*s).or_default().push(c.min_time);
+    }
+    let ascending: Vec<u64> = (0..2200).collect();
+    let descending: Vec<u64> = ascending.iter().rev().copied().collect();
+    let scattered: Vec<u64> = (0..2200u64).map(|i| i.wrapping_mul(7919) % 2200).collect();
+    for (name, order) in [
+        ("ascending", ascending),
+        ("descending", descending),
+        ("scattered", scattered),
+    ] {
+        let mut by = super::ChunksBySeries::new(chunks.clone());
+        for r in order {
+            let got = by.take(r).map(|c| c.iter().map(|c| c.min_time).collect::<Vec<_>>());
+            assert_eq!(got.as_ref(), want.get(&r), "{name}: series {r}");
+        }
+        assert_eq!(by.len(), 0, "{name}");
+    }
+}
