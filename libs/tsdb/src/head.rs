@@ -179,31 +179,31 @@ impl Head {
         };
         let wal_dir = dir.join(WAL_DIR);
         let mut stats = ReplayStats::default();
-        // The `chunks_head/` scan (reading and checking every chunk) runs beside the snapshot load, which needs
-        // its chunks only once every series exists.
+        // The `chunks_head/` scan (reading and checking every chunk) runs beside the snapshot load, which waits
+        // for it before attaching the first series' chunks.
         let (scanned, loaded) = std::thread::scope(|scope| {
-            let scan = std::thread::Builder::new()
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            let chunks_dir = &chunks_dir;
+            std::thread::Builder::new()
                 .name("chunks-head-scan".to_owned())
-                .spawn_scoped(scope, || crate::chunks_head::scan(&chunks_dir))
+                .spawn_scoped(scope, move || {
+                    // The receiver is gone only when the load failed; its error is returned.
+                    let _ = tx.send(crate::chunks_head::scan(chunks_dir));
+                })
                 .map_err(|source| TsdbError::Io {
                     path: chunks_dir.clone(),
                     source,
                 })?;
-            let loaded = head.load_snapshot(&mut stats, workers);
-            let scanned = scan.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            Ok::<_, TsdbError>((scanned?, loaded?))
+            let mut scan = snapshot::PendingScan::new(rx, opts.min_valid_time);
+            let loaded = head.load_snapshot(&mut stats, workers, &mut scan)?;
+            Ok::<_, TsdbError>((scan.finish(), loaded))
         })?;
+        let (scanned, before_min_valid_time) = scanned?;
         head.chunks.adopt(&scanned)?;
         stats.mmapped_chunks = scanned.num_chunks;
+        stats.mmapped_chunks_before_min_valid_time = before_min_valid_time;
         stats.chunks_head_repaired = scanned.corruption.clone();
-        let mut mapped = scanned.chunks;
-        if opts.min_valid_time > i64::MIN {
-            stats.mmapped_chunks_before_min_valid_time +=
-                mapped.drop_unless(|c| c.max_time >= opts.min_valid_time) as u64;
-        }
-        if loaded.position.is_some() {
-            head.attach_loaded_chunks(&mut mapped, &mut stats);
-        }
+        let mapped = scanned.chunks;
         head.replay_wal(&wal_dir, loaded.position, mapped, &mut stats, workers)?;
         tracing::info!(
             dir = %dir.display(),

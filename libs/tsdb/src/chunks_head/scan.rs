@@ -22,32 +22,35 @@ pub struct ChunksHeadCorruption {
     pub files_deleted: u32,
 }
 
-/// The chunks a scan found, grouped by series: one flat list sorted by (series ref, chunk ref), so each
-/// series' chunks are adjacent and in file (time) order. A million series cost one allocation and one sort
-/// instead of a hash map of a million small vectors (which took a quarter of a snapshot load).
+/// The chunks a scan found, grouped by series: sorted by (series ref, chunk ref), so each series' chunks are
+/// adjacent and in file (time) order. A million series cost a few flat arrays and one sort instead of a hash
+/// map of a million small vectors (which took a quarter of a snapshot load).
 #[derive(Debug, Default)]
 pub(crate) struct ChunksBySeries {
-    /// (series ref, chunk); a taken chunk's `chunk_ref` is [`TAKEN`].
-    chunks: Vec<(u64, MappedChunk)>,
+    /// The series ref of each chunk.
+    refs: Vec<u64>,
+    chunks: Vec<MappedChunk>,
+    /// Whether each chunk was taken.
+    taken: Vec<bool>,
     /// Chunks not taken yet.
     left: usize,
-    /// Where the last [`Self::take`] ended: a WAL replay asks for series in ascending ref order, mostly, so
-    /// the next search gallops forward from here instead of bisecting the whole list.
+    /// Where the last [`Self::take`] ended: loads ask for series in ascending ref order (snapshots are written
+    /// in that order, WAL series records mostly are), so the next search gallops forward from here instead of
+    /// bisecting the whole list.
     cursor: usize,
 }
-
-/// Marks a chunk [`ChunksBySeries::take`] handed out (no chunk file has sequence `u32::MAX`).
-const TAKEN: u64 = u64::MAX;
 
 impl ChunksBySeries {
     /// Groups `chunks` (in file order) by series.
     pub(crate) fn new(mut chunks: Vec<(u64, MappedChunk)>) -> Self {
         // Chunk refs grow in file order, so sorting by both keeps each series' chunks in time order.
         chunks.sort_unstable_by_key(|(series, c)| (*series, c.chunk_ref));
-        let left = chunks.len();
+        let (refs, chunks): (Vec<u64>, Vec<MappedChunk>) = chunks.into_iter().unzip();
         Self {
+            taken: vec![false; refs.len()],
+            left: refs.len(),
+            refs,
             chunks,
-            left,
             cursor: 0,
         }
     }
@@ -58,29 +61,31 @@ impl ChunksBySeries {
     }
 
     /// Takes the chunks of `series_ref`, oldest first (`None` if it has none, or they were taken).
-    pub(crate) fn take(&mut self, series_ref: u64) -> Option<Vec<MappedChunk>> {
+    pub(crate) fn take(&mut self, series_ref: u64) -> Option<&[MappedChunk]> {
         let from = self.find(series_ref);
-        let run = self.chunks.get_mut(from..)?;
-        let n = run.iter().take_while(|(s, _)| *s == series_ref).count();
-        let run = &mut run[..n];
-        if run.first().is_none_or(|(_, c)| c.chunk_ref == TAKEN) {
+        let n = self.refs[from..].iter().take_while(|&&s| s == series_ref).count();
+        if n == 0 || self.taken[from] {
             return None;
         }
+        self.taken[from..from + n].fill(true);
         self.left -= n;
         self.cursor = from + n;
-        let chunks = run.iter().map(|(_, c)| *c).collect();
-        for (_, c) in run {
-            c.chunk_ref = TAKEN;
-        }
-        Some(chunks)
+        Some(&self.chunks[from..from + n])
+    }
+
+    /// Puts back every chunk taken (a snapshot that failed to load half-way gave some away).
+    pub(crate) fn untake_all(&mut self) {
+        self.taken.fill(false);
+        self.left = self.refs.len();
+        self.cursor = 0;
     }
 
     /// The index of the first entry of `series_ref` or above.
     fn find(&self, series_ref: u64) -> usize {
-        let below = |i: usize| self.chunks.get(i).is_some_and(|(s, _)| *s < series_ref);
-        let start = self.cursor.min(self.chunks.len());
+        let below = |i: usize| self.refs.get(i).is_some_and(|&s| s < series_ref);
+        let start = self.cursor.min(self.refs.len());
         if start > 0 && !below(start - 1) {
-            return self.chunks.partition_point(|(s, _)| *s < series_ref);
+            return self.refs.partition_point(|&s| s < series_ref);
         }
         // Gallop forward from the cursor: steps of 1, 2, 4... until past `series_ref`, then bisect that span.
         let (mut lo, mut step) = (start, 1);
@@ -88,57 +93,40 @@ impl ChunksBySeries {
             lo += step;
             step *= 2;
         }
-        let hi = (lo + step).min(self.chunks.len());
-        lo + self.chunks[lo..hi].partition_point(|(s, _)| *s < series_ref)
+        let hi = (lo + step).min(self.refs.len());
+        lo + self.refs[lo..hi].partition_point(|&s| s < series_ref)
     }
 
     /// Drops the chunks (not taken yet) `keep` refuses; returns how many.
     pub(crate) fn drop_unless(&mut self, keep: impl Fn(&MappedChunk) -> bool) -> usize {
-        let before = self.chunks.len();
-        self.chunks.retain(|(_, c)| c.chunk_ref == TAKEN || keep(c));
-        let dropped = before - self.chunks.len();
+        let before = self.refs.len();
+        let mut w = 0;
+        for i in 0..before {
+            if self.taken[i] || keep(&self.chunks[i]) {
+                self.refs[w] = self.refs[i];
+                self.chunks[w] = self.chunks[i];
+                self.taken[w] = self.taken[i];
+                w += 1;
+            }
+        }
+        self.refs.truncate(w);
+        self.chunks.truncate(w);
+        self.taken.truncate(w);
+        let dropped = before - w;
         self.left -= dropped;
         self.cursor = 0;
         dropped
     }
 
-    /// Offers each series' chunks not taken yet to `take`, in ref order; those it accepts (returns true for)
-    /// are taken. `threads` threads share the work, each over a contiguous range of series.
-    pub(crate) fn take_each(&mut self, threads: usize, take: impl Fn(u64, &[MappedChunk]) -> bool + Sync) {
-        let mut parts = Vec::with_capacity(threads.max(1));
-        let mut rest = &mut self.chunks[..];
-        for k in (1..threads.max(1)).rev() {
-            // Split at a series boundary near an equal share of what is left.
-            let mut at = rest.len() / (k + 1);
-            while at > 0 && at < rest.len() && rest[at].0 == rest[at - 1].0 {
-                at += 1;
-            }
-            let (part, next) = rest.split_at_mut(at.min(rest.len()));
-            parts.push(part);
-            rest = next;
-        }
-        parts.push(rest);
-        let take = &take;
-        let taken: usize = std::thread::scope(|scope| {
-            let handles: Vec<_> = parts
-                .into_iter()
-                .map(|part| scope.spawn(move || take_runs(part, take)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                .sum()
-        });
-        self.left -= taken;
-    }
-
     /// Every chunk not taken yet, with its series ref.
     #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &MappedChunk)> {
-        self.chunks
+        self.refs
             .iter()
-            .filter(|(_, c)| c.chunk_ref != TAKEN)
-            .map(|(s, c)| (*s, c))
+            .zip(&self.chunks)
+            .zip(&self.taken)
+            .filter(|(_, t)| !**t)
+            .map(|((s, c), _)| (*s, c))
     }
 
     /// The chunks of `series_ref` not taken yet, oldest first.
@@ -146,28 +134,6 @@ impl ChunksBySeries {
     pub(crate) fn of(&self, series_ref: u64) -> Vec<MappedChunk> {
         self.iter().filter(|(s, _)| *s == series_ref).map(|(_, c)| *c).collect()
     }
-}
-
-/// [`ChunksBySeries::take_each`] over part of the list; returns how many chunks were taken.
-fn take_runs(mut rest: &mut [(u64, MappedChunk)], take: &impl Fn(u64, &[MappedChunk]) -> bool) -> usize {
-    let mut run: Vec<MappedChunk> = Vec::new();
-    let mut taken = 0;
-    while let Some(&(series_ref, _)) = rest.first() {
-        let n = rest.iter().take_while(|(s, _)| *s == series_ref).count();
-        let (this, next) = rest.split_at_mut(n);
-        if this[0].1.chunk_ref != TAKEN {
-            run.clear();
-            run.extend(this.iter().map(|(_, c)| *c));
-            if take(series_ref, &run) {
-                taken += n;
-                for (_, c) in this {
-                    c.chunk_ref = TAKEN;
-                }
-            }
-        }
-        rest = next;
-    }
-    taken
 }
 
 /// What a scan found.

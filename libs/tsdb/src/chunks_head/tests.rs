@@ -343,7 +343,7 @@ fn chunks_by_series_hands_each_series_its_chunks_once() {
         min_time: t,
         max_time: t + 9,
     };
-    // File order: series 9, 3, 9, 5, 3 (as chunks of different series interleave in a file).
+    // File order: series 9, 3, 9, 5, 3, 7 (as chunks of different series interleave in a file).
     let mut by = super::ChunksBySeries::new(vec![
         (9, c(1, 8, 0)),
         (3, c(1, 40, 0)),
@@ -353,7 +353,7 @@ fn chunks_by_series_hands_each_series_its_chunks_once() {
         (7, c(2, 80, 0)),
     ]);
     assert_eq!(by.len(), 6);
-    assert_eq!(by.take(3), Some(vec![c(1, 40, 0), c(2, 40, 10)]));
+    assert_eq!(by.take(3), Some(&[c(1, 40, 0), c(2, 40, 10)][..]));
     assert_eq!(by.take(3), None, "taken once");
     assert_eq!(by.take(4), None, "no chunks");
     assert_eq!(by.len(), 4);
@@ -362,57 +362,15 @@ fn chunks_by_series_hands_each_series_its_chunks_once() {
         2,
         "series 7's and 9's first chunks end before 10"
     );
-    let offered = Mutex::new(Vec::new());
-    by.take_each(2, |s, chunks| {
-        offered.lock().unwrap().push((s, chunks.to_vec()));
-        s == 9
-    });
-    let mut offered = offered.into_inner().unwrap();
-    offered.sort_unstable_by_key(|(s, _)| *s);
-    assert_eq!(
-        offered,
-        vec![(5, vec![c(2, 8, 10)]), (9, vec![c(1, 80, 10)])],
-        "each series once, taken ones skipped"
-    );
-    assert_eq!(by.len(), 1, "series 5 was refused and stays");
-    assert_eq!(by.take(9), None);
-    assert_eq!(by.take(5), Some(vec![c(2, 8, 10)]));
+    assert_eq!(by.len(), 2);
+    assert_eq!(by.take(3), None, "still taken after the drop");
+    assert_eq!(by.take(9), Some(&[c(1, 80, 10)][..]));
+    by.untake_all();
+    assert_eq!(by.len(), 4, "a failed load puts back what it took");
+    assert_eq!(by.take(3), Some(&[c(1, 40, 0), c(2, 40, 10)][..]));
+    assert_eq!(by.take(5), Some(&[c(2, 8, 10)][..]));
+    assert_eq!(by.take(9), Some(&[c(1, 80, 10)][..]));
     assert!(by.iter().next().is_none());
-}
-
-/// Split over any number of threads, every series is offered exactly once with all its chunks.
-#[test]
-fn chunks_by_series_take_each_offers_every_series_once_on_any_thread_count() {
-    let chunks: Vec<(u64, super::MappedChunk)> = (0..3000u32)
-        .map(|i| {
-            let series = u64::from(i.wrapping_mul(2_654_435_761) % 500);
-            let chunk = super::MappedChunk {
-                chunk_ref: super::format::chunk_ref(1 + i / 1000, 8 + (i % 1000) * 40),
-                min_time: i64::from(i),
-                max_time: i64::from(i),
-            };
-            (series, chunk)
-        })
-        .collect();
-    for threads in [1, 2, 3, 7, 600] {
-        let mut by = super::ChunksBySeries::new(chunks.clone());
-        let offered = Mutex::new(Vec::new());
-        by.take_each(threads, |s, c| {
-            offered
-                .lock()
-                .unwrap()
-                .push((s, c.iter().map(|c| c.min_time).collect::<Vec<_>>()));
-            true
-        });
-        let mut offered = offered.into_inner().unwrap();
-        offered.sort_unstable();
-        let mut want: std::collections::BTreeMap<u64, Vec<i64>> = Default::default();
-        for (s, c) in &chunks {
-            want.entry(*s).or_default().push(c.min_time);
-        }
-        assert_eq!(offered, want.into_iter().collect::<Vec<_>>(), "threads={threads}");
-        assert_eq!(by.len(), 0, "threads={threads}");
-    }
 }
 
 /// `take` finds every series whatever the order it is asked in (ascending as a WAL replay asks, descending,

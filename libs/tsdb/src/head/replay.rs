@@ -189,7 +189,7 @@ impl Head {
             let created = index.create_loaded(hash, &labels, Some(rec.series_ref), true, Some((sym, &mut *cache)));
             if let Some(chunks) = mapped.take(rec.series_ref) {
                 let (lo, hi) = (chunks.first().map(|c| c.min_time), chunks.last().map(|c| c.max_time));
-                stats.orphan_mmapped_chunks += lock(&created.state).attach_mapped(&chunks) as u64;
+                stats.orphan_mmapped_chunks += lock(&created.state).attach_mapped(chunks) as u64;
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     self.min_time.fetch_min(lo, Ordering::Relaxed);
                     self.max_time.fetch_max(hi, Ordering::Relaxed);

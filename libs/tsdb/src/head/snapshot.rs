@@ -22,6 +22,7 @@ use super::index::{HeadIndex, LoadCache, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
 use super::{Head, lock, read, write};
 use crate::chunkenc::XorChunk;
+use crate::chunks_head::{ChunksBySeries, ScanReport};
 use crate::error::TsdbError;
 use crate::file::sync_dir;
 use crate::record::snapshot::{self as snap, SnapshotChunk, SnapshotRecord};
@@ -227,10 +228,15 @@ impl Head {
         })
     }
 
-    /// Loads the newest snapshot of the head directory, if any (its series get their `chunks_head/` chunks
-    /// from [`Self::attach_loaded_chunks`] afterwards). A snapshot that does not read back completely is deleted (counted in `stats.snapshots_discarded`,
+    /// Loads the newest snapshot of the head directory, if any, giving its series their chunks from `scan`.
+    /// A snapshot that does not read back completely is deleted (counted in `stats.snapshots_discarded`,
     /// logged) and the index is left empty, so the WAL rebuilds everything.
-    pub(super) fn load_snapshot(&self, stats: &mut super::ReplayStats, workers: usize) -> Result<Loaded, TsdbError> {
+    pub(super) fn load_snapshot(
+        &self,
+        stats: &mut super::ReplayStats,
+        workers: usize,
+        scan: &mut PendingScan,
+    ) -> Result<Loaded, TsdbError> {
         let (done, tmp) = list(&self.dir)?;
         for path in tmp {
             tracing::warn!(dir = %path.display(), "deleting half-written chunk snapshot");
@@ -243,9 +249,10 @@ impl Head {
         for (_, older) in &done[..done.len() - 1] {
             remove_dir(older)?;
         }
-        match self.read_snapshot(&path, workers) {
-            Ok(series) => {
+        match self.read_snapshot(&path, workers, scan) {
+            Ok((series, orphans)) => {
                 stats.snapshot_series = series;
+                stats.orphan_mmapped_chunks += orphans;
                 stats.snapshot = Some(position);
                 Ok(Loaded {
                     position: Some(position),
@@ -260,6 +267,9 @@ impl Head {
                 );
                 stats.snapshots_discarded += 1;
                 *write(&self.index) = HeadIndex::new();
+                if let Some(chunks) = scan.chunks() {
+                    chunks.untake_all();
+                }
                 self.num_series.store(0, Ordering::Relaxed);
                 self.min_time.store(i64::MAX, Ordering::Relaxed);
                 self.max_time.store(i64::MIN, Ordering::Relaxed);
@@ -269,13 +279,16 @@ impl Head {
         }
     }
 
-    /// Reads a snapshot into the (empty) index; the error says why it is unusable. Records are read, decoded and hashed on other
+    /// Reads a snapshot into the (empty) index, attaching each series' chunks from `scan` as it is created;
+    /// returns the series read and the chunks dropped as covered by open chunks, or why the snapshot is
+    /// unusable. Records are read, decoded and hashed on other
     /// threads ([`super::pipeline`]); series are created here, in the snapshot's order.
-    fn read_snapshot(&self, path: &Path, workers: usize) -> Result<u64, String> {
+    fn read_snapshot(&self, path: &Path, workers: usize, scan: &mut PendingScan) -> Result<(u64, u64), String> {
         let mut reader = heddle_wal::Reader::open(path).map_err(|e| e.to_string())?;
         let mut index = write(&self.index);
         let hasher = index.symbols.hasher().clone();
         let mut series = 0u64;
+        let mut orphans = 0u64;
         let mut tombstones = false;
         let mut range = (i64::MAX, i64::MIN);
         let read = |sink: &mut pipeline::Sink<'_>| loop {
@@ -315,10 +328,18 @@ impl Head {
                         let sym = batch.symbols.get(sym.0..sym.1).unwrap_or(&[]);
                         let created =
                             index.create_loaded(hash, &labels, Some(series_ref), true, Some((sym, &mut cache)));
+                        let mut state = lock(&created.state);
                         if let Some(chunk) = chunk {
                             range.0 = range.0.min(chunk.min_time().unwrap_or(i64::MAX));
                             range.1 = range.1.max(chunk.max_time().unwrap_or(i64::MIN));
-                            lock(&created.state).restore_open(chunk, self.policy);
+                            state.restore_open(chunk, self.policy);
+                        }
+                        if let Some(chunks) = scan.chunks().and_then(|m| m.take(series_ref)) {
+                            if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
+                                range.0 = range.0.min(first.min_time);
+                                range.1 = range.1.max(last.max_time);
+                            }
+                            orphans += state.attach_mapped(chunks) as u64;
                         }
                         series += 1;
                     }
@@ -339,32 +360,54 @@ impl Head {
             self.min_time.fetch_min(range.0, Ordering::Relaxed);
             self.max_time.fetch_max(range.1, Ordering::Relaxed);
         }
-        Ok(series)
+        Ok((series, orphans))
+    }
+}
+
+/// The `chunks_head/` scan running beside a snapshot load: its result is waited for when the load first needs
+/// it, then kept; chunks that end before the head's minimum valid time are dropped on arrival.
+pub(super) struct PendingScan {
+    rx: std::sync::mpsc::Receiver<Result<ScanReport, TsdbError>>,
+    min_valid_time: i64,
+    got: Option<Result<ScanReport, TsdbError>>,
+    before_min_valid_time: u64,
+}
+
+impl PendingScan {
+    pub(super) fn new(rx: std::sync::mpsc::Receiver<Result<ScanReport, TsdbError>>, min_valid_time: i64) -> Self {
+        Self {
+            rx,
+            min_valid_time,
+            got: None,
+            before_min_valid_time: 0,
+        }
     }
 
-    /// Gives the series a snapshot loaded their completed chunks from `chunks_head/` (chunks of other series
-    /// stay in `mapped`: the WAL may still create their series).
-    pub(super) fn attach_loaded_chunks(
-        &self,
-        mapped: &mut crate::chunks_head::ChunksBySeries,
-        stats: &mut super::ReplayStats,
-    ) {
-        let index = read(&self.index);
-        let orphans = std::sync::atomic::AtomicU64::new(0);
-        // On every core: a million lookups of random series are a tenth of a snapshot load.
-        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        mapped.take_each(threads, |series_ref, chunks| {
-            let Some(s) = index.get(series_ref) else {
-                return false;
-            };
-            if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
-                self.min_time.fetch_min(first.min_time, Ordering::Relaxed);
-                self.max_time.fetch_max(last.max_time, Ordering::Relaxed);
+    fn wait(&mut self) -> &mut Result<ScanReport, TsdbError> {
+        if self.got.is_none() {
+            // A closed channel means the scan thread panicked; joining it propagates that panic.
+            let mut got = self.rx.recv().unwrap_or(Err(TsdbError::Closed));
+            if let Ok(report) = &mut got
+                && self.min_valid_time > i64::MIN
+            {
+                let min = self.min_valid_time;
+                self.before_min_valid_time = report.chunks.drop_unless(|c| c.max_time >= min) as u64;
             }
-            orphans.fetch_add(lock(&s.state).attach_mapped(chunks) as u64, Ordering::Relaxed);
-            true
-        });
-        stats.orphan_mmapped_chunks += orphans.into_inner();
+            self.got = Some(got);
+        }
+        self.got.get_or_insert(Err(TsdbError::Closed))
+    }
+
+    /// The chunks found, waiting for the scan the first time; `None` if it failed ([`Self::finish`] says why).
+    pub(super) fn chunks(&mut self) -> Option<&mut ChunksBySeries> {
+        self.wait().as_mut().ok().map(|r| &mut r.chunks)
+    }
+
+    /// The scan's report, and how many chunks it dropped as older than the minimum valid time.
+    pub(super) fn finish(mut self) -> Result<(ScanReport, u64), TsdbError> {
+        self.wait();
+        let got = self.got.take().unwrap_or(Err(TsdbError::Closed));
+        got.map(|r| (r, self.before_min_valid_time))
     }
 }
 

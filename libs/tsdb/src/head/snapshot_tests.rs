@@ -29,6 +29,19 @@ fn fill(head: &Head, series: usize, from: i64, rounds: i64) {
     }
 }
 
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
 fn snapshot_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -137,4 +150,46 @@ fn damaged_snapshots_are_deleted_counted_and_the_wal_replayed() {
         assert_eq!(stats.series, 30, "{name}: series from the wal");
         assert_eq!(all_samples(&head), want, "{name}");
     }
+}
+
+/// A snapshot that fails after series were created and given their `chunks_head/` chunks (a CRC mismatch in
+/// its second batch of records) leaves those chunks to the WAL replay that follows, exactly as a crash
+/// restart of the same directory uses them.
+#[test]
+fn a_snapshot_failing_half_way_gives_its_chunks_back_to_the_wal_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
+    fill(&head, 4000, 0, 130);
+    let want = all_samples(&head);
+    head.close_with_snapshot().unwrap().unwrap();
+    drop(head);
+    let crashed = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), crashed.path());
+    for snap in snapshot_dirs(crashed.path()) {
+        std::fs::remove_dir_all(snap).unwrap();
+    }
+    let (_, crash) = Head::open(crashed.path(), HeadOptions::default()).unwrap();
+    assert_eq!(crash.samples_in_mmapped_chunks, 4000 * 120, "{crash:?}");
+
+    let seg = snapshot_dirs(dir.path()).pop().unwrap().join("00000000");
+    let mut b = std::fs::read(&seg).unwrap();
+    let used = b.iter().rposition(|&x| x != 0).unwrap();
+    assert!(
+        used > 400 << 10,
+        "the snapshot spans several load batches ({used} bytes)"
+    );
+    b[used - 1000] ^= 0x01;
+    std::fs::write(&seg, b).unwrap();
+    let (head, stats) = Head::open(dir.path(), HeadOptions::default()).unwrap();
+    assert_eq!(stats.snapshots_discarded, 1, "{stats:?}");
+    assert_eq!(
+        (
+            stats.samples_in_mmapped_chunks,
+            stats.orphan_mmapped_chunks,
+            stats.samples
+        ),
+        (crash.samples_in_mmapped_chunks, 0, crash.samples),
+        "{stats:?}"
+    );
+    assert_eq!(all_samples(&head), want);
 }
