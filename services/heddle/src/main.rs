@@ -12,8 +12,8 @@ use config::Config;
 use std::process::ExitCode;
 
 /// jemalloc instead of glibc malloc: a head holds millions of small chunk buffers that all grow at once, and
-/// glibc leaves the ones they outgrew as holes (about 10 % more RSS per series at full open chunks, WAL replay
-/// 1.6x slower); jemalloc also hands freed request memory back to the OS without tuning
+/// glibc leaves the ones they outgrew as holes (about 10 % more RSS per series at full open chunks, and the pages
+/// of chunks freed at a cut are kept); jemalloc also hands freed request memory back to the OS without tuning
 /// (docs/ARCHITECTURE.md "Allocator").
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
