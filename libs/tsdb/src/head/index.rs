@@ -3,7 +3,7 @@
 //! Guarded by one `RwLock` in [`super::Head`]. Lock order: the index lock may be held while a series' state
 //! lock is taken, never the other way round.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::Arc;
 
 use heddle_model::{LabelRef, Labels, MatchType, Matcher};
@@ -18,9 +18,11 @@ pub(crate) fn effective<'s, 'a>(labels: &'s [LabelRef<'a>]) -> impl Iterator<Ite
     labels.iter().filter(|l| !l.value.is_empty())
 }
 
-/// Hash of a label set, to find its series without building owned labels. Stable within a process only.
+/// Hash of a label set, to find its series without building owned labels. Keyed randomly per process (it is
+/// never stored), so clients cannot search offline for label sets that crowd one part of the by-hash table.
 pub(crate) fn hash_labels(labels: &[LabelRef<'_>]) -> u64 {
-    let mut h = DefaultHasher::new();
+    static KEYS: std::sync::LazyLock<RandomState> = std::sync::LazyLock::new(RandomState::new);
+    let mut h = KEYS.build_hasher();
     for l in effective(labels) {
         l.name.hash(&mut h);
         l.value.hash(&mut h);
