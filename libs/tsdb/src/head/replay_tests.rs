@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use heddle_model::{LabelRef, MatchType, Matcher, Sample};
 
-use super::test_support::{all_samples, append_each};
+use super::test_support::{all_samples, append_each, copy_dir};
 use super::*;
 use crate::file::StdFiles;
 
@@ -62,19 +62,6 @@ fn fill(head: &Head, series: usize, rounds: i64) {
             })
             .collect();
         append_each(head, &labels, &samples);
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use heddle_model::{LabelRef, Sample};
 
-use super::test_support::{all_samples, append_each};
+use super::test_support::{all_samples, append_each, copy_dir};
 use super::*;
 
 fn fill(head: &Head, series: usize, from: i64, rounds: i64) {
@@ -26,19 +26,6 @@ fn fill(head: &Head, series: usize, from: i64, rounds: i64) {
             .map(|i| [Sample::new(round * 15_000, (round * 3 + i as i64) as f64 / 7.0)])
             .collect();
         append_each(head, &labels, &samples);
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
     }
 }
 

@@ -3,6 +3,7 @@
 use super::{AppendSeries, Head, SeriesChunks};
 use crate::chunkenc::decode_xor;
 use heddle_model::{LabelRef, Sample};
+use std::path::Path;
 
 /// Every sample of every series in the head, as (labels text, [(t, value bits)]), sorted by labels.
 pub(super) fn all_samples(head: &Head) -> Vec<(String, Vec<(i64, u64)>)> {
@@ -40,4 +41,18 @@ pub(super) fn append_each<'a, L: AsRef<[LabelRef<'a>]>, S: AsRef<[Sample]>>(
         })
         .collect();
     head.append(&batch).unwrap();
+}
+
+/// Copies a directory tree (a head directory, to open it twice).
+pub(super) fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
 }
