@@ -32,8 +32,6 @@ pub(crate) struct ChunksBySeries {
     chunks: Vec<MappedChunk>,
     /// Whether each chunk was taken.
     taken: Vec<bool>,
-    /// Chunks not taken yet.
-    left: usize,
     /// Where the last [`Self::take`] ended: loads ask for series in ascending ref order (snapshots are written
     /// in that order, WAL series records mostly are), so the next search gallops forward from here instead of
     /// bisecting the whole list.
@@ -48,7 +46,6 @@ impl ChunksBySeries {
         let (refs, chunks): (Vec<u64>, Vec<MappedChunk>) = chunks.into_iter().unzip();
         Self {
             taken: vec![false; refs.len()],
-            left: refs.len(),
             refs,
             chunks,
             cursor: 0,
@@ -57,7 +54,7 @@ impl ChunksBySeries {
 
     /// Chunks not taken yet.
     pub(crate) fn len(&self) -> usize {
-        self.left
+        self.taken.iter().filter(|t| !**t).count()
     }
 
     /// Takes the chunks of `series_ref`, oldest first (`None` if it has none, or they were taken).
@@ -68,7 +65,6 @@ impl ChunksBySeries {
             return None;
         }
         self.taken[from..from + n].fill(true);
-        self.left -= n;
         self.cursor = from + n;
         Some(&self.chunks[from..from + n])
     }
@@ -76,7 +72,6 @@ impl ChunksBySeries {
     /// Puts back every chunk taken (a snapshot that failed to load half-way gave some away).
     pub(crate) fn untake_all(&mut self) {
         self.taken.fill(false);
-        self.left = self.refs.len();
         self.cursor = 0;
     }
 
@@ -112,10 +107,8 @@ impl ChunksBySeries {
         self.refs.truncate(w);
         self.chunks.truncate(w);
         self.taken.truncate(w);
-        let dropped = before - w;
-        self.left -= dropped;
         self.cursor = 0;
-        dropped
+        before - w
     }
 
     /// Every chunk not taken yet, with its series ref.

@@ -384,7 +384,7 @@ impl PendingScan {
     }
 
     fn wait(&mut self) -> &mut Result<ScanReport, TsdbError> {
-        if self.got.is_none() {
+        self.got.get_or_insert_with(|| {
             // A closed channel means the scan thread panicked; joining it propagates that panic.
             let mut got = self.rx.recv().unwrap_or(Err(TsdbError::Closed));
             if let Ok(report) = &mut got
@@ -393,9 +393,8 @@ impl PendingScan {
                 let min = self.min_valid_time;
                 self.before_min_valid_time = report.chunks.drop_unless(|c| c.max_time >= min) as u64;
             }
-            self.got = Some(got);
-        }
-        self.got.get_or_insert(Err(TsdbError::Closed))
+            got
+        })
     }
 
     /// The chunks found, waiting for the scan the first time; `None` if it failed ([`Self::finish`] says why).
