@@ -6,14 +6,15 @@
 //!
 //! Memory: at high cardinality most symbols are used by one series (an `instance`), so a symbol's overhead
 //! matters as much as its bytes. All strings are concatenated in one arena (no allocation per string), an id
-//! maps to the end offset of its string (8 bytes), and the lookup map holds a 64-bit hash of the string and
-//! the id (16 bytes an entry); the rare ids whose hashes collide are kept in a side map. The hash is keyed
-//! per table at random, so clients cannot pick label values that collide.
+//! maps to the end offset of its string (8 bytes), and the lookup table holds the id and the top half of its
+//! string's hash (8 bytes an entry, half of a `HashMap<u64, u32>`'s). Keeping those 32 bits means growing the
+//! table never rehashes a string (which would cost a cache miss into the arena per symbol while a million
+//! series load); strings whose 32 bits are equal are told apart by comparing them. The hash is keyed per table
+//! at random, so clients cannot pick label values that collide.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 
-use super::idhash::IdMap;
+use hashbrown::HashTable;
 
 /// Interned strings, by id and by content.
 #[derive(Debug, Default)]
@@ -22,11 +23,20 @@ pub(crate) struct SymbolTable {
     arena: String,
     /// End offset of string `id` in `arena` (it starts where `id - 1` ends).
     ends: Vec<u64>,
-    /// Hash of a string -> the first id with that hash.
-    by_hash: IdMap<u64, u32>,
-    /// Hash -> further ids whose strings collide on it.
-    collisions: HashMap<u64, Vec<u32>>,
+    /// (id, top 32 bits of its string's hash), placed by [`slot_hash`] of those bits.
+    by_hash: HashTable<(u32, u32)>,
     hasher: RandomState,
+}
+
+/// The 32 bits of a string's hash the table keeps.
+fn hash32(h: u64) -> u32 {
+    (h >> 32) as u32
+}
+
+/// Where an entry with hash bits `h` goes: spread over the whole word, as the table takes its bucket from the
+/// low bits and its control byte from the top ones.
+fn slot_hash(h: u32) -> u64 {
+    u64::from(h).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 impl SymbolTable {
@@ -44,32 +54,38 @@ impl SymbolTable {
     /// [`SymbolTable::intern`] of a string whose hash `h` was computed with [`SymbolTable::hasher`].
     pub(crate) fn intern_hashed(&mut self, h: u64, s: &str) -> u32 {
         debug_assert_eq!(h, self.hasher.hash_one(s), "hash of {s:?} from another hasher");
-        if let Some(id) = self.lookup(h, s) {
-            return id;
-        }
-        // More than 4 billion distinct strings cannot be held in memory anyway.
-        let id = u32::try_from(self.ends.len()).unwrap_or(u32::MAX);
-        self.arena.push_str(s);
-        self.ends.push(self.arena.len() as u64);
-        match self.by_hash.entry(h) {
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(id);
+        self.intern_with(h, s)
+    }
+
+    /// Interns `s` under hash `h`, whatever hashed it (tests give chosen hashes to collide strings).
+    fn intern_with(&mut self, h: u64, s: &str) -> u32 {
+        let h = hash32(h);
+        let Self {
+            arena, ends, by_hash, ..
+        } = self;
+        let entry = by_hash.entry(
+            slot_hash(h),
+            |&(id, bits)| bits == h && resolve_in(arena, ends, id) == s,
+            |&(_, bits)| slot_hash(bits),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(e) => e.get().0,
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                // More than 4 billion distinct strings cannot be held in memory anyway.
+                let id = u32::try_from(ends.len()).unwrap_or(u32::MAX);
+                arena.push_str(s);
+                ends.push(arena.len() as u64);
+                e.insert((id, h));
+                id
             }
-            std::collections::hash_map::Entry::Occupied(_) => self.collisions.entry(h).or_default().push(id),
         }
-        id
     }
 
     fn lookup(&self, h: u64, s: &str) -> Option<u32> {
-        let first = *self.by_hash.get(&h)?;
-        if self.resolve(first) == s {
-            return Some(first);
-        }
-        self.collisions
-            .get(&h)?
-            .iter()
-            .copied()
-            .find(|&id| self.resolve(id) == s)
+        let h = hash32(h);
+        self.by_hash
+            .find(slot_hash(h), |&(id, bits)| bits == h && self.resolve(id) == s)
+            .map(|&(id, _)| id)
     }
 
     /// The id of `s` if it is interned.
@@ -80,14 +96,8 @@ impl SymbolTable {
     /// The string of an id; the empty string for an id this table never handed out (a bug, checked in debug
     /// builds).
     pub(crate) fn resolve(&self, id: u32) -> &str {
-        let i = id as usize;
-        debug_assert!(i < self.ends.len(), "unknown symbol id {id}");
-        let (Some(&end), start) = (self.ends.get(i), i.checked_sub(1).and_then(|p| self.ends.get(p))) else {
-            return "";
-        };
-        let start = start.copied().unwrap_or(0);
-        // Offsets are those of whole strings pushed onto the arena, hence char boundaries.
-        self.arena.get(start as usize..end as usize).unwrap_or("")
+        debug_assert!((id as usize) < self.ends.len(), "unknown symbol id {id}");
+        resolve_in(&self.arena, &self.ends, id)
     }
 
     /// Number of distinct strings.
@@ -95,6 +105,17 @@ impl SymbolTable {
     pub(crate) fn len(&self) -> usize {
         self.ends.len()
     }
+}
+
+/// [`SymbolTable::resolve`] on the table's parts, for use while its lookup table is borrowed mutably.
+fn resolve_in<'a>(arena: &'a str, ends: &[u64], id: u32) -> &'a str {
+    let i = id as usize;
+    let (Some(&end), start) = (ends.get(i), i.checked_sub(1).and_then(|p| ends.get(p))) else {
+        return "";
+    };
+    let start = start.copied().unwrap_or(0);
+    // Offsets are those of whole strings pushed onto the arena, hence char boundaries.
+    arena.get(start as usize..end as usize).unwrap_or("")
 }
 
 #[cfg(test)]
@@ -120,22 +141,34 @@ mod tests {
     #[test]
     fn colliding_hashes_still_find_each_string() {
         let mut t = SymbolTable::default();
-        let a = t.intern("a");
-        // Force a collision: file "b" under the hash of "a", as a colliding string would be.
+        // Strings interned under one hash, as strings whose hashes collide would be.
         let h = t.hasher.hash_one("a");
-        t.arena.push('b');
-        t.ends.push(t.arena.len() as u64);
-        t.collisions.entry(h).or_default().push(1);
+        let a = t.intern_with(h, "a");
+        let b = t.intern_with(h, "b");
+        assert_ne!(a, b);
+        assert_eq!(t.intern_with(h, "b"), b);
         assert_eq!(t.lookup(h, "a"), Some(a));
-        assert_eq!(t.lookup(h, "b"), Some(1));
+        assert_eq!(t.lookup(h, "b"), Some(b));
         assert_eq!(t.lookup(h, "c"), None);
+        assert_eq!((t.resolve(a), t.resolve(b)), ("a", "b"));
+    }
+
+    /// Strings whose 32 kept hash bits are equal but whose full hashes differ.
+    #[test]
+    fn strings_sharing_the_kept_hash_bits_stay_apart() {
+        let mut t = SymbolTable::default();
+        let a = t.intern_with(7 << 32 | 1, "x");
+        let b = t.intern_with(7 << 32 | 2, "y");
+        assert_ne!(a, b);
+        assert_eq!(t.lookup(7 << 32 | 1, "x"), Some(a));
+        assert_eq!(t.lookup(7 << 32 | 2, "y"), Some(b));
     }
 
     proptest::proptest! {
         #[test]
         fn ids_resolve_to_their_strings(strings in proptest::collection::vec(".{0,6}", 0..50)) {
             let mut t = SymbolTable::default();
-            let mut seen: HashMap<String, u32> = HashMap::new();
+            let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
             for s in &strings {
                 let id = t.intern(s);
                 let want = *seen.entry(s.clone()).or_insert(id);
