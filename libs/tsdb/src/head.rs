@@ -12,6 +12,7 @@ mod append;
 mod compact;
 pub(crate) mod idhash;
 mod index;
+mod label_ids;
 mod pipeline;
 pub(crate) mod postings;
 mod read;

@@ -168,7 +168,7 @@ impl Head {
         let mut all: Vec<Arc<MemSeries>> = index.all_series().cloned().collect();
         let sym = |id: u32| index.symbols.resolve(id);
         all.sort_unstable_by(|a, b| {
-            for (&(an, av), &(bn, bv)) in a.labels.iter().zip(b.labels.iter()) {
+            for ((an, av), (bn, bv)) in a.labels.iter().zip(b.labels.iter()) {
                 let ord = sym(an).cmp(sym(bn)).then_with(|| sym(av).cmp(sym(bv)));
                 if ord != CmpOrdering::Equal {
                     return ord;

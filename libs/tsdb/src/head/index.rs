@@ -9,6 +9,7 @@ use std::sync::Arc;
 use heddle_model::{LabelRef, Labels, MatchType, Matcher};
 
 use super::idhash::{IdMap, IdSet};
+use super::label_ids::LabelIds;
 use super::postings::{Postings, intersect, union};
 use super::series::MemSeries;
 use super::symbols::SymbolTable;
@@ -97,6 +98,8 @@ pub(crate) struct HeadIndex {
     collisions: IdMap<u64, Vec<u64>>,
     pub(crate) postings: Postings,
     next_ref: u64,
+    /// Scratch for a new series' label ids.
+    ids_buf: Vec<(u32, u32)>,
 }
 
 impl HeadIndex {
@@ -132,7 +135,7 @@ impl HeadIndex {
 
     fn same_labels(&self, s: &MemSeries, labels: &[LabelRef<'_>]) -> bool {
         let mut want = effective(labels);
-        for &(n, v) in s.labels.iter() {
+        for (n, v) in s.labels.iter() {
             match want.next() {
                 Some(l) if self.symbols.resolve(n) == l.name && self.symbols.resolve(v) == l.value => {}
                 _ => return false,
@@ -170,27 +173,25 @@ impl HeadIndex {
         let series_ref = series_ref.unwrap_or(self.next_ref);
         debug_assert!(!self.series.contains_key(&series_ref), "series ref {series_ref} exists");
         self.next_ref = self.next_ref.max(series_ref.saturating_add(1));
-        let ids: Box<[(u32, u32)]> = match &mut load {
+        // Built in a buffer kept between calls: the series stores them packed (`LabelIds`).
+        let mut ids = std::mem::take(&mut self.ids_buf);
+        ids.clear();
+        match &mut load {
             Some((hashes, cache)) => {
                 debug_assert_eq!(
                     hashes.len(),
                     2 * effective(labels).count(),
                     "one hash per name and value"
                 );
-                effective(labels)
-                    .zip(hashes.chunks_exact(2))
-                    .map(|(l, h)| {
-                        (
-                            cache.intern(&mut self.symbols, h[0], l.name),
-                            cache.intern(&mut self.symbols, h[1], l.value),
-                        )
-                    })
-                    .collect()
+                ids.extend(effective(labels).zip(hashes.chunks_exact(2)).map(|(l, h)| {
+                    (
+                        cache.intern(&mut self.symbols, h[0], l.name),
+                        cache.intern(&mut self.symbols, h[1], l.value),
+                    )
+                }));
             }
-            None => effective(labels)
-                .map(|l| (self.symbols.intern(l.name), self.symbols.intern(l.value)))
-                .collect(),
-        };
+            None => ids.extend(effective(labels).map(|l| (self.symbols.intern(l.name), self.symbols.intern(l.value)))),
+        }
         match load {
             Some((_, cache)) => {
                 self.postings.add_ref(series_ref);
@@ -200,7 +201,8 @@ impl HeadIndex {
             }
             None => self.postings.add(series_ref, &ids),
         }
-        let series = Arc::new(MemSeries::new(series_ref, ids, logged));
+        let series = Arc::new(MemSeries::new(series_ref, LabelIds::new(&ids), logged));
+        self.ids_buf = ids;
         self.series.insert(series_ref, Arc::clone(&series));
         match self.by_hash.entry(hash) {
             std::collections::hash_map::Entry::Vacant(e) => {
@@ -216,7 +218,9 @@ impl HeadIndex {
     /// Removes the series with these refs (their symbols stay interned).
     pub(crate) fn remove(&mut self, refs: &[u64]) {
         let gone: Vec<Arc<MemSeries>> = refs.iter().filter_map(|r| self.series.remove(r)).collect();
-        let labels: Vec<(u64, &[(u32, u32)])> = gone.iter().map(|s| (s.series_ref, &s.labels[..])).collect();
+        let owned: Vec<(u64, Vec<(u32, u32)>)> =
+            gone.iter().map(|s| (s.series_ref, s.labels.iter().collect())).collect();
+        let labels: Vec<(u64, &[(u32, u32)])> = owned.iter().map(|(r, l)| (*r, &l[..])).collect();
         self.postings.remove(&labels);
         let refs: IdSet<u64> = refs.iter().copied().collect();
         self.by_hash.retain(|_, r| !refs.contains(r));
@@ -257,7 +261,7 @@ impl HeadIndex {
         let pairs = s
             .labels
             .iter()
-            .map(|&(n, v)| (self.symbols.resolve(n), self.symbols.resolve(v)));
+            .map(|(n, v)| (self.symbols.resolve(n), self.symbols.resolve(v)));
         // Stored in the order the distributor validated (sorted); sorting again is only a fallback.
         Labels::from_sorted(pairs.clone())
             .or_else(|_| Labels::from_unsorted(pairs))

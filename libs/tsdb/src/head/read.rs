@@ -102,7 +102,7 @@ impl Head {
         }
         let selected = self.select_in_range(mint, maxt, matchers);
         let index = read(&self.index);
-        let ids: BTreeSet<u32> = selected.iter().flat_map(|s| s.labels.iter().map(|(n, _)| *n)).collect();
+        let ids: BTreeSet<u32> = selected.iter().flat_map(|s| s.labels.iter().map(|(n, _)| n)).collect();
         let names: BTreeSet<&str> = ids.into_iter().map(|n| index.symbols.resolve(n)).collect();
         names.into_iter().map(str::to_owned).collect()
     }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
+use super::label_ids::LabelIds;
 use super::read::ChunkData;
 use crate::chunkenc::{XorChunk, XorIter};
 use crate::chunks_head::{ChunkDiskMapper, MappedChunk};
@@ -56,7 +57,7 @@ fn compute_chunk_end(start: i64, cur: i64, max: i64) -> i64 {
 pub(crate) struct MemSeries {
     pub(crate) series_ref: u64,
     /// (name, value) symbol ids, in label-name order.
-    pub(crate) labels: Box<[(u32, u32)]>,
+    pub(crate) labels: LabelIds,
     /// Whether a WAL Series record for this series has been logged (a series created by an append whose WAL
     /// write failed is logged by the next append that touches it).
     logged: AtomicBool,
@@ -64,7 +65,7 @@ pub(crate) struct MemSeries {
 }
 
 impl MemSeries {
-    pub(crate) fn new(series_ref: u64, labels: Box<[(u32, u32)]>, logged: bool) -> Self {
+    pub(crate) fn new(series_ref: u64, labels: LabelIds, logged: bool) -> Self {
         Self {
             series_ref,
             labels,
@@ -83,7 +84,7 @@ impl MemSeries {
 
     /// The symbol id of the value of label `name`, if the series has it.
     pub(crate) fn value_of(&self, name: u32) -> Option<u32> {
-        self.labels.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        self.labels.iter().find(|&(n, _)| n == name).map(|(_, v)| v)
     }
 }
 

@@ -181,7 +181,7 @@ impl Head {
                 let labels = s
                     .labels
                     .iter()
-                    .map(|&(n, v)| (index.symbols.resolve(n), index.symbols.resolve(v)));
+                    .map(|(n, v)| (index.symbols.resolve(n), index.symbols.resolve(v)));
                 snap::encode_series(buf, s.series_ref, labels, chunk);
                 drop(state);
                 if buf.len() > max {
