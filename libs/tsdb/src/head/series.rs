@@ -58,6 +58,9 @@ pub(crate) struct MemSeries {
     pub(crate) series_ref: u64,
     /// (name, value) symbol ids, in label-name order.
     pub(crate) labels: LabelIds,
+    /// The top 32 bits of the label hash (`index::hash_labels`), placing the series in the index's by-hash table.
+    /// It sits in what was padding beside `logged`.
+    pub(crate) label_bits: u32,
     /// Whether a WAL Series record for this series has been logged (a series created by an append whose WAL
     /// write failed is logged by the next append that touches it).
     logged: AtomicBool,
@@ -65,10 +68,11 @@ pub(crate) struct MemSeries {
 }
 
 impl MemSeries {
-    pub(crate) fn new(series_ref: u64, labels: LabelIds, logged: bool) -> Self {
+    pub(crate) fn new(series_ref: u64, labels: LabelIds, label_bits: u32, logged: bool) -> Self {
         Self {
             series_ref,
             labels,
+            label_bits,
             logged: AtomicBool::new(logged),
             state: Mutex::new(SeriesState::default()),
         }
