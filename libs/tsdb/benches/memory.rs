@@ -9,8 +9,9 @@
 //! `instance` unique, `container`, `zone`, `env`) and gets one sample per round at a 15 s interval, in batches
 //! of 5,000 series as remote write sends them. Values are realistic: counters growing by varying steps and
 //! gauges with two decimals. Reports:
-//! - RSS per series (`VmRSS` of /proc/self/status after the appends minus before, over the series count; the
-//!   label strings the bench itself holds are subtracted);
+//! - RSS per series (`VmRSS` of /proc/self/status 12 s after the appends, once the allocator has returned the
+//!   pages the last chunk cut freed, minus before, over the series count; the label strings the bench itself
+//!   holds are subtracted);
 //! - WAL bytes per sample, with compression on (the head) and off (a second, smaller head);
 //! - restart time: open after a graceful close with a chunk snapshot, and open after a crash (WAL replay),
 //!   each in a fresh process (the bench runs itself as a child), with the CPU seconds it took;
@@ -27,6 +28,9 @@ use workload::{append_rounds, cpu_seconds, dir_bytes, env, rss_bytes, series_val
 /// The allocator the `heddle` binary ships with: RSS and restart times depend on it.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// How long the bench waits after the appends before reading RSS (jemalloc's dirty decay is 10 s).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(12);
 
 /// Set in the child process that opens the head in this directory and reports how long it took.
 const OPEN_DIR_ENV: &str = "HEDDLE_BENCH_OPEN_DIR";
@@ -82,6 +86,9 @@ fn main() {
     let append_s = started.elapsed().as_secs_f64();
     let append_cpu = cpu_seconds() - cpu;
     head.sync().expect("sync");
+    // What a running head settles to: the last chunk cut freed every series' previous chunk buffer, and
+    // jemalloc's background thread returns such pages over its 10 s dirty decay.
+    std::thread::sleep(SETTLE);
     let rss_after = rss_bytes();
     let wal = dir_bytes(&dir.path().join("wal"));
     println!("series={series} labels=8 rounds={rounds} samples={samples}");
