@@ -5,7 +5,7 @@
 //! label hashes are already SipHash outputs. A folded 128-bit multiply spreads every input bit over both the
 //! low bits (the bucket) and the top bits (hashbrown's control byte).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Hasher for integer keys; see the module docs.
@@ -42,8 +42,6 @@ impl Hasher for IdHasher {
 
 /// A map with integer keys hashed by [`IdHasher`].
 pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-/// A set of integers hashed by [`IdHasher`].
-pub(crate) type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
 
 #[cfg(test)]
 mod tests {

@@ -12,7 +12,7 @@ use hashbrown::HashTable;
 
 use super::idhash::IdHasher;
 use super::label_ids::LabelIds;
-use super::postings::{Postings, intersect, union};
+use super::postings::{Postings, Refs, intersect_lists, union_lists};
 use super::series::MemSeries;
 use super::symbols::SymbolTable;
 
@@ -290,37 +290,34 @@ impl HeadIndex {
     /// the empty string (such a matcher needs the label present), or else every series. The remaining
     /// matchers are checked against each candidate's labels.
     pub(crate) fn select(&self, matchers: &[Matcher]) -> Vec<Arc<MemSeries>> {
-        let mut candidates: Option<Vec<u64>> = None;
+        let mut equal: Vec<Refs<'_>> = Vec::new();
         let mut rest: Vec<&Matcher> = Vec::new();
         for m in matchers {
             if m.kind() == MatchType::Equal && !m.value().is_empty() {
-                let list = match (self.symbols.id(m.name()), self.symbols.id(m.value())) {
+                equal.push(match (self.symbols.id(m.name()), self.symbols.id(m.value())) {
                     (Some(n), Some(v)) => self.postings.get(n, v),
-                    _ => &[],
-                };
-                candidates = Some(match candidates {
-                    None => list.to_vec(),
-                    Some(c) => intersect(&c, list),
+                    _ => Refs::EMPTY,
                 });
             } else {
                 rest.push(m);
             }
         }
-        if candidates.is_none()
-            && let Some(pos) = rest.iter().position(|m| !m.matches_empty())
-        {
+        let candidates = if !equal.is_empty() {
+            intersect_lists(equal)
+        } else if let Some(pos) = rest.iter().position(|m| !m.matches_empty()) {
             let m = rest.remove(pos);
-            candidates = Some(match self.symbols.id(m.name()) {
+            match self.symbols.id(m.name()) {
                 None => Vec::new(),
-                Some(name) => union(
+                Some(name) => union_lists(
                     self.postings
                         .values(name)
                         .filter(|(v, _)| m.matches(self.symbols.resolve(*v)))
                         .map(|(_, refs)| refs),
                 ),
-            });
-        }
-        let candidates = candidates.unwrap_or_else(|| self.postings.all().to_vec());
+            }
+        } else {
+            self.postings.all().to_vec()
+        };
         let rest: Vec<(&Matcher, Option<u32>)> = rest.into_iter().map(|m| (m, self.symbols.id(m.name()))).collect();
         candidates
             .into_iter()

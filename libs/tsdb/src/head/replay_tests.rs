@@ -180,7 +180,7 @@ fn loaded_index_matches_one_by_one_creation() {
         index::symbol_hashes(&hasher, &labels, &mut hashes);
         loaded.create_loaded(h, &labels, r, true, Some((&hashes, &mut cache)));
     }
-    assert_eq!(plain.postings.all(), loaded.postings.all());
+    assert_eq!(plain.postings.all().to_vec(), loaded.postings.all().to_vec());
     for v in &vals {
         for (n, val) in ["a", "b", "c"].iter().zip(v) {
             let get = |ix: &index::HeadIndex| {
