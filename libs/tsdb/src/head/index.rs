@@ -101,7 +101,7 @@ impl LoadCache {
         let slot = &mut self.pairs[(key >> 52) as usize & (LOAD_CACHE_SLOTS - 1)];
         if slot.2 != 0 && slot.0 == name && slot.1 == value {
             postings.add_to_list(slot.2, series_ref);
-        } else if let Some(handle) = postings.add_pair(series_ref, name, value) {
+        } else if let Some(handle) = postings.add_pair_loading(series_ref, name, value) {
             *slot = (name, value, handle);
         }
     }
@@ -214,7 +214,7 @@ impl HeadIndex {
         }
         match load {
             Some((_, cache)) => {
-                self.postings.add_ref(series_ref);
+                self.postings.add_ref_loading(series_ref);
                 for &(n, v) in ids.iter() {
                     cache.add_pair(&mut self.postings, series_ref, n, v);
                 }
@@ -235,6 +235,21 @@ impl HeadIndex {
                 label_slot(s.label_bits)
             });
         series
+    }
+
+    /// Makes room for `series` series in all, so that a load does not grow the series tables step by step.
+    pub(crate) fn reserve(&mut self, series: usize) {
+        let more = series.saturating_sub(self.series.len());
+        self.series.reserve(more, |s| ref_slot(s.series_ref));
+        self.by_hash.reserve(more, |s| label_slot(s.label_bits));
+    }
+
+    /// Ends a load through [`HeadIndex::create_loaded`]: gives the postings lists it grew their compact form,
+    /// and trims series tables [`HeadIndex::reserve`] made larger than the series loaded need.
+    pub(crate) fn finish_load(&mut self) {
+        self.postings.finish_load();
+        self.series.shrink_to_fit(|s| ref_slot(s.series_ref));
+        self.by_hash.shrink_to_fit(|s| label_slot(s.label_bits));
     }
 
     /// Removes the series with these refs (their symbols stay interned).
@@ -339,6 +354,30 @@ mod tests {
 
     fn job(value: &str) -> [LabelRef<'_>; 1] {
         [LabelRef { name: "job", value }]
+    }
+
+    /// Room reserved for a load that turned out smaller is given back when the load finishes: the tables end
+    /// as large as growing one series at a time makes them.
+    #[test]
+    fn an_overestimated_reserve_is_trimmed_when_the_load_finishes() {
+        let (mut reserved, mut grown) = (HeadIndex::new(), HeadIndex::new());
+        reserved.reserve(100_000);
+        let values: Vec<String> = (0..300).map(|i| format!("v{i}")).collect();
+        for (i, v) in values.iter().enumerate() {
+            reserved.create(i as u64, &job(v), None, true);
+            grown.create(i as u64, &job(v), None, true);
+        }
+        assert!(reserved.series.capacity() >= 100_000);
+        reserved.finish_load();
+        grown.finish_load();
+        assert_eq!(reserved.series.capacity(), grown.series.capacity());
+        assert_eq!(reserved.by_hash.capacity(), grown.by_hash.capacity());
+        assert!(
+            values
+                .iter()
+                .enumerate()
+                .all(|(i, v)| reserved.find(i as u64, &job(v)).is_some())
+        );
     }
 
     /// Label sets whose hashes collide (forced here; real hashes are keyed per process) are found, told apart

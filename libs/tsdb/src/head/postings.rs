@@ -72,6 +72,24 @@ impl List {
         }
     }
 
+    /// [`List::add`] without moving the list to a bitmap: loads append to plain `Vec`s (a push where a bitmap
+    /// insert costs several times more) and [`Postings::finish_load`] converts the long ones in one pass.
+    fn add_loading(&mut self, r: u64) {
+        match self {
+            List::Sorted(v) => insert_sorted(v, r),
+            List::Roaring(t) => add_to_roaring(t, r),
+        }
+    }
+
+    /// Gives a `Vec` that outgrew [`SMALL_MAX`] during a load its bitmap form.
+    fn settle(&mut self) {
+        if let List::Sorted(v) = self
+            && v.len() > SMALL_MAX
+        {
+            *self = List::Roaring(roaring_of(v));
+        }
+    }
+
     /// Removes the refs in `gone`, turning a bitmap that shrank to [`SMALL_MAX`] refs back into a `Vec`.
     fn remove(&mut self, gone: &RoaringTreemap) {
         match self {
@@ -165,9 +183,23 @@ impl Postings {
         self.all.add(series_ref);
     }
 
+    /// [`Postings::add_ref`] for a load; [`Postings::finish_load`] gives the list its final form.
+    pub(crate) fn add_ref_loading(&mut self, series_ref: u64) {
+        self.all.add_loading(series_ref);
+    }
+
     /// Adds a series to the postings of one label pair. Returns the pair's list handle when the pair now has
     /// a list of several refs, for [`Postings::add_to_list`].
     pub(crate) fn add_pair(&mut self, series_ref: u64, name: u32, value: u32) -> Option<u64> {
+        self.add_pair_to(series_ref, name, value, false)
+    }
+
+    /// [`Postings::add_pair`] for a load, growing lists as [`Postings::add_to_list`] does.
+    pub(crate) fn add_pair_loading(&mut self, series_ref: u64, name: u32, value: u32) -> Option<u64> {
+        self.add_pair_to(series_ref, name, value, true)
+    }
+
+    fn add_pair_to(&mut self, series_ref: u64, name: u32, value: u32, loading: bool) -> Option<u64> {
         let values = self.by_name.entry(name).or_default();
         match values.get(&value).copied() {
             None if series_ref & LIST_BIT == 0 => {
@@ -193,18 +225,33 @@ impl Postings {
                 Some(slot)
             }
             Some(e) => {
-                self.lists[(e & !LIST_BIT) as usize].add(series_ref);
+                let list = &mut self.lists[(e & !LIST_BIT) as usize];
+                if loading {
+                    list.add_loading(series_ref);
+                } else {
+                    list.add(series_ref);
+                }
                 Some(e)
             }
         }
     }
 
-    /// Adds a series to the list `handle` (from [`Postings::add_pair`]) without looking the pair up. Valid
-    /// only while no series was removed since the handle was returned: removals free and reuse lists.
+    /// Adds a series to the list `handle` (from [`Postings::add_pair`]) without looking the pair up, for a
+    /// load: the list stays a `Vec` however long it grows until [`Postings::finish_load`]. Valid only while no
+    /// series was removed since the handle was returned: removals free and reuse lists.
     pub(crate) fn add_to_list(&mut self, handle: u64, series_ref: u64) {
         debug_assert!(handle & LIST_BIT != 0, "{handle} is not a list handle");
         if let Some(list) = self.lists.get_mut((handle & !LIST_BIT) as usize) {
-            list.add(series_ref);
+            list.add_loading(series_ref);
+        }
+    }
+
+    /// Ends a load: every list longer than [`SMALL_MAX`] becomes a bitmap, built from the sorted `Vec` in one
+    /// pass. Until then lists answer the same, only in their larger form.
+    pub(crate) fn finish_load(&mut self) {
+        self.all.settle();
+        for list in &mut self.lists {
+            list.settle();
         }
     }
 
@@ -323,11 +370,14 @@ fn add_to_roaring(t: &mut RoaringTreemap, r: u64) {
 }
 
 fn roaring_of(sorted: &[u64]) -> RoaringTreemap {
-    let mut t = RoaringTreemap::new();
-    for &r in sorted {
-        add_to_roaring(&mut t, r);
-    }
-    t
+    RoaringTreemap::from_sorted_iter(sorted.iter().copied()).unwrap_or_else(|_| {
+        // Not sorted after all (a bug elsewhere): build it ref by ref rather than lose any.
+        let mut t = RoaringTreemap::new();
+        for &r in sorted {
+            add_to_roaring(&mut t, r);
+        }
+        t
+    })
 }
 
 /// Refs in every one of `lists`, sorted. When the shortest list is a short `Vec` (or a single ref), its refs
@@ -427,6 +477,51 @@ mod tests {
         values.sort_unstable();
         assert_eq!(values, vec![1, 4]);
         assert_eq!(intersect(&[1, 3, 5, 7], &[3, 4, 5, 8]), vec![3, 5]);
+    }
+
+    /// A load appends to plain `Vec`s past `SMALL_MAX` and `finish_load` converts them; the lists answer the
+    /// same before and after, and the same as lists built by plain adds.
+    #[test]
+    fn a_load_grows_vecs_and_finishing_it_gives_them_their_final_form() {
+        let n = 3 * SMALL_MAX as u64;
+        let (mut loaded, mut plain) = (Postings::default(), Postings::default());
+        let mut handle = None;
+        for r in 1..=n {
+            loaded.add_ref_loading(r);
+            match handle {
+                Some(h) => loaded.add_to_list(h, r),
+                None => handle = loaded.add_pair_loading(r, 0, 0),
+            }
+            loaded.add_pair_loading(r, 1, r as u32 % 2);
+            plain.add(r, &[(0, 0), (1, r as u32 % 2)]);
+        }
+        loaded.add_ref_loading(n + 1);
+        loaded.add_pair_loading(n + 1, 2, 0);
+        plain.add(n + 1, &[(2, 0)]);
+        for refs in [loaded.get(0, 0), loaded.get(1, 0), loaded.get(1, 1), loaded.all()] {
+            assert!(!is_roaring(refs), "still Vecs while loading");
+        }
+        let answers = |p: &Postings| {
+            let pairs: Vec<Vec<u64>> = [(0, 0), (1, 0), (1, 1), (2, 0)]
+                .iter()
+                .map(|&(n, v)| p.get(n, v).to_vec())
+                .collect();
+            (p.all().to_vec(), pairs)
+        };
+        assert_eq!(answers(&loaded), answers(&plain));
+        loaded.finish_load();
+        for refs in [loaded.get(0, 0), loaded.get(1, 0), loaded.get(1, 1), loaded.all()] {
+            assert!(is_roaring(refs), "bitmaps once the load is finished");
+        }
+        assert!(!is_roaring(loaded.get(2, 0)));
+        assert_eq!(answers(&loaded), answers(&plain));
+        for (n, v) in [(0, 0), (1, 0), (1, 1), (2, 0)] {
+            assert_eq!(
+                is_roaring(loaded.get(n, v)),
+                is_roaring(plain.get(n, v)),
+                "form of pair {n} {v}"
+            );
+        }
     }
 
     /// A list becomes a bitmap when it grows past `SMALL_MAX` refs and a `Vec` again when removals bring it

@@ -145,6 +145,7 @@ impl Head {
             }
             Ok((report?, total))
         })?;
+        write(&self.index).finish_load();
         stats.samples += shard_stats.samples;
         stats.skipped_samples += shard_stats.skipped_samples;
         stats.samples_in_mmapped_chunks += shard_stats.samples_in_mmapped_chunks;

@@ -298,6 +298,7 @@ impl Head {
             }
         };
         let mut cache = LoadCache::default();
+        let mut sizes = SnapshotSize::of(path);
         let mut apply = |batch: PreparedBatch| -> Result<(), TsdbError> {
             let mut labels: Vec<LabelRef<'_>> = Vec::new();
             for prep in batch.records {
@@ -325,6 +326,11 @@ impl Head {
                             return Err(at(start, &format!("series {series_ref} appears twice")));
                         }
                         let chunk = chunk.map_err(|e| at(start, &e))?;
+                        if series == ESTIMATE_AFTER_SERIES
+                            && let Some(expected) = sizes.take().and_then(|s| s.series_expected(start, series))
+                        {
+                            index.reserve(expected);
+                        }
                         let sym = batch.symbols.get(sym.0..sym.1).unwrap_or(&[]);
                         let created =
                             index.create_loaded(hash, &labels, Some(series_ref), true, Some((sym, &mut cache)));
@@ -351,6 +357,7 @@ impl Head {
             Ok(())
         };
         pipeline::run(workers, read, |raw| prepare(raw, &hasher), &mut apply).map_err(|e| e.to_string())?;
+        index.finish_load();
         if !tombstones {
             // The tombstones record is written after every series: without it the snapshot was cut short.
             return Err("no tombstones record: the snapshot is incomplete".to_owned());
@@ -361,6 +368,48 @@ impl Head {
             self.max_time.fetch_max(range.1, Ordering::Relaxed);
         }
         Ok((series, orphans))
+    }
+}
+
+/// Series loaded before the snapshot's series count is estimated from the bytes they took.
+const ESTIMATE_AFTER_SERIES: u64 = 4096;
+
+/// The sizes of a snapshot's segment files, to estimate how many series it holds from how many bytes its
+/// first [`ESTIMATE_AFTER_SERIES`] series took. The index reserves room for them up front: growing its
+/// series tables reads every series already in them (their refs and hash bits live in the series), a cache
+/// miss each, several times over while a million series load.
+struct SnapshotSize {
+    /// (segment, bytes), ascending.
+    segments: Vec<(u32, u64)>,
+}
+
+impl SnapshotSize {
+    fn of(dir: &Path) -> Option<Self> {
+        let segments = heddle_wal::list_segments(dir)
+            .ok()?
+            .into_iter()
+            .map(|s| Some((s, std::fs::metadata(heddle_wal::segment_path(dir, s)).ok()?.len())))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self { segments })
+    }
+
+    /// The series expected in the whole snapshot when `series` records came before `at`, 10 % over: a low
+    /// estimate costs a growth at the end, a high one is trimmed when the load finishes
+    /// ([`HeadIndex::finish_load`]), which rehashes only if the tables can be smaller.
+    fn series_expected(&self, at: Position, series: u64) -> Option<usize> {
+        let total: u64 = self.segments.iter().map(|s| s.1).sum();
+        let before: u64 = self
+            .segments
+            .iter()
+            .take_while(|s| s.0 < at.segment)
+            .map(|s| s.1)
+            .sum::<u64>()
+            + at.offset;
+        if before == 0 {
+            return None;
+        }
+        let expected = (total as f64 / before as f64) * series as f64 * 1.1;
+        Some(expected as usize)
     }
 }
 
@@ -502,6 +551,26 @@ fn open_chunk(series_ref: u64, c: &SnapshotChunk<'_>) -> Result<XorChunk, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn series_count_is_estimated_from_the_bytes_the_first_series_took() {
+        let size = SnapshotSize {
+            segments: vec![(3, 1_000), (4, 1_000), (5, 500)],
+        };
+        // 100 series in the first 500 bytes of 2,500: 500 expected, 10 % over.
+        let at = Position {
+            segment: 3,
+            offset: 500,
+        };
+        assert_eq!(size.series_expected(at, 100), Some(550));
+        // 100 series in 1,250 bytes (all of segment 3, 250 of segment 4).
+        let at = Position {
+            segment: 4,
+            offset: 250,
+        };
+        assert_eq!(size.series_expected(at, 100), Some(220));
+        assert_eq!(size.series_expected(Position { segment: 3, offset: 0 }, 100), None);
+    }
 
     #[test]
     fn names_follow_prometheus() {
