@@ -57,6 +57,19 @@ impl ChunksBySeries {
         self.taken.iter().filter(|t| !**t).count()
     }
 
+    /// Distinct series whose chunks have not been taken: a WAL replay's estimate of the series it will create.
+    pub(crate) fn untaken_series(&self) -> usize {
+        let mut last = None;
+        let mut n = 0;
+        for (r, taken) in self.refs.iter().zip(&self.taken) {
+            if !taken && last != Some(*r) {
+                n += 1;
+                last = Some(*r);
+            }
+        }
+        n
+    }
+
     /// Takes the chunks of `series_ref`, oldest first (`None` if it has none, or they were taken).
     pub(crate) fn take(&mut self, series_ref: u64) -> Option<&[MappedChunk]> {
         let from = self.find(series_ref);

@@ -353,16 +353,19 @@ fn chunks_by_series_hands_each_series_its_chunks_once() {
         (7, c(2, 80, 0)),
     ]);
     assert_eq!(by.len(), 6);
+    assert_eq!(by.untaken_series(), 4);
     assert_eq!(by.take(3), Some(&[c(1, 40, 0), c(2, 40, 10)][..]));
     assert_eq!(by.take(3), None, "taken once");
     assert_eq!(by.take(4), None, "no chunks");
     assert_eq!(by.len(), 4);
+    assert_eq!(by.untaken_series(), 3);
     assert_eq!(
         by.drop_unless(|c| c.max_time >= 10),
         2,
         "series 7's and 9's first chunks end before 10"
     );
     assert_eq!(by.len(), 2);
+    assert_eq!(by.untaken_series(), 2, "series 5 and 9");
     assert_eq!(by.take(3), None, "still taken after the drop");
     assert_eq!(by.take(9), Some(&[c(1, 80, 10)][..]));
     by.untake_all();

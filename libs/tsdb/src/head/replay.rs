@@ -90,7 +90,14 @@ impl Head {
         // Refs of duplicate series records -> the ref of the series that has those labels.
         let mut aliases: IdMap<u64, u64> = IdMap::default();
         let mut cache = LoadCache::default();
-        let hasher = read(&self.index).symbols.hasher().clone();
+        let hasher = {
+            let mut index = write(&self.index);
+            // Every series with chunks in `chunks_head/` gets a Series record in the WAL or checkpoint: room for
+            // them up front saves growing the series tables step by step (finish_load trims any excess).
+            let expected = index.len() + mapped.untaken_series();
+            index.reserve(expected);
+            index.symbols.hasher().clone()
+        };
         let shards = workers.max(1);
         let (report, shard_stats) = std::thread::scope(|scope| -> Result<_, TsdbError> {
             let mut txs = Vec::with_capacity(shards);
