@@ -233,6 +233,7 @@ pub async fn run_scenario(scenario: &Scenario, opts: &RunOptions) -> Result<RunR
     }
     let duration = started.elapsed();
     sampler.abort();
+    tokio::time::sleep(scenario.settle).await;
     let after = opts.target_pid.and_then(read_proc);
     if opts.progress {
         eprintln!();

@@ -15,6 +15,7 @@
 //! churn: { share: 0.2, every_rounds: 5 }     # optional: this share of series is replaced every K rounds
 //! tenants: { count: 8, skew: 1.2 }           # optional: series split over tenants, Zipf-weighted
 //! bursts: { on: 2s, off: 3s }                # optional: send only during `on`, pause for `off`
+//! settle: 15s            # optional: wait this long after the last round before reading the target's RSS
 //! checks: { verify: true, max_errors: 0, max_p99_ms: 2000 }
 //! ```
 
@@ -66,6 +67,11 @@ pub struct Scenario {
     pub bursts: Option<Bursts>,
     #[serde(default)]
     pub checks: Checks,
+    /// How long to wait after the last round before reading the target's memory (default 0): allocators and
+    /// garbage collectors return memory freed in a burst (every series' previous chunk at a chunk cut) over
+    /// seconds, so a reading taken at once depends on how recently the target got there.
+    #[serde(with = "human_duration", default)]
+    pub settle: Duration,
 }
 
 /// Series churn: `share` of the series slots get a new identity (new labels) every `every_rounds` rounds.
@@ -297,6 +303,9 @@ mod tests {
         let s = Scenario::parse(MIN).expect("minimal");
         assert_eq!((s.batch, s.concurrency, s.metrics, s.max_rounds), (2000, 4, 40, 240));
         assert!(s.checks.verify);
+        assert_eq!(s.settle, Duration::ZERO);
+        let settled = Scenario::parse(&format!("{MIN}settle: 15s\n")).expect("settle");
+        assert_eq!(settled.settle, Duration::from_secs(15));
         for (name, yaml, needle) in [
             ("zero series", "name: t\nduration: 2s\nseries: 0\n".to_owned(), "series"),
             (
