@@ -40,6 +40,18 @@ impl Hasher for IdHasher {
     }
 }
 
+/// The 32 bits of a 64-bit string hash that the symbol table and the series' by-hash table keep in their
+/// entries (so that growing a table never recomputes a hash).
+pub(crate) fn kept_bits(hash: u64) -> u32 {
+    (hash >> 32) as u32
+}
+
+/// Where an entry with [`kept_bits`] `bits` goes in a hashbrown table: spread over the whole word, as the table
+/// takes the bucket from the low bits and the control byte from the top ones.
+pub(crate) fn spread_bits(bits: u32) -> u64 {
+    u64::from(bits).wrapping_mul(K)
+}
+
 /// A map with integer keys hashed by [`IdHasher`].
 pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 

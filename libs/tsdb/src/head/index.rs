@@ -10,7 +10,7 @@ use heddle_model::{LabelRef, Labels, MatchType, Matcher};
 
 use hashbrown::HashTable;
 
-use super::idhash::IdHasher;
+use super::idhash::{IdHasher, kept_bits, spread_bits};
 use super::label_ids::LabelIds;
 use super::postings::{Postings, Refs, intersect_lists, union_lists};
 use super::series::MemSeries;
@@ -31,17 +31,6 @@ pub(crate) fn hash_labels(labels: &[LabelRef<'_>]) -> u64 {
         l.value.hash(&mut h);
     }
     h.finish()
-}
-
-/// The 32 bits of a label hash a series keeps ([`MemSeries::label_bits`]).
-fn label_bits(hash: u64) -> u32 {
-    (hash >> 32) as u32
-}
-
-/// Where a series goes in the by-hash table: its 32 label-hash bits spread over the word (the table takes the
-/// bucket from the low bits and a control byte from the top ones).
-fn label_slot(bits: u32) -> u64 {
-    u64::from(bits).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// Where a series goes in the by-ref table.
@@ -112,7 +101,7 @@ pub(crate) struct HeadIndex {
     pub(crate) symbols: SymbolTable,
     /// Every series, placed by its ref ([`ref_slot`]).
     series: HashTable<Arc<MemSeries>>,
-    /// Every series again, placed by the top half of its label hash ([`label_slot`]); label sets sharing those
+    /// Every series again, placed by the top half of its label hash ([`spread_bits`]); label sets sharing those
     /// 32 bits are told apart by comparing labels. Two tables of 8-byte entries holding the series itself, where
     /// maps of ref -> series and label hash -> ref took 16-byte entries each: 32 bytes less per series at 1M
     /// series (2M buckets). Growing either reads each series for its ref or hash bits, never its labels.
@@ -147,8 +136,8 @@ impl HeadIndex {
 
     /// The series with exactly these labels.
     pub(crate) fn find(&self, hash: u64, labels: &[LabelRef<'_>]) -> Option<&Arc<MemSeries>> {
-        let bits = label_bits(hash);
-        self.by_hash.find(label_slot(bits), |s| {
+        let bits = kept_bits(hash);
+        self.by_hash.find(spread_bits(bits), |s| {
             s.label_bits == bits && self.same_labels(s, labels)
         })
     }
@@ -221,18 +210,13 @@ impl HeadIndex {
             }
             None => self.postings.add(series_ref, &ids),
         }
-        let series = Arc::new(MemSeries::new(
-            series_ref,
-            LabelIds::new(&ids),
-            label_bits(hash),
-            logged,
-        ));
+        let series = Arc::new(MemSeries::new(series_ref, LabelIds::new(&ids), kept_bits(hash), logged));
         self.ids_buf = ids;
         self.series
             .insert_unique(ref_slot(series_ref), Arc::clone(&series), |s| ref_slot(s.series_ref));
         self.by_hash
-            .insert_unique(label_slot(series.label_bits), Arc::clone(&series), |s| {
-                label_slot(s.label_bits)
+            .insert_unique(spread_bits(series.label_bits), Arc::clone(&series), |s| {
+                spread_bits(s.label_bits)
             });
         series
     }
@@ -241,7 +225,7 @@ impl HeadIndex {
     pub(crate) fn reserve(&mut self, series: usize) {
         let more = series.saturating_sub(self.series.len());
         self.series.reserve(more, |s| ref_slot(s.series_ref));
-        self.by_hash.reserve(more, |s| label_slot(s.label_bits));
+        self.by_hash.reserve(more, |s| spread_bits(s.label_bits));
     }
 
     /// Ends a load through [`HeadIndex::create_loaded`]: gives the postings lists it grew their compact form,
@@ -249,7 +233,7 @@ impl HeadIndex {
     pub(crate) fn finish_load(&mut self) {
         self.postings.finish_load();
         self.series.shrink_to_fit(|s| ref_slot(s.series_ref));
-        self.by_hash.shrink_to_fit(|s| label_slot(s.label_bits));
+        self.by_hash.shrink_to_fit(|s| spread_bits(s.label_bits));
     }
 
     /// Removes the series with these refs (their symbols stay interned).
@@ -266,7 +250,10 @@ impl HeadIndex {
             })
             .collect();
         for s in &gone {
-            if let Ok(e) = self.by_hash.find_entry(label_slot(s.label_bits), |x| Arc::ptr_eq(x, s)) {
+            if let Ok(e) = self
+                .by_hash
+                .find_entry(spread_bits(s.label_bits), |x| Arc::ptr_eq(x, s))
+            {
                 e.remove();
             }
         }

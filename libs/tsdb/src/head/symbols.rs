@@ -16,6 +16,8 @@ use std::hash::{BuildHasher, RandomState};
 
 use hashbrown::HashTable;
 
+use super::idhash::{kept_bits, spread_bits};
+
 /// Interned strings, by id and by content.
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable {
@@ -23,20 +25,9 @@ pub(crate) struct SymbolTable {
     arena: String,
     /// End offset of string `id` in `arena` (it starts where `id - 1` ends).
     ends: Vec<u64>,
-    /// (id, top 32 bits of its string's hash), placed by [`slot_hash`] of those bits.
+    /// (id, top 32 bits of its string's hash), placed by [`spread_bits`] of those bits.
     by_hash: HashTable<(u32, u32)>,
     hasher: RandomState,
-}
-
-/// The 32 bits of a string's hash the table keeps.
-fn hash32(h: u64) -> u32 {
-    (h >> 32) as u32
-}
-
-/// Where an entry with hash bits `h` goes: spread over the whole word, as the table takes its bucket from the
-/// low bits and its control byte from the top ones.
-fn slot_hash(h: u32) -> u64 {
-    u64::from(h).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 impl SymbolTable {
@@ -59,14 +50,14 @@ impl SymbolTable {
 
     /// Interns `s` under hash `h`, whatever hashed it (tests give chosen hashes to collide strings).
     fn intern_with(&mut self, h: u64, s: &str) -> u32 {
-        let h = hash32(h);
+        let h = kept_bits(h);
         let Self {
             arena, ends, by_hash, ..
         } = self;
         let entry = by_hash.entry(
-            slot_hash(h),
+            spread_bits(h),
             |&(id, bits)| bits == h && resolve_in(arena, ends, id) == s,
-            |&(_, bits)| slot_hash(bits),
+            |&(_, bits)| spread_bits(bits),
         );
         match entry {
             hashbrown::hash_table::Entry::Occupied(e) => e.get().0,
@@ -82,9 +73,9 @@ impl SymbolTable {
     }
 
     fn lookup(&self, h: u64, s: &str) -> Option<u32> {
-        let h = hash32(h);
+        let h = kept_bits(h);
         self.by_hash
-            .find(slot_hash(h), |&(id, bits)| bits == h && self.resolve(id) == s)
+            .find(spread_bits(h), |&(id, bits)| bits == h && self.resolve(id) == s)
             .map(|&(id, _)| id)
     }
 
