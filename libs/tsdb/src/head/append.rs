@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use heddle_model::{LabelRef, Sample};
 
-use super::index::{effective, hash_labels};
+use super::index::{Created, effective, hash_labels};
 use super::series::{MemSeries, Verdict, judge};
 use super::{Head, lock, read, write};
 use crate::error::TsdbError;
@@ -299,10 +299,12 @@ impl Head {
             prev = name;
         }
         let mut index = write(&self.index);
-        if let Some(s) = index.find(hash, labels) {
-            return Some(Arc::clone(s));
-        }
-        let series = index.create(hash, labels, None, false);
+        let series = match index.get_or_create(hash, labels, None, false) {
+            Created::New(s) => s,
+            Created::Exists(s) => return Some(Arc::clone(s)),
+            // A new series takes the next free ref, which no series has.
+            Created::RefTaken => return None,
+        };
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
         out.series_created += 1;
         Some(series)

@@ -3,14 +3,14 @@
 //! Guarded by one `RwLock` in [`super::Head`]. Lock order: the index lock may be held while a series' state
 //! lock is taken, never the other way round.
 
-use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use heddle_model::{LabelRef, Labels, MatchType, Matcher};
 
 use hashbrown::HashTable;
 
-use super::idhash::{IdHasher, kept_bits, spread_bits};
+use super::idhash::{IdHasher, StrHasher, kept_bits, spread_bits};
 use super::label_ids::LabelIds;
 use super::postings::{Postings, Refs, intersect_lists, union_lists};
 use super::series::MemSeries;
@@ -24,7 +24,7 @@ pub(crate) fn effective<'s, 'a>(labels: &'s [LabelRef<'a>]) -> impl Iterator<Ite
 /// Hash of a label set, to find its series without building owned labels. Keyed randomly per process (it is
 /// never stored), so clients cannot search offline for label sets that crowd one part of the by-hash table.
 pub(crate) fn hash_labels(labels: &[LabelRef<'_>]) -> u64 {
-    static KEYS: std::sync::LazyLock<RandomState> = std::sync::LazyLock::new(RandomState::new);
+    static KEYS: std::sync::LazyLock<StrHasher> = std::sync::LazyLock::new(StrHasher::default);
     let mut h = KEYS.build_hasher();
     for l in effective(labels) {
         l.name.hash(&mut h);
@@ -41,12 +41,79 @@ fn ref_slot(series_ref: u64) -> u64 {
 
 /// Appends to `out` the hashes of the effective labels' names and values, in order, for
 /// [`HeadIndex::create_hashed`].
-pub(crate) fn symbol_hashes(hasher: &std::hash::RandomState, labels: &[LabelRef<'_>], out: &mut Vec<u64>) {
+pub(crate) fn symbol_hashes(hasher: &StrHasher, labels: &[LabelRef<'_>], out: &mut Vec<u64>) {
     use std::hash::BuildHasher;
     for l in effective(labels) {
         out.push(hasher.hash_one(l.name));
         out.push(hasher.hash_one(l.value));
     }
+}
+
+/// Whether series `s` has exactly `labels` (their effective ones).
+fn same_labels(symbols: &SymbolTable, s: &MemSeries, labels: &[LabelRef<'_>]) -> bool {
+    let mut want = effective(labels);
+    for (n, v) in s.labels.iter() {
+        match want.next() {
+            Some(l) if symbols.resolve(n) == l.name && symbols.resolve(v) == l.value => {}
+            _ => return false,
+        }
+    }
+    want.next().is_none()
+}
+
+/// Interns a new series' labels into `ids`, with their strings' hashes and the loader's cache when loading
+/// (see [`HeadIndex::get_or_create_loaded`]).
+fn intern_labels(
+    symbols: &mut SymbolTable,
+    labels: &[LabelRef<'_>],
+    load: Option<(&[u64], &mut LoadCache)>,
+    ids: &mut Vec<(u32, u32)>,
+) {
+    debug_assert!(
+        labels.windows(2).all(|w| w[0].name < w[1].name),
+        "labels must be sorted and unique"
+    );
+    ids.clear();
+    match load {
+        Some((hashes, cache)) => {
+            debug_assert_eq!(
+                hashes.len(),
+                2 * effective(labels).count(),
+                "one hash per name and value"
+            );
+            ids.extend(effective(labels).zip(hashes.chunks_exact(2)).map(|(l, h)| {
+                (
+                    cache.intern(symbols, h[0], l.name),
+                    cache.intern(symbols, h[1], l.value),
+                )
+            }));
+        }
+        None => ids.extend(effective(labels).map(|l| (symbols.intern(l.name), symbols.intern(l.value)))),
+    }
+}
+
+/// Adds a new series to the postings of its label ids, through the loader's cache when loading.
+fn add_postings(postings: &mut Postings, series_ref: u64, ids: &[(u32, u32)], load: Option<&mut LoadCache>) {
+    match load {
+        Some(cache) => {
+            postings.add_ref_loading(series_ref);
+            for &(n, v) in ids {
+                cache.add_pair(postings, series_ref, n, v);
+            }
+        }
+        None => postings.add(series_ref, ids),
+    }
+}
+
+/// What [`HeadIndex::get_or_create`] found.
+#[derive(Debug)]
+pub(crate) enum Created<'a> {
+    /// A new series.
+    New(Arc<MemSeries>),
+    /// The series that already has these labels (whatever its ref).
+    Exists(&'a Arc<MemSeries>),
+    /// Another label set's series has the ref asked for.
+    RefTaken,
 }
 
 /// Slots of each [`LoadCache`] table (a power of two).
@@ -96,16 +163,91 @@ impl LoadCache {
     }
 }
 
+/// The series of an index, by ref and by label hash. Two tables of 8-byte entries holding the series itself,
+/// where maps of ref -> series and label hash -> ref took 16-byte entries each: 32 bytes less per series at 1M
+/// series (2M buckets). Growing either reads each series for its ref or hash bits, never its labels.
+///
 #[derive(Debug, Default)]
-pub(crate) struct HeadIndex {
-    pub(crate) symbols: SymbolTable,
+pub(crate) struct SeriesTables {
     /// Every series, placed by its ref ([`ref_slot`]).
     series: HashTable<Arc<MemSeries>>,
     /// Every series again, placed by the top half of its label hash ([`spread_bits`]); label sets sharing those
-    /// 32 bits are told apart by comparing labels. Two tables of 8-byte entries holding the series itself, where
-    /// maps of ref -> series and label hash -> ref took 16-byte entries each: 32 bytes less per series at 1M
-    /// series (2M buckets). Growing either reads each series for its ref or hash bits, never its labels.
+    /// 32 bits are told apart by comparing labels.
     by_hash: HashTable<Arc<MemSeries>>,
+}
+
+impl SeriesTables {
+    fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// Makes room for `series` series in all, so that a load does not grow the tables step by step.
+    fn reserve(&mut self, series: usize) {
+        let more = series.saturating_sub(self.series.len());
+        self.series.reserve(more, |s| ref_slot(s.series_ref));
+        self.by_hash.reserve(more, |s| spread_bits(s.label_bits));
+    }
+
+    /// Trims tables [`SeriesTables::reserve`] made larger than the series loaded need.
+    fn shrink_to_fit(&mut self) {
+        self.series.shrink_to_fit(|s| ref_slot(s.series_ref));
+        self.by_hash.shrink_to_fit(|s| spread_bits(s.label_bits));
+    }
+}
+
+/// The series tables and postings of an index, which a snapshot load takes out
+/// ([`HeadIndex::take_series_half`]) to fill on another thread while the index interns the next series'
+/// labels ([`HeadIndex::intern_loaded`]).
+#[derive(Debug, Default)]
+pub(crate) struct SeriesHalf {
+    tables: SeriesTables,
+    postings: Postings,
+}
+
+impl SeriesHalf {
+    /// Adds a loaded series with these label ids (interned by the index this half belongs to) and kept
+    /// label-hash bits, and adds it to their postings; `None`, adding nothing, when a series has the same
+    /// labels or the same ref.
+    pub(crate) fn add_loaded(
+        &mut self,
+        series_ref: u64,
+        bits: u32,
+        ids: &[(u32, u32)],
+        cache: &mut LoadCache,
+    ) -> Option<Arc<MemSeries>> {
+        let labels = LabelIds::new(ids);
+        // Ids of one symbol table are equal exactly when the strings are.
+        let hashbrown::hash_table::Entry::Vacant(by_labels) = self.tables.by_hash.entry(
+            spread_bits(bits),
+            |s| s.label_bits == bits && s.labels == labels,
+            |s| spread_bits(s.label_bits),
+        ) else {
+            return None;
+        };
+        let hashbrown::hash_table::Entry::Vacant(by_ref) = self.tables.series.entry(
+            ref_slot(series_ref),
+            |s| s.series_ref == series_ref,
+            |s| ref_slot(s.series_ref),
+        ) else {
+            return None;
+        };
+        add_postings(&mut self.postings, series_ref, ids, Some(cache));
+        let created = Arc::new(MemSeries::new(series_ref, labels, bits, true));
+        by_ref.insert(Arc::clone(&created));
+        by_labels.insert(Arc::clone(&created));
+        Some(created)
+    }
+
+    /// Makes room for `series` series in all, so that a load does not grow the series tables step by step.
+    pub(crate) fn reserve(&mut self, series: usize) {
+        self.tables.reserve(series);
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct HeadIndex {
+    pub(crate) symbols: SymbolTable,
+    tables: SeriesTables,
     pub(crate) postings: Postings,
     next_ref: u64,
     /// Scratch for a new series' label ids.
@@ -121,7 +263,7 @@ impl HeadIndex {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.series.len()
+        self.tables.len()
     }
 
     /// The ref the next new series gets.
@@ -131,109 +273,126 @@ impl HeadIndex {
     }
 
     pub(crate) fn get(&self, series_ref: u64) -> Option<&Arc<MemSeries>> {
-        self.series.find(ref_slot(series_ref), |s| s.series_ref == series_ref)
+        self.tables
+            .series
+            .find(ref_slot(series_ref), |s| s.series_ref == series_ref)
     }
 
     /// The series with exactly these labels.
     pub(crate) fn find(&self, hash: u64, labels: &[LabelRef<'_>]) -> Option<&Arc<MemSeries>> {
         let bits = kept_bits(hash);
-        self.by_hash.find(spread_bits(bits), |s| {
-            s.label_bits == bits && self.same_labels(s, labels)
+        self.tables.by_hash.find(spread_bits(bits), |s| {
+            s.label_bits == bits && same_labels(&self.symbols, s, labels)
         })
     }
 
-    fn same_labels(&self, s: &MemSeries, labels: &[LabelRef<'_>]) -> bool {
-        let mut want = effective(labels);
-        for (n, v) in s.labels.iter() {
-            match want.next() {
-                Some(l) if self.symbols.resolve(n) == l.name && self.symbols.resolve(v) == l.value => {}
-                _ => return false,
-            }
-        }
-        want.next().is_none()
-    }
-
-    /// Adds a series, interning its strings. `series_ref` is given when replaying the WAL; otherwise the next
-    /// free ref is used. The caller checked that neither the labels nor the ref exist yet.
-    pub(crate) fn create(
+    /// The series with these labels, created (interning its strings) if there is none. `series_ref` is given
+    /// when replaying the WAL; otherwise the next free ref is used.
+    pub(crate) fn get_or_create(
         &mut self,
         hash: u64,
         labels: &[LabelRef<'_>],
         series_ref: Option<u64>,
         logged: bool,
-    ) -> Arc<MemSeries> {
-        self.create_loaded(hash, labels, series_ref, logged, None)
+    ) -> Created<'_> {
+        self.get_or_create_loaded(hash, labels, series_ref, logged, None)
     }
 
-    /// [`HeadIndex::create`] for a loader: with the symbol hashes of the effective labels (name, value, name,
-    /// value...) computed ahead by [`symbol_hashes`] on a worker, and the loader's [`LoadCache`].
-    pub(crate) fn create_loaded(
+    /// [`HeadIndex::get_or_create`] for a loader: with the symbol hashes of the effective labels (name, value,
+    /// name, value...) computed ahead by [`symbol_hashes`] on a worker, and the loader's [`LoadCache`].
+    ///
+    /// Looking for the series and making room for it are one probe of each table, the same probe the insert
+    /// then uses: at a million series every probe is a cache miss.
+    pub(crate) fn get_or_create_loaded(
         &mut self,
         hash: u64,
         labels: &[LabelRef<'_>],
         series_ref: Option<u64>,
         logged: bool,
-        mut load: Option<(&[u64], &mut LoadCache)>,
-    ) -> Arc<MemSeries> {
-        debug_assert!(
-            labels.windows(2).all(|w| w[0].name < w[1].name),
-            "labels must be sorted and unique"
-        );
+        load: Option<(&[u64], &mut LoadCache)>,
+    ) -> Created<'_> {
         let series_ref = series_ref.unwrap_or(self.next_ref);
-        debug_assert!(self.get(series_ref).is_none(), "series ref {series_ref} exists");
-        self.next_ref = self.next_ref.max(series_ref.saturating_add(1));
-        // Built in a buffer kept between calls: the series stores them packed (`LabelIds`).
-        let mut ids = std::mem::take(&mut self.ids_buf);
-        ids.clear();
-        match &mut load {
-            Some((hashes, cache)) => {
-                debug_assert_eq!(
-                    hashes.len(),
-                    2 * effective(labels).count(),
-                    "one hash per name and value"
-                );
-                ids.extend(effective(labels).zip(hashes.chunks_exact(2)).map(|(l, h)| {
-                    (
-                        cache.intern(&mut self.symbols, h[0], l.name),
-                        cache.intern(&mut self.symbols, h[1], l.value),
-                    )
-                }));
-            }
-            None => ids.extend(effective(labels).map(|l| (self.symbols.intern(l.name), self.symbols.intern(l.value)))),
-        }
+        let bits = kept_bits(hash);
+        let Self {
+            symbols,
+            tables,
+            postings,
+            next_ref,
+            ids_buf,
+        } = self;
+        let by_labels = match tables.by_hash.entry(
+            spread_bits(bits),
+            |s| s.label_bits == bits && same_labels(symbols, s, labels),
+            |s| spread_bits(s.label_bits),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(e) => return Created::Exists(e.into_mut()),
+            hashbrown::hash_table::Entry::Vacant(e) => e,
+        };
+        let by_ref = match tables.series.entry(
+            ref_slot(series_ref),
+            |s| s.series_ref == series_ref,
+            |s| ref_slot(s.series_ref),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(_) => return Created::RefTaken,
+            hashbrown::hash_table::Entry::Vacant(e) => e,
+        };
+        *next_ref = (*next_ref).max(series_ref.saturating_add(1));
         match load {
-            Some((_, cache)) => {
-                self.postings.add_ref_loading(series_ref);
-                for &(n, v) in ids.iter() {
-                    cache.add_pair(&mut self.postings, series_ref, n, v);
-                }
+            Some((hashes, cache)) => {
+                intern_labels(symbols, labels, Some((hashes, &mut *cache)), ids_buf);
+                add_postings(postings, series_ref, ids_buf, Some(cache));
             }
-            None => self.postings.add(series_ref, &ids),
+            None => {
+                intern_labels(symbols, labels, None, ids_buf);
+                add_postings(postings, series_ref, ids_buf, None);
+            }
         }
-        let series = Arc::new(MemSeries::new(series_ref, LabelIds::new(&ids), kept_bits(hash), logged));
-        self.ids_buf = ids;
-        self.series
-            .insert_unique(ref_slot(series_ref), Arc::clone(&series), |s| ref_slot(s.series_ref));
-        self.by_hash
-            .insert_unique(spread_bits(series.label_bits), Arc::clone(&series), |s| {
-                spread_bits(s.label_bits)
-            });
-        series
+        let created = Arc::new(MemSeries::new(series_ref, LabelIds::new(ids_buf), bits, logged));
+        by_ref.insert(Arc::clone(&created));
+        by_labels.insert(Arc::clone(&created));
+        Created::New(created)
+    }
+
+    /// The first half of loading a series whose [`SeriesHalf`] was taken out ([`HeadIndex::take_series_half`]):
+    /// interns its labels, leaving their ids in `ids`, for [`SeriesHalf::add_loaded`]. A series that half
+    /// then refuses leaves its strings interned.
+    pub(crate) fn intern_loaded(
+        &mut self,
+        series_ref: u64,
+        labels: &[LabelRef<'_>],
+        hashes: &[u64],
+        cache: &mut LoadCache,
+        ids: &mut Vec<(u32, u32)>,
+    ) {
+        self.next_ref = self.next_ref.max(series_ref.saturating_add(1));
+        intern_labels(&mut self.symbols, labels, Some((hashes, cache)), ids);
+    }
+
+    /// Takes the series tables and postings out, leaving empty ones, for a load that fills them on another
+    /// thread.
+    pub(crate) fn take_series_half(&mut self) -> SeriesHalf {
+        SeriesHalf {
+            tables: std::mem::take(&mut self.tables),
+            postings: std::mem::take(&mut self.postings),
+        }
+    }
+
+    /// Puts back what [`HeadIndex::take_series_half`] took.
+    pub(crate) fn put_series_half(&mut self, half: SeriesHalf) {
+        self.tables = half.tables;
+        self.postings = half.postings;
     }
 
     /// Makes room for `series` series in all, so that a load does not grow the series tables step by step.
     pub(crate) fn reserve(&mut self, series: usize) {
-        let more = series.saturating_sub(self.series.len());
-        self.series.reserve(more, |s| ref_slot(s.series_ref));
-        self.by_hash.reserve(more, |s| spread_bits(s.label_bits));
+        self.tables.reserve(series);
     }
 
-    /// Ends a load through [`HeadIndex::create_loaded`]: gives the postings lists it grew their compact form,
-    /// and trims series tables [`HeadIndex::reserve`] made larger than the series loaded need.
+    /// Ends a load: gives the postings lists it grew their compact form, and trims series tables
+    /// [`HeadIndex::reserve`] made larger than the series loaded need.
     pub(crate) fn finish_load(&mut self) {
         self.postings.finish_load();
-        self.series.shrink_to_fit(|s| ref_slot(s.series_ref));
-        self.by_hash.shrink_to_fit(|s| spread_bits(s.label_bits));
+        self.tables.shrink_to_fit();
     }
 
     /// Removes the series with these refs (their symbols stay interned).
@@ -242,6 +401,7 @@ impl HeadIndex {
             .iter()
             .filter_map(|&r| {
                 let (s, _) = self
+                    .tables
                     .series
                     .find_entry(ref_slot(r), |s| s.series_ref == r)
                     .ok()?
@@ -251,6 +411,7 @@ impl HeadIndex {
             .collect();
         for s in &gone {
             if let Ok(e) = self
+                .tables
                 .by_hash
                 .find_entry(spread_bits(s.label_bits), |x| Arc::ptr_eq(x, s))
             {
@@ -265,7 +426,7 @@ impl HeadIndex {
 
     /// Every series, in no order.
     pub(crate) fn all_series(&self) -> impl Iterator<Item = &Arc<MemSeries>> + '_ {
-        self.series.iter()
+        self.tables.series.iter()
     }
 
     /// Notes a ref seen in the WAL, so new series never reuse it.
@@ -343,6 +504,38 @@ mod tests {
         [LabelRef { name: "job", value }]
     }
 
+    fn create(ix: &mut HeadIndex, hash: u64, labels: &[LabelRef<'_>]) -> Arc<MemSeries> {
+        match ix.get_or_create(hash, labels, None, true) {
+            Created::New(s) => s,
+            other => panic!("expected a new series, got {other:?}"),
+        }
+    }
+
+    /// Asking for existing labels returns their series whatever ref is asked for; asking for a taken ref with
+    /// other labels creates nothing. Neither changes the index.
+    #[test]
+    fn get_or_create_creates_only_new_labels_on_free_refs() {
+        let mut ix = HeadIndex::new();
+        let h = |v: &str| hash_labels(&job(v));
+        let a = create(&mut ix, h("a"), &job("a"));
+        match ix.get_or_create(h("a"), &job("a"), Some(77), true) {
+            Created::Exists(s) => assert!(Arc::ptr_eq(s, &a)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            ix.get_or_create(h("b"), &job("b"), Some(a.series_ref), true),
+            Created::RefTaken
+        ));
+        assert_eq!(ix.len(), 1);
+        assert!(ix.find(h("b"), &job("b")).is_none());
+        assert_eq!(ix.symbols.id("b"), None, "a refused series interns nothing");
+        assert_eq!(ix.postings.all().to_vec(), vec![a.series_ref]);
+        assert_eq!(ix.next_ref(), a.series_ref + 1, "a refused ref is not reserved");
+        let b = create(&mut ix, h("b"), &job("b"));
+        assert_eq!(b.series_ref, a.series_ref + 1);
+        assert_eq!(ix.select(&[Matcher::equal("job", "b")]).len(), 1);
+    }
+
     /// Room reserved for a load that turned out smaller is given back when the load finishes: the tables end
     /// as large as growing one series at a time makes them.
     #[test]
@@ -351,14 +544,14 @@ mod tests {
         reserved.reserve(100_000);
         let values: Vec<String> = (0..300).map(|i| format!("v{i}")).collect();
         for (i, v) in values.iter().enumerate() {
-            reserved.create(i as u64, &job(v), None, true);
-            grown.create(i as u64, &job(v), None, true);
+            create(&mut reserved, i as u64, &job(v));
+            create(&mut grown, i as u64, &job(v));
         }
-        assert!(reserved.series.capacity() >= 100_000);
+        assert!(reserved.tables.series.capacity() >= 100_000);
         reserved.finish_load();
         grown.finish_load();
-        assert_eq!(reserved.series.capacity(), grown.series.capacity());
-        assert_eq!(reserved.by_hash.capacity(), grown.by_hash.capacity());
+        assert_eq!(reserved.tables.series.capacity(), grown.tables.series.capacity());
+        assert_eq!(reserved.tables.by_hash.capacity(), grown.tables.by_hash.capacity());
         assert!(
             values
                 .iter()
@@ -373,10 +566,10 @@ mod tests {
     fn series_whose_label_hashes_collide_stay_apart() {
         let mut ix = HeadIndex::new();
         let h = 42 << 32 | 7;
-        let a = ix.create(h, &job("a"), None, true);
-        let b = ix.create(h, &job("b"), None, true);
+        let a = create(&mut ix, h, &job("a"));
+        let b = create(&mut ix, h, &job("b"));
         // Same 32 kept bits, different full hash.
-        let c = ix.create(42 << 32 | 9, &job("c"), None, true);
+        let c = create(&mut ix, 42 << 32 | 9, &job("c"));
         let found = |ix: &HeadIndex, hash, v| ix.find(hash, &job(v)).map(|s| s.series_ref);
         assert_eq!(found(&ix, h, "a"), Some(a.series_ref));
         assert_eq!(found(&ix, h, "b"), Some(b.series_ref));

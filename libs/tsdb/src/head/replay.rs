@@ -13,8 +13,8 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use heddle_model::LabelRef;
 
-use super::idhash::IdMap;
-use super::index::{LoadCache, hash_labels, symbol_hashes};
+use super::idhash::{IdMap, StrHasher};
+use super::index::{Created, LoadCache, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
 use super::series::{MemSeries, Verdict};
 use super::{Head, lock, read, write};
@@ -179,22 +179,25 @@ impl Head {
             let labels: Vec<LabelRef<'_>> = rec.labels.iter().collect();
             let hash = series.hashes[i];
             index.reserve_ref(rec.series_ref);
-            if let Some(existing) = index.find(hash, &labels) {
-                if existing.series_ref != rec.series_ref {
-                    aliases.insert(rec.series_ref, existing.series_ref);
-                    stats.duplicate_series += 1;
-                }
-                continue;
-            }
-            if index.get(rec.series_ref).is_some() {
-                stats.conflicting_series += 1;
-                continue;
-            }
             let sym = series
                 .symbols
                 .get(series.symbol_ranges[i].0..series.symbol_ranges[i].1)
                 .unwrap_or(&[]);
-            let created = index.create_loaded(hash, &labels, Some(rec.series_ref), true, Some((sym, &mut *cache)));
+            let created =
+                match index.get_or_create_loaded(hash, &labels, Some(rec.series_ref), true, Some((sym, &mut *cache))) {
+                    Created::New(s) => s,
+                    Created::Exists(existing) => {
+                        if existing.series_ref != rec.series_ref {
+                            aliases.insert(rec.series_ref, existing.series_ref);
+                            stats.duplicate_series += 1;
+                        }
+                        continue;
+                    }
+                    Created::RefTaken => {
+                        stats.conflicting_series += 1;
+                        continue;
+                    }
+                };
             if let Some(chunks) = mapped.take(rec.series_ref) {
                 let (lo, hi) = (chunks.first().map(|c| c.min_time), chunks.last().map(|c| c.max_time));
                 stats.orphan_mmapped_chunks += lock(&created.state).attach_mapped(chunks) as u64;
@@ -342,7 +345,7 @@ enum Decoded {
     Undecodable(String),
 }
 
-fn decode_batch(raw: RawBatch, hasher: &std::hash::RandomState) -> Vec<Decoded> {
+fn decode_batch(raw: &RawBatch, hasher: &StrHasher) -> Vec<Decoded> {
     raw.records()
         .map(|(rec, _)| match record::decode(rec) {
             Ok(Record::Series(records)) => {

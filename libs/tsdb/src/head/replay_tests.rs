@@ -175,10 +175,16 @@ fn loaded_index_matches_one_by_one_creation() {
         let labels = abc(v);
         let h = index::hash_labels(&labels);
         let r = Some(i as u64 * 3 + 1);
-        plain.create(h, &labels, r, true);
+        assert!(matches!(
+            plain.get_or_create(h, &labels, r, true),
+            index::Created::New(_)
+        ));
         hashes.clear();
         index::symbol_hashes(&hasher, &labels, &mut hashes);
-        loaded.create_loaded(h, &labels, r, true, Some((&hashes, &mut cache)));
+        assert!(matches!(
+            loaded.get_or_create_loaded(h, &labels, r, true, Some((&hashes, &mut cache))),
+            index::Created::New(_)
+        ));
     }
     assert_eq!(plain.postings.all().to_vec(), loaded.postings.all().to_vec());
     for v in &vals {

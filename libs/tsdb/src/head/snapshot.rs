@@ -14,12 +14,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, sync_channel};
 
 use heddle_model::LabelRef;
 use heddle_wal::Position;
 
-use super::index::{HeadIndex, LoadCache, hash_labels, symbol_hashes};
+use super::idhash::{StrHasher, kept_bits};
+use super::index::{HeadIndex, LoadCache, SeriesHalf, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
+use super::series::CutPolicy;
 use super::{Head, lock, read, write};
 use crate::chunkenc::XorChunk;
 use crate::chunks_head::{ChunksBySeries, ScanReport};
@@ -281,94 +284,190 @@ impl Head {
 
     /// Reads a snapshot into the (empty) index, attaching each series' chunks from `scan` as it is created;
     /// returns the series read and the chunks dropped as covered by open chunks, or why the snapshot is
-    /// unusable. Records are read, decoded and hashed on other
-    /// threads ([`super::pipeline`]); series are created here, in the snapshot's order.
+    /// unusable.
+    ///
+    /// Four stages run at once ([`super::pipeline`]): records are read on one thread and decoded, hashed and
+    /// their open chunks decoded on workers; this thread interns each series' labels, in the snapshot's
+    /// order; a last thread adds the series to the series tables and postings and gives them their chunks
+    /// ([`add_series`]). The index work had been a single thread's ~4.5 s of a million-series load, longer
+    /// than all the other stages together.
     fn read_snapshot(&self, path: &Path, workers: usize, scan: &mut PendingScan) -> Result<(u64, u64), String> {
         let mut reader = heddle_wal::Reader::open(path).map_err(|e| e.to_string())?;
         let mut index = write(&self.index);
         let hasher = index.symbols.hasher().clone();
-        let mut series = 0u64;
-        let mut orphans = 0u64;
-        let mut tombstones = false;
-        let mut range = (i64::MAX, i64::MIN);
         let read = |sink: &mut pipeline::Sink<'_>| loop {
             match reader.next_record()? {
                 Some(rec) => sink.push(rec.data, rec.start)?,
                 None => return Ok(()),
             }
         };
-        let mut cache = LoadCache::default();
-        let mut sizes = SnapshotSize::of(path);
-        let mut apply = |batch: PreparedBatch| -> Result<(), TsdbError> {
-            let mut labels: Vec<LabelRef<'_>> = Vec::new();
-            for prep in batch.records {
-                let at = |start: Position, e: &dyn std::fmt::Display| TsdbError::Corruption {
-                    what: "chunk snapshot".to_owned(),
-                    reason: format!("segment {} offset {}: {e}", start.segment, start.offset),
+        let mut half = index.take_series_half();
+        let mut tombstones = false;
+        let (policy, sizes) = (self.policy, SnapshotSize::of(path));
+        let outcome = std::thread::scope(|scope| {
+            let (tx, rx) = sync_channel::<Indexed>(INDEXED_DEPTH);
+            let half = &mut half;
+            let adder = std::thread::Builder::new()
+                .name("snapshot-series".to_owned())
+                .spawn_scoped(scope, move || add_series(rx, half, scan, policy, sizes))
+                .map_err(|e| TsdbError::Io {
+                    path: path.to_path_buf(),
+                    source: e,
+                })?;
+            let index = &mut *index;
+            let (mut cache, mut ids) = (LoadCache::default(), Vec::new());
+            let tombstones = &mut tombstones;
+            let apply = move |batch: PreparedBatch| -> Result<(), TsdbError> {
+                let mut labels: Vec<LabelRef<'_>> = Vec::new();
+                let mut out = Indexed {
+                    series: Vec::with_capacity(batch.records.len()),
+                    ids: Vec::new(),
                 };
-                match prep {
-                    Prepared::Series {
-                        start,
-                        series_ref,
-                        hash,
-                        labels: spans,
-                        symbols: sym,
-                        chunk,
-                    } => {
-                        labels.clear();
-                        for &(n, v) in batch.spans.get(spans.0..spans.1).unwrap_or(&[]) {
-                            labels.push(LabelRef {
-                                name: batch.strings.get(n.0..n.1).unwrap_or(""),
-                                value: batch.strings.get(v.0..v.1).unwrap_or(""),
+                for prep in batch.records {
+                    match prep {
+                        Prepared::Series {
+                            start,
+                            series_ref,
+                            hash,
+                            labels: spans,
+                            symbols,
+                            chunk,
+                        } => {
+                            labels.clear();
+                            for &(n, v) in batch.spans.get(spans.0..spans.1).unwrap_or(&[]) {
+                                labels.push(LabelRef {
+                                    name: batch.strings.get(n.0..n.1).unwrap_or(""),
+                                    value: batch.strings.get(v.0..v.1).unwrap_or(""),
+                                });
+                            }
+                            let hashes = batch.symbols.get(symbols.0..symbols.1).unwrap_or(&[]);
+                            index.intern_loaded(series_ref, &labels, hashes, &mut cache, &mut ids);
+                            let from = out.ids.len();
+                            out.ids.extend_from_slice(&ids);
+                            out.series.push(IndexedSeries {
+                                start,
+                                series_ref,
+                                bits: kept_bits(hash),
+                                ids: (from, out.ids.len()),
+                                chunk,
                             });
                         }
-                        if index.find(hash, &labels).is_some() || index.get(series_ref).is_some() {
-                            return Err(at(start, &format!("series {series_ref} appears twice")));
-                        }
-                        let chunk = chunk.map_err(|e| at(start, &e))?;
-                        if series == ESTIMATE_AFTER_SERIES
-                            && let Some(expected) = sizes.take().and_then(|s| s.series_expected(start, series))
-                        {
-                            index.reserve(expected);
-                        }
-                        let sym = batch.symbols.get(sym.0..sym.1).unwrap_or(&[]);
-                        let created =
-                            index.create_loaded(hash, &labels, Some(series_ref), true, Some((sym, &mut cache)));
-                        let mut state = lock(&created.state);
-                        if let Some(chunk) = chunk {
-                            range.0 = range.0.min(chunk.min_time().unwrap_or(i64::MAX));
-                            range.1 = range.1.max(chunk.max_time().unwrap_or(i64::MIN));
-                            state.restore_open(chunk, self.policy);
-                        }
-                        if let Some(chunks) = scan.chunks().and_then(|m| m.take(series_ref)) {
-                            if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
-                                range.0 = range.0.min(first.min_time);
-                                range.1 = range.1.max(last.max_time);
-                            }
-                            orphans += state.attach_mapped(chunks) as u64;
-                        }
-                        series += 1;
+                        Prepared::Tombstones => *tombstones = true,
+                        Prepared::Other => {}
+                        Prepared::Undecodable(start, e) => return Err(corrupt(start, &e)),
                     }
-                    Prepared::Tombstones => tombstones = true,
-                    Prepared::Other => {}
-                    Prepared::Undecodable(start, e) => return Err(at(start, &e)),
                 }
+                // The adder hung up only when it failed, with an error of its own that explains this one.
+                tx.send(out).map_err(|_| TsdbError::Closed)
+            };
+            let piped = pipeline::run(workers, read, |raw| prepare(raw, &hasher), apply);
+            let added = adder.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            match (piped, added) {
+                (_, Err(e)) | (Err(e), _) => Err(e),
+                (Ok(()), Ok(added)) => Ok(added),
             }
-            Ok(())
-        };
-        pipeline::run(workers, read, |raw| prepare(raw, &hasher), &mut apply).map_err(|e| e.to_string())?;
+        });
+        index.put_series_half(half);
         index.finish_load();
+        let added = outcome.map_err(|e| e.to_string())?;
         if !tombstones {
             // The tombstones record is written after every series: without it the snapshot was cut short.
             return Err("no tombstones record: the snapshot is incomplete".to_owned());
         }
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
-        if range.0 <= range.1 {
-            self.min_time.fetch_min(range.0, Ordering::Relaxed);
-            self.max_time.fetch_max(range.1, Ordering::Relaxed);
+        let (lo, hi) = added.range;
+        if lo <= hi {
+            self.min_time.fetch_min(lo, Ordering::Relaxed);
+            self.max_time.fetch_max(hi, Ordering::Relaxed);
         }
-        Ok((series, orphans))
+        Ok((added.series, added.orphans))
     }
+}
+
+/// Batches of interned series waiting for [`add_series`].
+const INDEXED_DEPTH: usize = 4;
+
+/// A batch of snapshot series whose labels are interned, on its way to the series tables and postings.
+struct Indexed {
+    series: Vec<IndexedSeries>,
+    /// Label ids of the batch's series.
+    ids: Vec<(u32, u32)>,
+}
+
+struct IndexedSeries {
+    /// Where its record starts, for error messages.
+    start: Position,
+    series_ref: u64,
+    /// [`kept_bits`] of its label hash.
+    bits: u32,
+    /// Its label ids: `Indexed::ids[.0...1]`.
+    ids: (usize, usize),
+    /// Its open chunk, or why it is unusable.
+    chunk: Result<Option<XorChunk>, String>,
+}
+
+/// What [`add_series`] added.
+#[derive(Debug)]
+struct Added {
+    series: u64,
+    /// Mapped chunks dropped as covered by a series' open chunk.
+    orphans: u64,
+    /// (min, max) sample time over all chunks; min > max when there is none.
+    range: (i64, i64),
+}
+
+fn corrupt(start: Position, e: &dyn std::fmt::Display) -> TsdbError {
+    TsdbError::Corruption {
+        what: "chunk snapshot".to_owned(),
+        reason: format!("segment {} offset {}: {e}", start.segment, start.offset),
+    }
+}
+
+/// The last stage of a snapshot load: adds each series to the series tables and postings, restores its open
+/// chunk and gives it its chunks from `scan` (waiting for the scan at the first series).
+fn add_series(
+    rx: Receiver<Indexed>,
+    half: &mut SeriesHalf,
+    scan: &mut PendingScan,
+    policy: CutPolicy,
+    mut sizes: Option<SnapshotSize>,
+) -> Result<Added, TsdbError> {
+    let mut cache = LoadCache::default();
+    let mut added = Added {
+        series: 0,
+        orphans: 0,
+        range: (i64::MAX, i64::MIN),
+    };
+    for batch in rx {
+        for s in batch.series {
+            let chunk = s.chunk.map_err(|e| corrupt(s.start, &e))?;
+            if added.series == ESTIMATE_AFTER_SERIES
+                && let Some(expected) = sizes.take().and_then(|z| z.series_expected(s.start, added.series))
+            {
+                half.reserve(expected);
+            }
+            let ids = batch.ids.get(s.ids.0..s.ids.1).unwrap_or(&[]);
+            let Some(created) = half.add_loaded(s.series_ref, s.bits, ids, &mut cache) else {
+                return Err(corrupt(s.start, &format!("series {} appears twice", s.series_ref)));
+            };
+            let mut state = lock(&created.state);
+            let range = &mut added.range;
+            if let Some(chunk) = chunk {
+                range.0 = range.0.min(chunk.min_time().unwrap_or(i64::MAX));
+                range.1 = range.1.max(chunk.max_time().unwrap_or(i64::MIN));
+                state.restore_open(chunk, policy);
+            }
+            if let Some(chunks) = scan.chunks().and_then(|m| m.take(s.series_ref)) {
+                if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
+                    range.0 = range.0.min(first.min_time);
+                    range.1 = range.1.max(last.max_time);
+                }
+                added.orphans += state.attach_mapped(chunks) as u64;
+            }
+            added.series += 1;
+        }
+    }
+    Ok(added)
 }
 
 /// Series loaded before the snapshot's series count is estimated from the bytes they took.
@@ -492,12 +591,18 @@ struct PreparedBatch {
     symbols: Vec<u64>,
 }
 
-fn prepare(raw: RawBatch, hasher: &std::hash::RandomState) -> PreparedBatch {
+/// Labels per series [`prepare`] makes room for; a series with more grows the buffers.
+const LABELS_AHEAD: usize = 10;
+
+fn prepare(raw: &RawBatch, hasher: &StrHasher) -> PreparedBatch {
+    // Sized from the batch, so they never grow by doubling (copying, and faulting in new pages): the strings
+    // are part of the records' bytes, and a series has a handful of labels.
+    let records = raw.len();
     let mut out = PreparedBatch {
-        records: Vec::new(),
-        strings: String::new(),
-        spans: Vec::new(),
-        symbols: Vec::new(),
+        records: Vec::with_capacity(records),
+        strings: String::with_capacity(raw.bytes()),
+        spans: Vec::with_capacity(records * LABELS_AHEAD),
+        symbols: Vec::with_capacity(records * LABELS_AHEAD * 2),
     };
     for (rec, start) in raw.records() {
         let prepared = match snap::decode(rec) {

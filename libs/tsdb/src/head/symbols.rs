@@ -12,11 +12,11 @@
 //! series load); strings whose 32 bits are equal are told apart by comparing them. The hash is keyed per table
 //! at random, so clients cannot pick label values that collide.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use super::idhash::{kept_bits, spread_bits};
+use super::idhash::{StrHasher, kept_bits, spread_bits};
 
 /// Interned strings, by id and by content.
 #[derive(Debug, Default)]
@@ -27,7 +27,7 @@ pub(crate) struct SymbolTable {
     ends: Vec<u64>,
     /// (id, top 32 bits of its string's hash), placed by [`spread_bits`] of those bits.
     by_hash: HashTable<(u32, u32)>,
-    hasher: RandomState,
+    hasher: StrHasher,
 }
 
 impl SymbolTable {
@@ -38,7 +38,7 @@ impl SymbolTable {
 
     /// The hasher strings are looked up with: startup workers hash a snapshot's or WAL's strings with it
     /// ahead of [`SymbolTable::intern_hashed`].
-    pub(crate) fn hasher(&self) -> &RandomState {
+    pub(crate) fn hasher(&self) -> &StrHasher {
         &self.hasher
     }
 
