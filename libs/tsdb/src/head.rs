@@ -230,9 +230,7 @@ impl Head {
         lock(&head.appender).wal = Some(wal);
         if let Some(used) = loaded.dir {
             // See `snapshot`: a snapshot serves one start only.
-            if let Err(e) = std::fs::remove_dir_all(&used) {
-                tracing::warn!(dir = %used.display(), error = %e, "cannot delete the loaded chunk snapshot");
-            }
+            snapshot::retire(&head.dir, &used)?;
         }
         Ok((head, stats))
     }

@@ -67,7 +67,15 @@ fn graceful_restart_loads_the_snapshot_and_replays_nothing() {
     );
     assert_eq!(stats.orphan_mmapped_chunks, 0);
     assert_eq!(all_samples(&head), want);
-    assert!(snapshot_dirs(dir.path()).is_empty(), "a loaded snapshot is used once");
+    assert!(!written.dir.exists(), "a loaded snapshot is used once");
+    assert!(snapshot_dirs(dir.path()).is_empty());
+    // Renamed out of the way before the open returned, and deleted in the background.
+    let retired = dir.path().join(format!("deleting.{name}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while retired.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(!retired.exists(), "the loaded snapshot is deleted");
 
     // Appends continue the restored open chunks; then a crash: checkpoint-less full replay + chunks_head.
     fill(&head, 50, 300, 200);
@@ -77,6 +85,27 @@ fn graceful_restart_loads_the_snapshot_and_replays_nothing() {
     assert_eq!(stats.snapshot, None);
     assert_eq!(all_samples(&head), want);
     assert_eq!(want[0].1.len(), 500);
+}
+
+/// A loaded snapshot whose deletion a crash interrupted (left renamed) is never loaded again: the next start
+/// deletes it, without counting it as damaged, and replays the WAL.
+#[test]
+fn a_loaded_snapshot_left_behind_is_deleted_not_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
+    fill(&head, 20, 0, 200);
+    let want = all_samples(&head);
+    let written = head.close_with_snapshot().unwrap().unwrap();
+    drop(head);
+    let name = written.dir.file_name().unwrap().to_str().unwrap();
+    let used = dir.path().join(format!("deleting.{name}"));
+    std::fs::rename(&written.dir, &used).unwrap();
+
+    let (head, stats) = Head::open(dir.path(), HeadOptions::default()).unwrap();
+    assert_eq!((stats.snapshot, stats.snapshots_discarded), (None, 0), "{stats:?}");
+    assert_eq!(stats.series, 20, "from the wal: {stats:?}");
+    assert!(!used.exists());
+    assert_eq!(all_samples(&head), want);
 }
 
 #[test]
