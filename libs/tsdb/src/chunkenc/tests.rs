@@ -270,3 +270,286 @@ proptest! {
         }
     }
 }
+
+/// The decoder as it was before the reader peeked 64-bit words: one bit at a time, every read checked.
+/// The fast decoder must agree with it on every input: the samples, the error and its sample index, and
+/// where the stream ends (which `from_bytes` truncates at).
+mod reference {
+    use crate::error::ChunkError;
+
+    struct Bits<'a> {
+        data: &'a [u8],
+        pos: usize,
+    }
+
+    impl Bits<'_> {
+        fn bits(&mut self, n: u32) -> Option<u64> {
+            let mut v = 0;
+            for _ in 0..n {
+                let byte = self.data.get(self.pos / 8)?;
+                v = (v << 1) | u64::from((byte >> (7 - self.pos % 8)) & 1);
+                self.pos += 1;
+            }
+            Some(v)
+        }
+
+        fn uvarint(&mut self) -> Result<Option<u64>, ()> {
+            let mut x = 0u64;
+            for i in 0..10 {
+                let Some(b) = self.bits(8) else {
+                    return Ok(None);
+                };
+                if b < 0x80 {
+                    if i == 9 && b > 1 {
+                        return Err(());
+                    }
+                    return Ok(Some(x | (b << (7 * i))));
+                }
+                x |= (b & 0x7f) << (7 * i);
+            }
+            Err(())
+        }
+    }
+
+    fn signed(bits: u64, n: u32) -> i64 {
+        if bits > 1 << (n - 1) {
+            bits as i64 - (1i64 << n)
+        } else {
+            bits as i64
+        }
+    }
+
+    /// (t, value bits) of the samples decoded, why decoding stopped early, and the stream bits used.
+    pub(super) fn decode(bytes: &[u8]) -> (Vec<(i64, u64)>, Option<ChunkError>, usize) {
+        let [hi, lo, rest @ ..] = bytes else {
+            return (Vec::new(), Some(ChunkError::TooShort { len: bytes.len() }), 0);
+        };
+        let total = u16::from_be_bytes([*hi, *lo]);
+        let mut r = Bits { data: rest, pos: 0 };
+        let (mut t, mut v, mut delta, mut leading, mut trailing) = (0i64, 0u64, 0u64, 0u32, 0u32);
+        let mut out = Vec::new();
+        for sample in 0..total {
+            let truncated = Some(ChunkError::Truncated { sample });
+            let overflow = Some(ChunkError::VarintOverflow { sample });
+            if sample < 2 {
+                match r.uvarint() {
+                    Err(()) => return (out, overflow, r.pos),
+                    Ok(None) => return (out, truncated, r.pos),
+                    Ok(Some(x)) if sample == 0 => t = ((x >> 1) as i64) ^ -((x & 1) as i64),
+                    Ok(Some(x)) => delta = x,
+                }
+            } else {
+                let mut ones = 0;
+                while ones < 4 {
+                    match r.bits(1) {
+                        None => return (out, truncated, r.pos),
+                        Some(0) => break,
+                        Some(_) => ones += 1,
+                    }
+                }
+                let dod = match ones {
+                    0 => Some(0),
+                    1 => r.bits(14).map(|b| signed(b, 14)),
+                    2 => r.bits(17).map(|b| signed(b, 17)),
+                    3 => r.bits(20).map(|b| signed(b, 20)),
+                    _ => r.bits(64).map(|b| b as i64),
+                };
+                let Some(dod) = dod else {
+                    return (out, truncated, r.pos);
+                };
+                delta = delta.wrapping_add(dod as u64);
+            }
+            if sample > 0 {
+                t = t.wrapping_add(delta as i64);
+            }
+            if sample == 0 {
+                let Some(bits) = r.bits(64) else {
+                    return (out, truncated, r.pos);
+                };
+                v = bits;
+            } else {
+                let Some(control) = r.bits(1) else {
+                    return (out, truncated, r.pos);
+                };
+                if control == 1 {
+                    let Some(new_window) = r.bits(1) else {
+                        return (out, truncated, r.pos);
+                    };
+                    if new_window == 1 {
+                        let (Some(l), Some(s)) = (r.bits(5), r.bits(6)) else {
+                            return (out, truncated, r.pos);
+                        };
+                        let s = if s == 0 { 64 } else { s as u32 };
+                        if l as u32 + s > 64 {
+                            let err = ChunkError::BadWindow {
+                                sample,
+                                leading: l as u8,
+                                sig: s as u8,
+                            };
+                            return (out, Some(err), r.pos);
+                        }
+                        (leading, trailing) = (l as u32, 64 - l as u32 - s);
+                    }
+                    let Some(bits) = r.bits(64 - leading - trailing) else {
+                        return (out, truncated, r.pos);
+                    };
+                    v ^= bits << trailing;
+                }
+            }
+            out.push((t, v));
+        }
+        (out, None, r.pos)
+    }
+}
+
+/// Decodes `bytes` with [`XorIter`] and [`XorChunk::from_bytes`] and checks both against [`reference`].
+fn assert_same_as_reference(bytes: &[u8], name: &str) {
+    let (want, want_err, used) = reference::decode(bytes);
+    let mut it = XorIter::new(bytes);
+    let got: Vec<(i64, u64)> = it.by_ref().map(|s| (s.t, s.v.to_bits())).collect();
+    assert_eq!(got, want, "{name}: samples");
+    assert_eq!(it.error(), want_err.as_ref(), "{name}: error");
+    match XorChunk::from_bytes(bytes) {
+        Ok(c) => {
+            assert_eq!(want_err, None, "{name}: from_bytes accepted it");
+            // What from_bytes keeps: the header and the used bits, padding bits cleared.
+            let bits = 16 + used;
+            let mut kept = bytes[..bits.div_ceil(8)].to_vec();
+            let free = (8 - bits % 8) % 8;
+            if let Some(last) = kept.last_mut() {
+                *last &= !((1u8 << free) - 1);
+            }
+            assert_eq!(c.bytes(), &kept[..], "{name}: bytes kept by from_bytes");
+        }
+        Err(e) => assert_eq!(Some(e), want_err, "{name}: from_bytes error"),
+    }
+}
+
+/// Chunks whose last fields end at or near the end of the buffer, where the reader's 8-byte peeks run past it.
+fn edge_chunks() -> Vec<(&'static str, Vec<u8>)> {
+    let big = f64::from_bits(0x3ff0_0000_0000_0000 ^ 0x8000_0000_0000_0001);
+    let mut cases = vec![
+        (
+            "64-bit dod last",
+            encode(&[(0, 1.0), (10, 1.0), (1 << 40, 1.0)]).into_bytes(),
+        ),
+        ("sig 64 last", encode(&[(0, 1.0), (10, 1.0), (20, big)]).into_bytes()),
+        (
+            "64-bit dod and sig 64 last",
+            encode(&[(0, 1.0), (10, 1.0), (1 << 40, big)]).into_bytes(),
+        ),
+        (
+            "every dod bucket",
+            // Deltas 10, 10, 11, 10_009, 90_060, then 2^40 - 100_100: dods 0, 1, 9_998, 80_051, ~2^40.
+            encode(&[
+                (0, 0.5),
+                (10, 1.5),
+                (20, 2.5),
+                (31, 3.5),
+                (10_040, 4.5),
+                (100_100, 5.5),
+                (1 << 40, 6.5),
+            ])
+            .into_bytes(),
+        ),
+        (
+            "window reuse last",
+            encode(&[(0, 0.0), (10, 1.0), (25, 3.0), (35, 2.0)]).into_bytes(),
+        ),
+        ("one sample", encode(&[(-5, -2.0)]).into_bytes()),
+        ("two samples", encode(&[(-5, -2.0), (i64::MAX, f64::NAN)]).into_bytes()),
+    ];
+    let spare: Vec<_> = cases.iter().map(|(_, b)| [&b[..], &[0]].concat()).collect();
+    cases.extend(
+        ["64-bit dod last + spare byte", "sig 64 last + spare byte"]
+            .into_iter()
+            .zip(spare),
+    );
+    cases
+}
+
+#[test]
+fn edge_chunks_round_trip_and_truncate_like_the_reference() {
+    for (name, bytes) in edge_chunks() {
+        assert!(decode_xor(&bytes).is_ok(), "{name}: decodes");
+        for cut in 0..=bytes.len() {
+            assert_same_as_reference(&bytes[..cut], &format!("{name} cut at {cut}"));
+        }
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 0x80 >> (bit % 8);
+            assert_same_as_reference(&flipped, &format!("{name} bit {bit} flipped"));
+        }
+    }
+}
+
+#[test]
+fn truncated_wide_fields_report_their_sample() {
+    // 12 bytes (header, varint, first value, uvarint), then '0' (value of sample 1), '1111' + the 64-bit dod of
+    // sample 2, '0': 70 bits.
+    let c = encode(&[(0, 1.0), (10, 1.0), (1 << 40, 1.0)]);
+    let bytes = c.bytes();
+    assert_eq!(bytes.len(), 12 + 9, "64-bit dod chunk length");
+    for cut in 13..bytes.len() {
+        assert_eq!(
+            decode_xor(&bytes[..cut]),
+            Err(ChunkError::Truncated { sample: 2 }),
+            "dod cut at {cut}"
+        );
+    }
+    // Sample 1 with 64 significant bits: '11' + 11 bits + 64 bits right after the uvarint.
+    let big = f64::from_bits(0x3ff0_0000_0000_0000 ^ 0x8000_0000_0000_0001);
+    let c = encode(&[(0, 1.0), (1, big)]);
+    let bytes = c.bytes();
+    for cut in 12..bytes.len() {
+        assert_eq!(
+            decode_xor(&bytes[..cut]),
+            Err(ChunkError::Truncated { sample: 1 }),
+            "sig cut at {cut}"
+        );
+    }
+}
+
+#[test]
+fn bad_window_wins_over_a_missing_payload() {
+    // Sample 1: '11', 31 leading zeros, 40 significant bits (71 > 64), then nothing: the window is checked
+    // before the payload is read, as before.
+    let mut bytes = vec![0x00, 0x02, 0x00];
+    bytes.extend(1.0f64.to_bits().to_be_bytes());
+    bytes.push(0x0a);
+    bytes.extend(bits("11 11111 101000"));
+    assert_eq!(
+        decode_xor(&bytes),
+        Err(ChunkError::BadWindow {
+            sample: 1,
+            leading: 31,
+            sig: 40
+        })
+    );
+    assert_same_as_reference(&bytes, "bad window");
+}
+
+fn mutation() -> impl Strategy<Value = (usize, usize, u16)> {
+    (any::<usize>(), any::<usize>(), any::<u16>())
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_decode_like_the_reference(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        assert_same_as_reference(&bytes, "arbitrary");
+    }
+
+    #[test]
+    fn damaged_chunks_decode_like_the_reference(samples in monotonic_series(), (cut, bit, count) in mutation()) {
+        let bytes = encode(&samples).into_bytes();
+        assert_same_as_reference(&bytes, "whole");
+        assert_same_as_reference(&bytes[..cut % (bytes.len() + 1)], "cut");
+        let mut flipped = bytes.clone();
+        let bit = bit % (bytes.len() * 8);
+        flipped[bit / 8] ^= 0x80 >> (bit % 8);
+        assert_same_as_reference(&flipped, "bit flipped");
+        let mut recounted = bytes;
+        recounted[..2].copy_from_slice(&count.to_be_bytes());
+        assert_same_as_reference(&recounted, "sample count changed");
+    }
+}
