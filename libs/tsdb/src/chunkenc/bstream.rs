@@ -71,16 +71,31 @@ impl BitWriter {
 
 /// Reads bits from a byte slice, most significant bit first. Every read checks the bounds: running past the
 /// end returns `None`, never panics.
+///
+/// The XOR decoder reads a sample's variable-length fields (delta-of-delta bucket, value control bits, often
+/// the value's bits too) from one [`peek_word`](Self::peek_word), a big-endian word loaded at the current bit and
+/// zero-padded past the end of the data, then consumes what it decoded with one bounds check
+/// ([`skip`](Self::skip), [`read_bits_after`](Self::read_bits_after)), instead of reading field by field.
 #[derive(Debug, Clone)]
 pub(crate) struct BitReader<'a> {
     data: &'a [u8],
-    /// Position of the next bit to read, counted from the first bit of `data`.
+    /// Position of the next bit to read, counted from the first bit of `data`; never above `len`.
     pos: usize,
+    /// Bits in `data`.
+    len: usize,
 }
+
+/// How many leading bits of a [`BitReader::peek_word`] are always stream bits: 64 minus up to 7 already read
+/// from its first byte.
+pub(crate) const PEEK_BITS: u32 = 57;
 
 impl<'a> BitReader<'a> {
     pub(crate) fn new(data: &'a [u8]) -> Self {
-        Self { data, pos: 0 }
+        Self {
+            data,
+            pos: 0,
+            len: data.len().saturating_mul(8),
+        }
     }
 
     /// Bits read so far.
@@ -88,53 +103,69 @@ impl<'a> BitReader<'a> {
         self.pos
     }
 
-    fn remaining(&self) -> usize {
-        (self.data.len() * 8).saturating_sub(self.pos)
+    /// The 64 bits from the current position, without consuming them: the first [`PEEK_BITS`] are the stream's
+    /// (zero past its end), the rest zero or the stream's.
+    #[inline(always)]
+    pub(crate) fn peek_word(&self) -> u64 {
+        let byte = self.pos >> 3;
+        let word = match self.data.get(byte..).and_then(<[u8]>::first_chunk::<8>) {
+            Some(word) => u64::from_be_bytes(*word),
+            None => last_word(self.data, byte),
+        };
+        word << (self.pos & 7)
     }
 
+    /// Consumes `nbits` bits, or returns `None` (and consumes nothing) when fewer remain.
+    #[inline(always)]
+    pub(crate) fn skip(&mut self, nbits: u32) -> Option<()> {
+        if nbits as usize > self.len - self.pos {
+            return None;
+        }
+        self.pos += nbits as usize;
+        Some(())
+    }
+
+    #[cfg(test)]
     pub(crate) fn read_bit(&mut self) -> Option<bool> {
         self.read_bits(1).map(|b| b == 1)
     }
 
     /// Reads `nbits` (at most 64) bits into the low bits of the result.
+    #[inline(always)]
     pub(crate) fn read_bits(&mut self, nbits: u32) -> Option<u64> {
-        if nbits == 0 {
-            return Some(0);
-        }
-        if nbits > 64 || self.remaining() < nbits as usize {
+        if nbits > 64 {
             return None;
         }
-        let byte = self.pos >> 3;
-        let offset = (self.pos & 7) as u32;
-        // Fast path: the bits lie within one big-endian 8-byte word.
-        if nbits + offset <= 64
-            && let Some(word) = self.data.get(byte..byte + 8)
-        {
-            let mut raw = [0u8; 8];
-            raw.copy_from_slice(word);
-            let word = u64::from_be_bytes(raw);
-            self.pos += nbits as usize;
-            return Some((word << offset) >> (64 - nbits));
-        }
-        let mut value = 0u64;
-        let mut remaining = nbits;
-        while remaining > 0 {
-            let byte = *self.data.get(self.pos >> 3)?;
-            let avail = 8 - (self.pos & 7) as u32;
-            let take = remaining.min(avail);
-            let part = (u64::from(byte) >> (avail - take)) & ((1u64 << take) - 1);
-            value = (value << take) | part;
-            self.pos += take as usize;
-            remaining -= take;
-        }
-        Some(value)
+        self.read_bits_after(0, nbits)
     }
 
+    /// Skips `skip` bits, then reads `nbits` (0 to 64) into the low bits of the result; all or nothing.
+    #[inline(always)]
+    pub(crate) fn read_bits_after(&mut self, skip: u32, nbits: u32) -> Option<u64> {
+        debug_assert!(nbits <= 64, "cannot read {nbits} bits at once");
+        if skip as usize + nbits as usize > self.len - self.pos {
+            return None;
+        }
+        self.pos += skip as usize;
+        let mut word = self.peek_word();
+        let offset = (self.pos & 7) as u32;
+        if nbits + offset > 64 {
+            // The word holds 64 - offset bits; the rest are the top bits of the byte after its 8, which
+            // exists since the bounds were checked.
+            let next = self.data.get((self.pos >> 3) + 8).copied().unwrap_or(0);
+            word |= u64::from(next) >> (8 - offset);
+        }
+        self.pos += nbits as usize;
+        Some(word.checked_shr(64 - nbits).unwrap_or(0))
+    }
+
+    #[inline]
     pub(crate) fn read_byte(&mut self) -> Option<u8> {
         self.read_bits(8).map(|b| b as u8)
     }
 
     /// Reads a Go `binary.Uvarint`. `Err(())` means overflow (more than 64 bits), `Ok(None)` a short read.
+    #[inline]
     pub(crate) fn read_uvarint(&mut self) -> Result<Option<u64>, ()> {
         let mut x = 0u64;
         let mut shift = 0u32;
@@ -155,9 +186,27 @@ impl<'a> BitReader<'a> {
     }
 
     /// Reads a Go `binary.Varint` (zigzag-encoded signed integer).
+    #[inline]
     pub(crate) fn read_varint(&mut self) -> Result<Option<i64>, ()> {
         Ok(self.read_uvarint()?.map(zigzag_decode))
     }
+}
+
+/// The fewer than 8 bytes of `data` from `byte` on, zero-padded to a big-endian word: the last 8 bytes of the
+/// data, shifted up. Each chunk's last few samples are read this way, so it is not a rare path for short
+/// chunks. It takes the slice rather than the reader so that the reader's address does not escape: a loop
+/// over an inlined [`XorIter`] keeps the reader in registers.
+///
+/// [`XorIter`]: super::XorIter
+#[inline]
+fn last_word(data: &[u8], byte: usize) -> u64 {
+    if let Some(last) = data.last_chunk::<8>() {
+        let before = (byte + 8).saturating_sub(data.len()) as u32;
+        return u64::from_be_bytes(*last).checked_shl(8 * before).unwrap_or(0);
+    }
+    let rest = data.get(byte..).unwrap_or_default();
+    let word = rest.iter().fold(0u64, |word, b| (word << 8) | u64::from(*b));
+    word.checked_shl(64 - 8 * rest.len() as u32).unwrap_or(0)
 }
 
 /// Encodes `x` as a Go `binary.PutUvarint` into `buf`, returning the length used.
@@ -246,6 +295,31 @@ mod tests {
             let pad = (8 - total % 8) % 8;
             prop_assert_eq!(r.read_bits(pad), Some(0));
             prop_assert_eq!(r.read_bit(), None);
+        }
+
+        #[test]
+        fn peeks_and_reads_match_bit_by_bit(
+            data in proptest::collection::vec(any::<u8>(), 0..24),
+            pos in 0usize..200,
+            skip in 0u32..40,
+            nbits in 0u32..=64,
+        ) {
+            let len = data.len() * 8;
+            let bit = |i: usize| data.get(i / 8).map_or(0, |b| u64::from(b >> (7 - i % 8)) & 1);
+            let bits = |from: usize, n: u32| (0..n as usize).fold(0u64, |v, i| (v << 1) | bit(from + i));
+            let pos = pos.min(len);
+            let mut r = BitReader::new(&data);
+            r.skip(pos as u32).unwrap();
+            let word = r.peek_word();
+            prop_assert_eq!(word >> (64 - PEEK_BITS), bits(pos, PEEK_BITS), "peek at {}", pos);
+            let got = r.read_bits_after(skip, nbits);
+            if pos + (skip + nbits) as usize <= len {
+                prop_assert_eq!(got, Some(bits(pos + skip as usize, nbits)));
+                prop_assert_eq!(r.position(), pos + (skip + nbits) as usize);
+            } else {
+                prop_assert_eq!(got, None);
+                prop_assert_eq!(r.position(), pos, "a failed read consumes nothing");
+            }
         }
 
         #[test]

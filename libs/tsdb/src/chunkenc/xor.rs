@@ -18,7 +18,7 @@
 //! All time arithmetic wraps like Go's, so any i64 timestamps round-trip, even decreasing ones (the head
 //! rejects those before they get here).
 
-use super::bstream::{BitReader, BitWriter, put_uvarint, put_varint};
+use super::bstream::{BitReader, BitWriter, PEEK_BITS, put_uvarint, put_varint};
 use crate::error::ChunkError;
 use heddle_model::Sample;
 
@@ -257,11 +257,18 @@ struct IterState {
 /// Decodes the samples of an XOR chunk from borrowed bytes.
 ///
 /// Never panics: on bytes that end early or do not decode it stops, and [`XorIter::error`] says why.
+///
+/// Decoding is the hot loop of head restores, queries and compaction. [`Iterator::next`] and everything it
+/// calls are inlined into the caller's loop, and none takes the reader or the state by reference out of line,
+/// so the compiler keeps them in registers; storing and reloading them for every sample would put a memory
+/// round trip on the chain from one sample's bit position to the next.
 #[derive(Debug, Clone)]
 pub struct XorIter<'a> {
     reader: BitReader<'a>,
     total: u16,
     read: u16,
+    /// Where decoding stops: `total`, or the sample that failed to decode.
+    end: u16,
     state: IterState,
     err: Option<ChunkError>,
 }
@@ -277,17 +284,22 @@ impl<'a> XorIter<'a> {
             trailing: 0,
         };
         match bytes {
-            [hi, lo, rest @ ..] => Self {
-                reader: BitReader::new(rest),
-                total: u16::from_be_bytes([*hi, *lo]),
-                read: 0,
-                state,
-                err: None,
-            },
+            [hi, lo, rest @ ..] => {
+                let total = u16::from_be_bytes([*hi, *lo]);
+                Self {
+                    reader: BitReader::new(rest),
+                    total,
+                    read: 0,
+                    end: total,
+                    state,
+                    err: None,
+                }
+            }
             _ => Self {
                 reader: BitReader::new(&[]),
                 total: 0,
                 read: 0,
+                end: 0,
                 state,
                 err: Some(ChunkError::TooShort { len: bytes.len() }),
             },
@@ -308,104 +320,174 @@ impl<'a> XorIter<'a> {
         self.state
     }
 
-    fn step(&mut self) -> Result<Sample, ChunkError> {
-        let sample = self.read;
-        let truncated = ChunkError::Truncated { sample };
-        let overflow = ChunkError::VarintOverflow { sample };
+    /// Decodes the first or the second sample, whose times are varints.
+    #[inline]
+    fn read_first_two(&mut self) -> Result<(), Malformed> {
         let r = &mut self.reader;
         let st = &mut self.state;
-        match self.read {
-            0 => {
-                st.t = r.read_varint().map_err(|()| overflow)?.ok_or(truncated.clone())?;
-                st.v_bits = r.read_bits(64).ok_or(truncated)?;
-            }
-            1 => {
-                st.t_delta = r.read_uvarint().map_err(|()| overflow)?.ok_or(truncated)?;
-                st.t = st.t.wrapping_add(st.t_delta as i64);
-                read_value(r, st, sample)?;
-            }
-            _ => {
-                let mut prefix = 0u8;
-                for _ in 0..4 {
-                    prefix <<= 1;
-                    if !r.read_bit().ok_or(truncated.clone())? {
-                        break;
-                    }
-                    prefix |= 1;
-                }
-                let dod = match prefix {
-                    0b0 => 0,
-                    0b10 => read_signed(r, 14).ok_or(truncated)?,
-                    0b110 => read_signed(r, 17).ok_or(truncated)?,
-                    0b1110 => read_signed(r, 20).ok_or(truncated)?,
-                    _ => r.read_bits(64).ok_or(truncated)? as i64,
-                };
-                st.t_delta = st.t_delta.wrapping_add(dod as u64);
-                st.t = st.t.wrapping_add(st.t_delta as i64);
-                read_value(r, st, sample)?;
-            }
+        if self.read == 0 {
+            st.t = r
+                .read_varint()
+                .map_err(|()| Malformed::VarintOverflow)?
+                .ok_or(Malformed::Truncated)?;
+            st.v_bits = r.read_bits(64).ok_or(Malformed::Truncated)?;
+        } else {
+            st.t_delta = r
+                .read_uvarint()
+                .map_err(|()| Malformed::VarintOverflow)?
+                .ok_or(Malformed::Truncated)?;
+            st.t = st.t.wrapping_add(st.t_delta as i64);
+            let w = r.peek_word();
+            read_value(r, st, w, 0)?;
         }
-        self.read += 1;
-        Ok(Sample::new(st.t, f64::from_bits(st.v_bits)))
+        Ok(())
     }
-}
 
-/// Reads an `nbits` bucket value: bit patterns above 2^(n-1) are negative.
-fn read_signed(r: &mut BitReader<'_>, nbits: u32) -> Option<i64> {
-    let bits = r.read_bits(nbits)?;
-    let half = 1u64 << (nbits - 1);
-    Some(if bits > half {
-        bits as i64 - (1i64 << nbits)
-    } else {
-        bits as i64
-    })
-}
-
-fn read_value(r: &mut BitReader<'_>, st: &mut IterState, sample: u16) -> Result<(), ChunkError> {
-    let truncated = ChunkError::Truncated { sample };
-    if !r.read_bit().ok_or(truncated.clone())? {
-        return Ok(());
+    /// Records why sample `read` does not decode, and stops there.
+    #[inline]
+    fn fail(&mut self, why: Malformed) {
+        self.err = Some(why.at(self.read));
+        self.end = self.read;
     }
-    if r.read_bit().ok_or(truncated.clone())? {
-        let leading = r.read_bits(5).ok_or(truncated.clone())? as u8;
-        let mut sig = r.read_bits(6).ok_or(truncated.clone())? as u8;
-        if sig == 0 {
-            sig = 64;
-        }
-        if u32::from(leading) + u32::from(sig) > 64 {
-            return Err(ChunkError::BadWindow { sample, leading, sig });
-        }
-        st.leading = leading;
-        st.trailing = 64 - leading - sig;
-    }
-    let sig = 64 - u32::from(st.leading) - u32::from(st.trailing);
-    let bits = r.read_bits(sig).ok_or(truncated)?;
-    st.v_bits ^= bits << st.trailing;
-    Ok(())
 }
 
 impl Iterator for XorIter<'_> {
     type Item = Sample;
 
+    #[inline]
     fn next(&mut self) -> Option<Sample> {
-        if self.err.is_some() || self.read >= self.total {
+        if self.read >= self.end {
             return None;
         }
-        match self.step() {
-            Ok(s) => Some(s),
-            Err(e) => {
-                self.err = Some(e);
+        let decoded = if self.read >= 2 {
+            read_sample(&mut self.reader, &mut self.state)
+        } else {
+            self.read_first_two()
+        };
+        match decoded {
+            Ok(()) => {
+                self.read += 1;
+                Some(Sample::new(self.state.t, f64::from_bits(self.state.v_bits)))
+            }
+            Err(why) => {
+                self.fail(why);
                 None
             }
         }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        if self.err.is_some() {
-            return (0, Some(0));
-        }
-        (0, Some(usize::from(self.total - self.read)))
+        (0, Some(usize::from(self.end - self.read)))
     }
+}
+
+/// Why a sample does not decode: [`XorIter`] turns it into a [`ChunkError`] with the sample's index, so the
+/// decoding itself never builds one.
+#[derive(Debug, Clone, Copy)]
+enum Malformed {
+    Truncated,
+    VarintOverflow,
+    BadWindow { leading: u8, sig: u8 },
+}
+
+impl Malformed {
+    fn at(self, sample: u16) -> ChunkError {
+        match self {
+            Self::Truncated => ChunkError::Truncated { sample },
+            Self::VarintOverflow => ChunkError::VarintOverflow { sample },
+            Self::BadWindow { leading, sig } => ChunkError::BadWindow { sample, leading, sig },
+        }
+    }
+}
+
+/// Decodes a sample from the third on: the delta of delta of its time, then its value.
+///
+/// The bucket prefix, its payload and the value's control bits (at most 4 + 20 + 13 bits) all lie in one
+/// peeked word, so one bounds check covers them. The prefix bits are tested one at a time, most likely first:
+/// each test resolves its branch right after the load, which costs less when it is mispredicted than counting
+/// leading ones first (measured).
+#[inline(always)]
+fn read_sample(r: &mut BitReader<'_>, st: &mut IterState) -> Result<(), Malformed> {
+    let w = r.peek_word();
+    let (used, dod) = if w >> 63 == 0 {
+        (1, 0)
+    } else if w >> 62 == 0b10 {
+        (2 + 14, dod_bucket(w, 2, 14))
+    } else if w >> 61 == 0b110 {
+        (3 + 17, dod_bucket(w, 3, 17))
+    } else if w >> 60 == 0b1110 {
+        (4 + 20, dod_bucket(w, 4, 20))
+    } else {
+        return read_wide_sample(r, st);
+    };
+    st.t_delta = st.t_delta.wrapping_add(dod as u64);
+    st.t = st.t.wrapping_add(st.t_delta as i64);
+    read_value(r, st, w, used)
+}
+
+/// [`read_sample`] for a delta of delta in the 64-bit bucket, which does not fit a peeked word. Rare, but
+/// inlined too: see [`XorIter`].
+#[inline]
+fn read_wide_sample(r: &mut BitReader<'_>, st: &mut IterState) -> Result<(), Malformed> {
+    r.skip(4).ok_or(Malformed::Truncated)?;
+    let dod = r.read_bits(64).ok_or(Malformed::Truncated)?;
+    st.t_delta = st.t_delta.wrapping_add(dod);
+    st.t = st.t.wrapping_add(st.t_delta as i64);
+    let w = r.peek_word();
+    read_value(r, st, w, 0)
+}
+
+/// The delta of delta in an `nbits` bucket after a `prefix`-bit prefix at the top of `w`. A bucket holds
+/// [-(2^(n-1) - 1), 2^(n-1)]: bit patterns above 2^(n-1) are negative.
+#[inline(always)]
+fn dod_bucket(w: u64, prefix: u32, nbits: u32) -> i64 {
+    let bits = (w << prefix) >> (64 - nbits);
+    if bits > 1 << (nbits - 1) {
+        bits as i64 - (1i64 << nbits)
+    } else {
+        bits as i64
+    }
+}
+
+/// Reads a value whose control bits (`0`, `10`, or `11` + 5 bits leading zeros + 6 bits significant bits)
+/// start `used` bits (at most 24) into `w`, the word peeked at the reader's position; consumes those `used`
+/// bits too.
+#[inline(always)]
+fn read_value(r: &mut BitReader<'_>, st: &mut IterState, w: u64, used: u32) -> Result<(), Malformed> {
+    debug_assert!(used + 13 <= PEEK_BITS, "control bits beyond the peeked word");
+    let control = w << used;
+    if control >> 63 == 0 {
+        // The value repeats.
+        return r.skip(used + 1).ok_or(Malformed::Truncated);
+    }
+    let head = if control >> 62 == 0b10 {
+        used + 2
+    } else {
+        let leading = ((control >> 57) & 0x1f) as u8;
+        let sig = match ((control >> 51) & 0x3f) as u8 {
+            0 => 64,
+            sig => sig,
+        };
+        if leading + sig > 64 {
+            // Counts read in full that do not fit 64 bits are corrupt; counts cut short are truncated, as
+            // they were when read field by field.
+            r.skip(used + 13).ok_or(Malformed::Truncated)?;
+            return Err(Malformed::BadWindow { leading, sig });
+        }
+        st.leading = leading;
+        st.trailing = 64 - leading - sig;
+        used + 13
+    };
+    let sig = 64 - u32::from(st.leading) - u32::from(st.trailing);
+    // Small XORs (counters) are often still in the peeked word: that saves a load.
+    let bits = if head + sig <= PEEK_BITS {
+        r.skip(head + sig).ok_or(Malformed::Truncated)?;
+        (w << head) >> (64 - sig)
+    } else {
+        r.read_bits_after(head, sig).ok_or(Malformed::Truncated)?
+    };
+    st.v_bits ^= bits << st.trailing;
+    Ok(())
 }
 
 /// Decodes every sample of an encoded chunk, or says why it cannot.
