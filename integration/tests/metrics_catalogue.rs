@@ -104,6 +104,7 @@ const FAMILIES: &[Family] = &[
     f("heddle_ingester_deduplicated_samples", &[]),
     f("heddle_ingester_series_created", &[]),
     f("heddle_ingester_memory_series", &[]),
+    f("heddle_ingester_open_chunks_dropped", &[]),
     f("heddle_ingester_tenants", &[]),
     f("heddle_ingester_instance_limit_rejections", &["limit"]),
     f("heddle_ingester_arena_retained_bytes", &[]),

@@ -37,6 +37,26 @@ pub enum ChunkError {
         /// Samples in the chunk.
         samples: u16,
     },
+    /// A chunk restored with its newest sample given ([`crate::chunkenc::XorChunk::restore`]) decodes to
+    /// another newest sample.
+    #[error(
+        "chunk decodes to {samples} samples ending at t={t} (value bits {v_bits:#x}), but was restored as \
+         {want_samples} samples ending at t={want_t} (value bits {want_v_bits:#x})"
+    )]
+    NotAsRestored {
+        /// Samples decoded.
+        samples: u16,
+        /// Timestamp of the last sample decoded.
+        t: i64,
+        /// Value bits of the last sample decoded.
+        v_bits: u64,
+        /// Samples the header announced.
+        want_samples: u16,
+        /// The newest timestamp given.
+        want_t: i64,
+        /// The newest value bits given.
+        want_v_bits: u64,
+    },
 }
 
 /// Errors of the head.

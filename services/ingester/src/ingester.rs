@@ -231,6 +231,7 @@ impl Ingester {
             rp.snapshots_loaded.inc();
         }
         self.metrics.replayed_records.inc_by(stats.wal_records);
+        self.metrics.open_chunks_dropped.inc_by(stats.open_chunks_dropped);
         self.metrics
             .memory_series
             .inc_by((stats.series + stats.snapshot_series) as i64);

@@ -16,6 +16,8 @@ pub(crate) struct Metrics {
     pub(crate) wal_bytes_written: Counter<u64, AtomicU64>,
     pub(crate) replayed_records: Counter,
     pub(crate) wal_corruptions_repaired: Counter,
+    /// Open chunks restored from a chunk snapshot that did not decode at their first append (or WAL replay).
+    pub(crate) open_chunks_dropped: Counter,
     pub(crate) arena_retained_bytes: Gauge,
     pub(crate) arenas_dropped: Gauge,
     pub(crate) replay: ReplayMetrics,
@@ -92,6 +94,7 @@ impl Metrics {
             wal_bytes_written: Counter::default(),
             replayed_records: Counter::default(),
             wal_corruptions_repaired: Counter::default(),
+            open_chunks_dropped: Counter::default(),
             arena_retained_bytes: Gauge::default(),
             arenas_dropped: Gauge::default(),
             replay: ReplayMetrics::default(),
@@ -121,6 +124,12 @@ impl Metrics {
             "heddle_ingester_tenants",
             "Tenants with an open head",
             m.tenants.clone(),
+        );
+        r.register(
+            "heddle_ingester_open_chunks_dropped",
+            "Open chunks restored from a chunk snapshot whose bytes did not decode to the newest sample their record \
+             gave, found at their first append: their samples were dropped (an error log names the series)",
+            m.open_chunks_dropped.clone(),
         );
         r.register(
             "heddle_ingester_wal_written_bytes",

@@ -81,6 +81,7 @@ impl Ingester {
         self.metrics.deduplicated_samples.inc_by(outcome.samples_deduplicated);
         self.metrics.series_created.inc_by(outcome.series_created);
         self.metrics.wal_bytes_written.inc_by(outcome.wal_bytes);
+        self.metrics.open_chunks_dropped.inc_by(outcome.open_chunks_dropped);
         self.metrics.memory_series.inc_by(outcome.series_created as i64);
         for e in &outcome.errors {
             self.discarded

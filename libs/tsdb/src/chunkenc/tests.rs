@@ -553,3 +553,60 @@ proptest! {
         assert_same_as_reference(&recounted, "sample count changed");
     }
 }
+
+proptest! {
+    /// A chunk restored with its true newest sample reads as its bytes at once, and after more appends its
+    /// bytes are exactly those of a chunk decoded up front ([`XorChunk::from_bytes`]) given the same appends.
+    #[test]
+    fn restored_chunks_append_like_decoded_ones(samples in monotonic_series(), split in any::<prop::sample::Index>()) {
+        prop_assume!(!samples.is_empty());
+        let at = split.index(samples.len() + 1).max(1);
+        let head = encode(&samples[..at]);
+        let (t, bits) = head.last_bits().unwrap();
+        let mut restored = XorChunk::restore(head.bytes().to_vec(), t, bits).unwrap();
+        let mut decoded = XorChunk::from_bytes(head.bytes()).unwrap();
+        prop_assert_eq!(restored.num_samples(), head.num_samples());
+        prop_assert_eq!((restored.min_time(), restored.max_time()), (head.min_time(), head.max_time()));
+        prop_assert_eq!(restored.last_bits(), head.last_bits());
+        assert_bit_eq(&restored.iter().collect::<Vec<_>>(), &samples[..at], "restored, before appends");
+        for (t, v) in &samples[at..] {
+            restored.append(*t, *v).unwrap();
+            decoded.append(*t, *v).unwrap();
+        }
+        prop_assert!(!restored.is_pending() || at == samples.len());
+        prop_assert_eq!(restored.bytes(), decoded.bytes());
+        assert_bit_eq(&decode_xor(restored.bytes()).unwrap(), &samples, "restored, then appended");
+    }
+
+    /// A chunk restored with another newest sample than its bytes hold, or whose bytes are damaged past the
+    /// first sample, refuses appends (and resumes) and stays as it was.
+    #[test]
+    fn restored_chunks_that_disagree_refuse_appends(samples in monotonic_series(), (cut, bit, _) in mutation()) {
+        prop_assume!(samples.len() > 2);
+        let chunk = encode(&samples);
+        let (t, bits) = chunk.last_bits().unwrap();
+        let bytes = chunk.bytes().to_vec();
+        let mut cases = vec![
+            ("newer time", bytes.clone(), t + 1, bits),
+            ("other value", bytes.clone(), t, bits ^ 1),
+            ("cut", bytes[..(cut % bytes.len()).max(2)].to_vec(), t, bits),
+        ];
+        let mut flipped = bytes.clone();
+        let bit = bit % (bytes.len() * 8);
+        flipped[bit / 8] ^= 0x80 >> (bit % 8);
+        cases.push(("bit flipped", flipped, t, bits));
+        for (name, b, t, bits) in cases {
+            let decodes_as_given = XorChunk::from_bytes(b.as_slice()).ok().and_then(|c| c.last_bits()) == Some((t, bits))
+                && decode_xor(&b).ok().map(|s| s.len()) == Some(samples.len());
+            let Ok(mut c) = XorChunk::restore(b.clone(), t, bits) else { continue };
+            if decodes_as_given {
+                continue;
+            }
+            let before = c.bytes().to_vec();
+            prop_assert!(c.append(t + 10, 1.0).is_err(), "{}: append accepted", name);
+            prop_assert!(c.resume().is_err(), "{}: resume accepted", name);
+            prop_assert!(c.is_pending(), "{}", name);
+            prop_assert_eq!(c.bytes(), &before[..], "{}: bytes changed", name);
+        }
+    }
+}

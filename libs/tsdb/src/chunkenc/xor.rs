@@ -27,6 +27,8 @@ pub const XOR_HEADER_LEN: usize = 2;
 
 /// Marks "no leading/trailing window yet".
 const NO_WINDOW: u8 = 0xff;
+/// Marks a chunk restored from its bytes whose appender state is not decoded yet ([`XorChunk::restore`]).
+const PENDING: u8 = 0xfe;
 
 /// An XOR chunk that owns its bytes and can be appended to.
 ///
@@ -75,38 +77,88 @@ impl XorChunk {
     /// after the last sample's bits (the spare zero byte that Prometheus before 3.0 sometimes wrote) are
     /// dropped, and the padding bits of the last byte are cleared, so appends continue the bit stream.
     pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Result<Self, ChunkError> {
-        let mut buf: Vec<u8> = bytes.into();
-        let mut it = XorIter::new(&buf);
-        let mut min_time = i64::MIN;
-        for (i, s) in it.by_ref().enumerate() {
-            if i == 0 {
-                min_time = s.t;
-            }
-        }
-        if let Some(err) = it.error() {
-            return Err(err.clone());
-        }
-        let state = it.state();
-        let num = it.total;
-        let bits = XOR_HEADER_LEN * 8 + it.reader.position();
-        buf.truncate(bits.div_ceil(8));
-        let used_in_last = (bits % 8) as u32;
+        let buf: Vec<u8> = bytes.into();
+        let decoded = decode_all(&buf)?;
+        Ok(Self::resumed(buf, &decoded))
+    }
+
+    /// The chunk of `buf` once [`decode_all`] decoded it.
+    fn resumed(mut buf: Vec<u8>, d: &Decoded) -> Self {
+        buf.truncate(d.bits.div_ceil(8));
+        let used_in_last = (d.bits % 8) as u32;
         let free = if used_in_last == 0 { 0 } else { 8 - used_in_last };
         if free > 0
             && let Some(last) = buf.last_mut()
         {
             *last &= !((1u8 << free) - 1);
         }
-        Ok(Self {
+        Self {
             stream: BitWriter::resume(buf, free as u8),
+            num: d.num,
+            min_time: d.min_time,
+            t: d.state.t,
+            v_bits: d.state.v_bits,
+            t_delta: d.state.t_delta,
+            leading: if d.num == 0 { NO_WINDOW } else { d.state.leading },
+            trailing: d.state.trailing,
+        }
+    }
+
+    /// Takes the bytes of an encoded chunk whose newest sample is known (a chunk snapshot records its time
+    /// and value), decoding only its first sample: the rest is decoded by [`XorChunk::resume`], which the
+    /// first [`XorChunk::append`] calls. Until then the chunk reads, iterates and writes out as its bytes
+    /// are. A restart restores a million open chunks and appends to each at most once per scrape interval
+    /// after; decoding them all up front was half the CPU of a million-series snapshot load.
+    ///
+    /// Fails when the first sample does not decode. Chunks of at most two samples are decoded at once.
+    pub fn restore(bytes: Vec<u8>, max_time: i64, last_bits: u64) -> Result<Self, ChunkError> {
+        let mut it = XorIter::new(&bytes);
+        if it.num_samples() <= 2 {
+            return Self::from_bytes(bytes);
+        }
+        let first = it.next();
+        if let Some(err) = it.error() {
+            return Err(err.clone());
+        }
+        let (num, min_time) = (it.num_samples(), first.map_or(i64::MIN, |s| s.t));
+        Ok(Self {
+            stream: BitWriter::resume(bytes, 0),
             num,
             min_time,
-            t: state.t,
-            v_bits: state.v_bits,
-            t_delta: state.t_delta,
-            leading: if num == 0 { NO_WINDOW } else { state.leading },
-            trailing: state.trailing,
+            t: max_time,
+            v_bits: last_bits,
+            t_delta: 0,
+            leading: PENDING,
+            trailing: 0,
         })
+    }
+
+    /// Whether the appender state of a [`XorChunk::restore`]d chunk is still to be decoded.
+    pub fn is_pending(&self) -> bool {
+        self.leading == PENDING
+    }
+
+    /// Decodes the appender state of a [`XorChunk::restore`]d chunk (nothing to do for any other). Fails,
+    /// leaving the chunk as it was, when its bytes do not decode or end in another sample than the one it
+    /// was restored with.
+    pub fn resume(&mut self) -> Result<(), ChunkError> {
+        if !self.is_pending() {
+            return Ok(());
+        }
+        let d = decode_all(self.stream.bytes())?;
+        if (d.num, d.min_time, d.state.t, d.state.v_bits) != (self.num, self.min_time, self.t, self.v_bits) {
+            return Err(ChunkError::NotAsRestored {
+                samples: d.num,
+                t: d.state.t,
+                v_bits: d.state.v_bits,
+                want_samples: self.num,
+                want_t: self.t,
+                want_v_bits: self.v_bits,
+            });
+        }
+        let buf = std::mem::take(&mut self.stream).into_vec();
+        *self = Self::resumed(buf, &d);
+        Ok(())
     }
 
     /// Number of samples, as the header says.
@@ -157,6 +209,7 @@ impl XorChunk {
     /// Appends a sample. The chunk does not check time order (the head does); it fails only when the
     /// 16-bit sample count is exhausted.
     pub fn append(&mut self, t: i64, v: f64) -> Result<(), ChunkError> {
+        self.resume()?;
         if self.num == u16::MAX {
             return Err(ChunkError::Full { samples: self.num });
         }
@@ -243,6 +296,33 @@ impl XorChunk {
 fn fits_bits(x: i64, nbits: u32) -> bool {
     let half = 1i64 << (nbits - 1);
     -(half - 1) <= x && x <= half
+}
+
+/// What decoding a whole chunk tells.
+struct Decoded {
+    num: u16,
+    /// Timestamp of the first sample (`i64::MIN` without samples).
+    min_time: i64,
+    /// The appender state after the last sample.
+    state: IterState,
+    /// Bits the header and samples take.
+    bits: usize,
+}
+
+/// Decodes every sample of `buf`, keeping what an appender needs.
+fn decode_all(buf: &[u8]) -> Result<Decoded, ChunkError> {
+    let mut it = XorIter::new(buf);
+    let min_time = it.next().map_or(i64::MIN, |s| s.t);
+    for _ in it.by_ref() {}
+    if let Some(err) = it.error() {
+        return Err(err.clone());
+    }
+    Ok(Decoded {
+        num: it.total,
+        min_time,
+        state: it.state(),
+        bits: XOR_HEADER_LEN * 8 + it.reader.position(),
+    })
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -114,6 +114,9 @@ pub struct AppendOutcome {
     pub samples_deduplicated: u64,
     /// Series this call created.
     pub series_created: u64,
+    /// Open chunks restored from a chunk snapshot that did not decode at this, their first append: their
+    /// samples were dropped ([`crate::chunkenc::XorChunk::restore`]).
+    pub open_chunks_dropped: u64,
     /// Bytes this call wrote to the WAL (record framing, compression and page padding included).
     pub wal_bytes: u64,
     /// Series with rejected samples.
@@ -269,6 +272,10 @@ impl Head {
                 continue;
             }
             let mut state = lock(&series.state);
+            if let Err(e) = state.resume_open() {
+                super::series::log_dropped_open_chunk(series.series_ref, &e);
+                out.open_chunks_dropped += 1;
+            }
             for s in samples {
                 if let Err(e) = state.append(series.series_ref, s.t, s.v, self.sink()) {
                     // Unreachable with a cut policy below the chunk's capacity; the sample is in the WAL.

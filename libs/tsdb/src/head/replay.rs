@@ -16,7 +16,7 @@ use heddle_model::LabelRef;
 use super::idhash::{IdMap, StrHasher};
 use super::index::{Created, LoadCache, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
-use super::series::{MemSeries, Verdict};
+use super::series::{MemSeries, Verdict, log_dropped_open_chunk};
 use super::{Head, lock, read, write};
 use crate::error::TsdbError;
 use crate::record::{self, Record, RefSample, RefSeries};
@@ -67,6 +67,9 @@ pub struct ReplayStats {
     pub mmapped_chunks_before_min_valid_time: u64,
     /// WAL samples dropped because they are before [`crate::HeadOptions::min_valid_time`].
     pub samples_before_min_valid_time: u64,
+    /// Open chunks restored from the snapshot that did not decode when WAL samples came for them; their
+    /// samples were dropped ([`crate::chunkenc::XorChunk::restore`]).
+    pub open_chunks_dropped: u64,
 }
 
 impl Head {
@@ -155,6 +158,7 @@ impl Head {
         write(&self.index).finish_load();
         stats.samples += shard_stats.samples;
         stats.skipped_samples += shard_stats.skipped_samples;
+        stats.open_chunks_dropped += shard_stats.open_chunks_dropped;
         stats.samples_in_mmapped_chunks += shard_stats.samples_in_mmapped_chunks;
         stats.samples_before_min_valid_time += shard_stats.samples_before_min_valid_time;
         stats.wal_records = report.records;
@@ -258,6 +262,10 @@ impl Head {
                 let run = batch.samples.get(start..*end).unwrap_or(&[]);
                 start = *end;
                 let mut state = lock(&series.state);
+                if let Err(e) = state.resume_open() {
+                    log_dropped_open_chunk(series.series_ref, &e);
+                    st.open_chunks_dropped += 1;
+                }
                 let covered = state.mapped_max_time();
                 for s in run {
                     if s.t < min_valid {
@@ -302,6 +310,7 @@ struct ShardBatch {
 struct ShardStats {
     samples: u64,
     skipped_samples: u64,
+    open_chunks_dropped: u64,
     samples_in_mmapped_chunks: u64,
     samples_before_min_valid_time: u64,
     range: (i64, i64),
@@ -312,6 +321,7 @@ impl Default for ShardStats {
         Self {
             samples: 0,
             skipped_samples: 0,
+            open_chunks_dropped: 0,
             samples_in_mmapped_chunks: 0,
             samples_before_min_valid_time: 0,
             range: (i64::MAX, i64::MIN),
@@ -323,6 +333,7 @@ impl ShardStats {
     fn add(&mut self, o: &ShardStats) {
         self.samples += o.samples;
         self.skipped_samples += o.skipped_samples;
+        self.open_chunks_dropped += o.open_chunks_dropped;
         self.samples_in_mmapped_chunks += o.samples_in_mmapped_chunks;
         self.samples_before_min_valid_time += o.samples_before_min_valid_time;
         self.range = (self.range.0.min(o.range.0), self.range.1.max(o.range.1));

@@ -52,6 +52,15 @@ fn compute_chunk_end(start: i64, cur: i64, max: i64) -> i64 {
     (start as f64 + (max as f64 - start as f64) / n.floor()) as i64
 }
 
+/// Logs an open chunk [`SeriesState::resume_open`] dropped.
+pub(crate) fn log_dropped_open_chunk(series_ref: u64, e: &ChunkError) {
+    tracing::error!(
+        series_ref,
+        error = %e,
+        "open chunk restored from the chunk snapshot does not decode: its samples are dropped"
+    );
+}
+
 /// A series: immutable identity plus mutable sample state behind its own lock.
 #[derive(Debug)]
 pub(crate) struct MemSeries {
@@ -239,6 +248,14 @@ impl SeriesState {
             };
             self.open = chunk;
         }
+    }
+
+    /// Decodes the appender state of an open chunk restored from a snapshot, before its first append
+    /// ([`XorChunk::restore`]). When it does not decode, or decodes to another newest sample than its record
+    /// gave, its samples are dropped (the error says why) and the next append starts a new chunk: they
+    /// cannot be read back as they were acknowledged.
+    pub(crate) fn resume_open(&mut self) -> Result<(), ChunkError> {
+        self.open.resume().inspect_err(|_| self.open = XorChunk::default())
     }
 
     /// The open chunk as a snapshot records it: (mint, maxt, bytes, value of the newest sample).

@@ -682,9 +682,10 @@ fn push_str(buf: &mut String, s: &str) -> Span {
     (start, buf.len())
 }
 
-/// Decodes a snapshot's open chunk, checking it against the record's time range.
+/// Restores a snapshot's open chunk, checking its first sample against the record's time range. The rest is
+/// decoded at its first append ([`XorChunk::restore`]), and checked then against the record's newest sample.
 fn open_chunk(series_ref: u64, c: &SnapshotChunk<'_>) -> Result<XorChunk, String> {
-    let chunk = XorChunk::from_bytes(c.data).map_err(|e| e.to_string())?;
+    let chunk = XorChunk::restore(c.data.to_vec(), c.max_time, c.last_value.to_bits()).map_err(|e| e.to_string())?;
     if chunk.min_time() != Some(c.min_time) || chunk.max_time() != Some(c.max_time) {
         return Err(format!(
             "open chunk of series {series_ref} spans {:?}..{:?}, the record says {}..{}",

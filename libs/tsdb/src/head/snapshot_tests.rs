@@ -256,13 +256,13 @@ fn reencode(record: &[u8], f: impl FnOnce(&mut u64, &mut Vec<(String, String)>, 
 }
 
 /// Snapshot records that pass their CRCs but contradict each other or themselves (a series twice, by labels
-/// or by ref; an open chunk that does not decode or disagrees with its record's time range) reject the
-/// snapshot, which is deleted and counted, and the WAL rebuilds the head: no sample lost, none invented. The
-/// records sit past the first load batches, so the series before them were already created.
+/// or by ref; an open chunk whose first sample does not decode) reject the snapshot, which is deleted and
+/// counted, and the WAL rebuilds the head: no sample lost, none invented. The records sit past the first load
+/// batches, so the series before them were already created.
 #[test]
 fn contradictory_snapshot_records_reject_the_snapshot() {
     type Edit = fn(&mut Vec<Vec<u8>>);
-    let cases: [(&str, Edit); 4] = [
+    let cases: [(&str, Edit); 3] = [
         ("labels twice", |s| {
             let again = reencode(&s[10], |r, _, _| *r = 1 << 40);
             s.push(again);
@@ -271,13 +271,9 @@ fn contradictory_snapshot_records_reject_the_snapshot() {
             let again = reencode(&s[10], |_, l, _| l[1].1 = "another".into());
             s.push(again);
         }),
-        ("open chunk cut short", |s| {
+        ("open chunk cut inside its first sample", |s| {
             let last = s.len() - 1;
-            s[last] = reencode(&s[last], |_, _, d| d.truncate(d.len() / 2));
-        }),
-        ("open chunk with another sample count", |s| {
-            let last = s.len() - 1;
-            s[last] = reencode(&s[last], |_, _, d| d[1] = d[1].wrapping_sub(1));
+            s[last] = reencode(&s[last], |_, _, d| d.truncate(4));
         }),
     ];
     for (name, edit) in cases {
@@ -295,5 +291,78 @@ fn contradictory_snapshot_records_reject_the_snapshot() {
         assert_eq!(stats.series, 3000, "{name}: series from the wal");
         assert!(snapshot_dirs(dir.path()).is_empty(), "{name}: deleted");
         assert!(all_samples(&head) == want, "{name}: samples differ");
+    }
+}
+
+/// Open chunks are decoded at their first append, not at load: one whose record passes its CRC but whose
+/// bytes end in another sample than the record says (here its sample count lowered) is dropped then, counted
+/// and logged, and the series goes on in a new chunk; every other series keeps every sample.
+#[test]
+fn an_open_chunk_that_disagrees_with_its_record_is_dropped_at_its_first_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
+    fill(&head, 3000, 0, 130);
+    head.close_with_snapshot().unwrap().unwrap();
+    drop(head);
+    let mut damaged = None;
+    rewrite_snapshot(&snapshot_dirs(dir.path()).pop().unwrap(), |s| {
+        let last = s.len() - 1;
+        s[last] = reencode(&s[last], |r, l, d| {
+            damaged = Some((*r, l[1].1.clone()));
+            d[1] = d[1].wrapping_sub(1);
+        });
+    });
+    let (_, damaged_id) = damaged.unwrap();
+
+    let (head, stats) = Head::open(dir.path(), HeadOptions::default()).unwrap();
+    assert_eq!(
+        (stats.snapshot_series, stats.snapshots_discarded),
+        (3000, 0),
+        "{stats:?}"
+    );
+    let before = all_samples(&head);
+    let names: Vec<String> = (0..3000).map(|i| format!("s{i}")).collect();
+    let labels: Vec<[LabelRef<'_>; 2]> = names
+        .iter()
+        .map(|n| {
+            [
+                LabelRef {
+                    name: "__name__",
+                    value: "m",
+                },
+                LabelRef { name: "id", value: n },
+            ]
+        })
+        .collect();
+    let samples: Vec<[Sample; 1]> = (0..3000).map(|i| [Sample::new(130 * 15_000, i as f64)]).collect();
+    let batch: Vec<AppendSeries<'_>> = labels
+        .iter()
+        .zip(&samples)
+        .map(|(l, s)| AppendSeries { labels: l, samples: s })
+        .collect();
+    let out = head.append(&batch).unwrap();
+    assert_eq!((out.samples_appended, out.open_chunks_dropped), (3000, 1), "{out:?}");
+
+    let after = all_samples(&head);
+    for ((name, was), (name_after, now)) in before.iter().zip(&after) {
+        assert_eq!(name, name_after);
+        let i: usize = name
+            .split("id=\"s")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches("\"}")
+            .parse()
+            .unwrap();
+        let new = (130 * 15_000, (i as f64).to_bits());
+        if *name == format!("{{__name__=\"m\", id=\"{damaged_id}\"}}") {
+            // Its mmapped chunk stays; the open chunk's 10 samples are gone.
+            assert_eq!(now.len(), 121, "{name}");
+            assert_eq!(now[..120], was[..120], "{name}");
+            assert_eq!(now[120], new, "{name}");
+        } else {
+            assert_eq!(now.len(), was.len() + 1, "{name}");
+            assert_eq!(now[..was.len()], was[..], "{name}");
+            assert_eq!(now[was.len()], new, "{name}");
+        }
     }
 }
