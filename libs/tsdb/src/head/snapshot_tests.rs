@@ -7,21 +7,26 @@ use heddle_model::{LabelRef, Sample};
 use super::test_support::{all_samples, append_each, copy_dir};
 use super::*;
 
+/// Labels `{__name__="m", id="<name>"}` for each name.
+fn series_labels(names: &[String]) -> Vec<[LabelRef<'_>; 2]> {
+    names
+        .iter()
+        .map(|n| {
+            [
+                LabelRef {
+                    name: "__name__",
+                    value: "m",
+                },
+                LabelRef { name: "id", value: n },
+            ]
+        })
+        .collect()
+}
+
 fn fill(head: &Head, series: usize, from: i64, rounds: i64) {
     let names: Vec<String> = (0..series).map(|i| format!("s{i}")).collect();
     for round in from..from + rounds {
-        let labels: Vec<[LabelRef<'_>; 2]> = names
-            .iter()
-            .map(|n| {
-                [
-                    LabelRef {
-                        name: "__name__",
-                        value: "m",
-                    },
-                    LabelRef { name: "id", value: n },
-                ]
-            })
-            .collect();
+        let labels = series_labels(&names);
         let samples: Vec<[Sample; 1]> = (0..series)
             .map(|i| [Sample::new(round * 15_000, (round * 3 + i as i64) as f64 / 7.0)])
             .collect();
@@ -322,18 +327,7 @@ fn an_open_chunk_that_disagrees_with_its_record_is_dropped_at_its_first_append()
     );
     let before = all_samples(&head);
     let names: Vec<String> = (0..3000).map(|i| format!("s{i}")).collect();
-    let labels: Vec<[LabelRef<'_>; 2]> = names
-        .iter()
-        .map(|n| {
-            [
-                LabelRef {
-                    name: "__name__",
-                    value: "m",
-                },
-                LabelRef { name: "id", value: n },
-            ]
-        })
-        .collect();
+    let labels = series_labels(&names);
     let samples: Vec<[Sample; 1]> = (0..3000).map(|i| [Sample::new(130 * 15_000, i as f64)]).collect();
     let batch: Vec<AppendSeries<'_>> = labels
         .iter()
