@@ -40,7 +40,7 @@ fn ref_slot(series_ref: u64) -> u64 {
 }
 
 /// Appends to `out` the hashes of the effective labels' names and values, in order, for
-/// [`HeadIndex::create_hashed`].
+/// [`HeadIndex::get_or_create_loaded`] and [`HeadIndex::intern_loaded`].
 pub(crate) fn symbol_hashes(hasher: &StrHasher, labels: &[LabelRef<'_>], out: &mut Vec<u64>) {
     use std::hash::BuildHasher;
     for l in effective(labels) {
@@ -166,7 +166,6 @@ impl LoadCache {
 /// The series of an index, by ref and by label hash. Two tables of 8-byte entries holding the series itself,
 /// where maps of ref -> series and label hash -> ref took 16-byte entries each: 32 bytes less per series at 1M
 /// series (2M buckets). Growing either reads each series for its ref or hash bits, never its labels.
-///
 #[derive(Debug, Default)]
 pub(crate) struct SeriesTables {
     /// Every series, placed by its ref ([`ref_slot`]).
