@@ -110,6 +110,7 @@ fn chart_rules_pass_promtool_check_for_every_ci_values_file() {
             "HeddleIngesterUnhealthy",
             "HeddleHighDiscardRate",
             "HeddleWalCorruptionRepaired",
+            "HeddleOpenChunksDropped",
             "HeddleIngesterHasNotShippedBlocks",
             "HeddleIngesterReplayRunning",
         ] {
