@@ -9,6 +9,7 @@ use std::sync::Arc;
 use heddle_model::{LabelRef, Labels, MatchType, Matcher};
 
 use hashbrown::HashTable;
+use hashbrown::hash_table::{Entry, VacantEntry};
 
 use super::idhash::{IdHasher, StrHasher, kept_bits, spread_bits};
 use super::label_ids::LabelIds;
@@ -187,10 +188,53 @@ impl SeriesTables {
         self.by_hash.reserve(more, |s| spread_bits(s.label_bits));
     }
 
+    /// Looks for a new series by its kept label-hash bits (`same` tells a series with its labels) and by its
+    /// ref; the probes that find neither leave the slots the series then takes ([`Slots::insert`]). At a
+    /// million series every probe is a cache miss, so looking and making room are one probe per table.
+    fn vacant(
+        &mut self,
+        bits: u32,
+        series_ref: u64,
+        same: impl Fn(&MemSeries) -> bool,
+    ) -> Result<Slots<'_>, Created<'_>> {
+        let by_labels = match self.by_hash.entry(
+            spread_bits(bits),
+            |s| s.label_bits == bits && same(s),
+            |s| spread_bits(s.label_bits),
+        ) {
+            Entry::Occupied(e) => return Err(Created::Exists(e.into_mut())),
+            Entry::Vacant(e) => e,
+        };
+        let by_ref = match self.series.entry(
+            ref_slot(series_ref),
+            |s| s.series_ref == series_ref,
+            |s| ref_slot(s.series_ref),
+        ) {
+            Entry::Occupied(_) => return Err(Created::RefTaken),
+            Entry::Vacant(e) => e,
+        };
+        Ok(Slots { by_labels, by_ref })
+    }
+
     /// Trims tables [`SeriesTables::reserve`] made larger than the series loaded need.
     fn shrink_to_fit(&mut self) {
         self.series.shrink_to_fit(|s| ref_slot(s.series_ref));
         self.by_hash.shrink_to_fit(|s| spread_bits(s.label_bits));
+    }
+}
+
+/// Where a new series goes in both [`SeriesTables`] ([`SeriesTables::vacant`]).
+struct Slots<'t> {
+    by_labels: VacantEntry<'t, Arc<MemSeries>>,
+    by_ref: VacantEntry<'t, Arc<MemSeries>>,
+}
+
+impl Slots<'_> {
+    fn insert(self, series: MemSeries) -> Arc<MemSeries> {
+        let created = Arc::new(series);
+        self.by_ref.insert(Arc::clone(&created));
+        self.by_labels.insert(Arc::clone(&created));
+        created
     }
 }
 
@@ -216,25 +260,9 @@ impl SeriesHalf {
     ) -> Option<Arc<MemSeries>> {
         let labels = LabelIds::new(ids);
         // Ids of one symbol table are equal exactly when the strings are.
-        let hashbrown::hash_table::Entry::Vacant(by_labels) = self.tables.by_hash.entry(
-            spread_bits(bits),
-            |s| s.label_bits == bits && s.labels == labels,
-            |s| spread_bits(s.label_bits),
-        ) else {
-            return None;
-        };
-        let hashbrown::hash_table::Entry::Vacant(by_ref) = self.tables.series.entry(
-            ref_slot(series_ref),
-            |s| s.series_ref == series_ref,
-            |s| ref_slot(s.series_ref),
-        ) else {
-            return None;
-        };
+        let slots = self.tables.vacant(bits, series_ref, |s| s.labels == labels).ok()?;
         add_postings(&mut self.postings, series_ref, ids, Some(cache));
-        let created = Arc::new(MemSeries::new(series_ref, labels, bits, true));
-        by_ref.insert(Arc::clone(&created));
-        by_labels.insert(Arc::clone(&created));
-        Some(created)
+        Some(slots.insert(MemSeries::new(series_ref, labels, bits, true)))
     }
 
     /// Makes room for `series` series in all, so that a load does not grow the series tables step by step.
@@ -299,9 +327,6 @@ impl HeadIndex {
 
     /// [`HeadIndex::get_or_create`] for a loader: with the symbol hashes of the effective labels (name, value,
     /// name, value...) computed ahead by [`symbol_hashes`] on a worker, and the loader's [`LoadCache`].
-    ///
-    /// Looking for the series and making room for it are one probe of each table, the same probe the insert
-    /// then uses: at a million series every probe is a cache miss.
     pub(crate) fn get_or_create_loaded(
         &mut self,
         hash: u64,
@@ -319,21 +344,9 @@ impl HeadIndex {
             next_ref,
             ids_buf,
         } = self;
-        let by_labels = match tables.by_hash.entry(
-            spread_bits(bits),
-            |s| s.label_bits == bits && same_labels(symbols, s, labels),
-            |s| spread_bits(s.label_bits),
-        ) {
-            hashbrown::hash_table::Entry::Occupied(e) => return Created::Exists(e.into_mut()),
-            hashbrown::hash_table::Entry::Vacant(e) => e,
-        };
-        let by_ref = match tables.series.entry(
-            ref_slot(series_ref),
-            |s| s.series_ref == series_ref,
-            |s| ref_slot(s.series_ref),
-        ) {
-            hashbrown::hash_table::Entry::Occupied(_) => return Created::RefTaken,
-            hashbrown::hash_table::Entry::Vacant(e) => e,
+        let slots = match tables.vacant(bits, series_ref, |s| same_labels(symbols, s, labels)) {
+            Ok(slots) => slots,
+            Err(found) => return found,
         };
         *next_ref = (*next_ref).max(series_ref.saturating_add(1));
         match load {
@@ -346,10 +359,7 @@ impl HeadIndex {
                 add_postings(postings, series_ref, ids_buf, None);
             }
         }
-        let created = Arc::new(MemSeries::new(series_ref, LabelIds::new(ids_buf), bits, logged));
-        by_ref.insert(Arc::clone(&created));
-        by_labels.insert(Arc::clone(&created));
-        Created::New(created)
+        Created::New(slots.insert(MemSeries::new(series_ref, LabelIds::new(ids_buf), bits, logged)))
     }
 
     /// The first half of loading a series whose [`SeriesHalf`] was taken out ([`HeadIndex::take_series_half`]):

@@ -34,6 +34,20 @@ fn fill(head: &Head, series: usize, from: i64, rounds: i64) {
     }
 }
 
+/// Every sample of a head, as [`all_samples`] lists them.
+type Samples = Vec<(String, Vec<(i64, u64)>)>;
+
+/// A head directory with `series` series filled for `rounds` rounds and closed with a snapshot: the directory,
+/// every sample, and what the snapshot wrote.
+fn snapshotted(series: usize, rounds: i64) -> (tempfile::TempDir, Samples, SnapshotStats) {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
+    fill(&head, series, 0, rounds);
+    let want = all_samples(&head);
+    let written = head.close_with_snapshot().unwrap().unwrap();
+    (dir, want, written)
+}
+
 fn snapshot_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -96,12 +110,7 @@ fn graceful_restart_loads_the_snapshot_and_replays_nothing() {
 /// deletes it, without counting it as damaged, and replays the WAL.
 #[test]
 fn a_loaded_snapshot_left_behind_is_deleted_not_loaded() {
-    let dir = tempfile::tempdir().unwrap();
-    let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
-    fill(&head, 20, 0, 200);
-    let want = all_samples(&head);
-    let written = head.close_with_snapshot().unwrap().unwrap();
-    drop(head);
+    let (dir, want, written) = snapshotted(20, 200);
     let name = written.dir.file_name().unwrap().to_str().unwrap();
     let used = dir.path().join(format!("deleting.{name}"));
     std::fs::rename(&written.dir, &used).unwrap();
@@ -115,11 +124,7 @@ fn a_loaded_snapshot_left_behind_is_deleted_not_loaded() {
 
 #[test]
 fn samples_logged_after_the_snapshot_position_are_replayed() {
-    let dir = tempfile::tempdir().unwrap();
-    let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
-    fill(&head, 5, 0, 100);
-    head.close_with_snapshot().unwrap().unwrap();
-    drop(head);
+    let (dir, _, _) = snapshotted(5, 100);
     // Move the snapshot back to the WAL's start, as if it had been taken earlier: the WAL holds samples
     // "after" it that are also in its chunks, and replay must skip them as old.
     let snap = snapshot_dirs(dir.path()).pop().unwrap();
@@ -156,12 +161,7 @@ fn damaged_snapshots_are_deleted_counted_and_the_wal_replayed() {
         }),
     ];
     for (name, damage) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
-        fill(&head, 30, 0, 250);
-        let want = all_samples(&head);
-        head.close_with_snapshot().unwrap().unwrap();
-        drop(head);
+        let (dir, want, _) = snapshotted(30, 250);
         damage(&snapshot_dirs(dir.path()).pop().unwrap());
 
         let (head, stats) = Head::open(dir.path(), HeadOptions::default()).unwrap();
@@ -178,12 +178,7 @@ fn damaged_snapshots_are_deleted_counted_and_the_wal_replayed() {
 /// restart of the same directory uses them.
 #[test]
 fn a_snapshot_failing_half_way_gives_its_chunks_back_to_the_wal_replay() {
-    let dir = tempfile::tempdir().unwrap();
-    let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
-    fill(&head, 4000, 0, 130);
-    let want = all_samples(&head);
-    head.close_with_snapshot().unwrap().unwrap();
-    drop(head);
+    let (dir, want, _) = snapshotted(4000, 130);
     let crashed = tempfile::tempdir().unwrap();
     copy_dir(dir.path(), crashed.path());
     for snap in snapshot_dirs(crashed.path()) {
@@ -282,12 +277,7 @@ fn contradictory_snapshot_records_reject_the_snapshot() {
         }),
     ];
     for (name, edit) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
-        fill(&head, 3000, 0, 130);
-        let want = all_samples(&head);
-        head.close_with_snapshot().unwrap().unwrap();
-        drop(head);
+        let (dir, want, _) = snapshotted(3000, 130);
         rewrite_snapshot(&snapshot_dirs(dir.path()).pop().unwrap(), edit);
 
         let (head, stats) = Head::open(dir.path(), HeadOptions::default()).unwrap();
@@ -304,11 +294,7 @@ fn contradictory_snapshot_records_reject_the_snapshot() {
 /// and logged, and the series goes on in a new chunk; every other series keeps every sample.
 #[test]
 fn an_open_chunk_that_disagrees_with_its_record_is_dropped_at_its_first_append() {
-    let dir = tempfile::tempdir().unwrap();
-    let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
-    fill(&head, 3000, 0, 130);
-    head.close_with_snapshot().unwrap().unwrap();
-    drop(head);
+    let (dir, _, _) = snapshotted(3000, 130);
     let mut damaged = None;
     rewrite_snapshot(&snapshot_dirs(dir.path()).pop().unwrap(), |s| {
         let last = s.len() - 1;
