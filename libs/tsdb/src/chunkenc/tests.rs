@@ -610,3 +610,31 @@ proptest! {
         }
     }
 }
+
+/// Short chunks are decoded at once by [`XorChunk::restore`], and checked against the newest sample given like
+/// longer ones are at their first append: a header whose count was lowered to two (the rest of the bytes
+/// intact) must not restore as a shorter chunk that then takes appends.
+#[test]
+fn short_restored_chunks_must_end_in_the_given_sample() {
+    let samples: Vec<(i64, f64)> = (0..8).map(|i| (1_000 + i * 15_000, i as f64)).collect();
+    let chunk = encode(&samples);
+    let (t, bits) = chunk.last_bits().unwrap();
+    let mut lowered = chunk.bytes().to_vec();
+    lowered[..2].copy_from_slice(&2u16.to_be_bytes());
+    let err = XorChunk::restore(lowered, t, bits).unwrap_err();
+    assert!(
+        matches!(err, ChunkError::NotAsRestored { samples: 2, t: 16_000, want_t, .. } if want_t == t),
+        "{err}"
+    );
+
+    let two = encode(&samples[..2]);
+    let (t, bits) = two.last_bits().unwrap();
+    assert!(XorChunk::restore(two.bytes().to_vec(), t, bits ^ 1).is_err());
+    assert!(XorChunk::restore(two.bytes().to_vec(), t + 1, bits).is_err());
+    let restored = XorChunk::restore(two.bytes().to_vec(), t, bits).unwrap();
+    assert_eq!(restored.bytes(), two.bytes());
+    assert!(
+        XorChunk::restore(encode(&[]).bytes().to_vec(), 0, 0).is_err(),
+        "an empty chunk has no newest sample"
+    );
+}

@@ -110,11 +110,26 @@ impl XorChunk {
     /// are. A restart restores a million open chunks and appends to each at most once per scrape interval
     /// after; decoding them all up front was half the CPU of a million-series snapshot load.
     ///
-    /// Fails when the first sample does not decode. Chunks of at most two samples are decoded at once.
+    /// Fails when the first sample does not decode. Chunks of at most two samples are decoded at once, and
+    /// fail when they end in another sample than the one given.
     pub fn restore(bytes: Vec<u8>, max_time: i64, last_bits: u64) -> Result<Self, ChunkError> {
         let mut it = XorIter::new(&bytes);
         if it.num_samples() <= 2 {
-            return Self::from_bytes(bytes);
+            let chunk = Self::from_bytes(bytes)?;
+            return match chunk.last_bits() {
+                Some(last) if last == (max_time, last_bits) => Ok(chunk),
+                last => {
+                    let (t, v_bits) = last.unwrap_or((i64::MIN, 0));
+                    Err(ChunkError::NotAsRestored {
+                        samples: chunk.num,
+                        t,
+                        v_bits,
+                        want_samples: chunk.num,
+                        want_t: max_time,
+                        want_v_bits: last_bits,
+                    })
+                }
+            };
         }
         let first = it.next();
         if let Some(err) = it.error() {
