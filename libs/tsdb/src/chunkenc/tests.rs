@@ -596,8 +596,9 @@ proptest! {
         flipped[bit / 8] ^= 0x80 >> (bit % 8);
         cases.push(("bit flipped", flipped, t, bits));
         for (name, b, t, bits) in cases {
-            let decodes_as_given = XorChunk::from_bytes(b.as_slice()).ok().and_then(|c| c.last_bits()) == Some((t, bits))
-                && decode_xor(&b).ok().map(|s| s.len()) == Some(samples.len());
+            // What `resume` promises to check: the bytes decode and end in the given sample. A damaged header
+            // count can still pass, when the sample it now ends at equals the last one (a zero time delta).
+            let decodes_as_given = XorChunk::from_bytes(b.as_slice()).ok().and_then(|c| c.last_bits()) == Some((t, bits));
             let Ok(mut c) = XorChunk::restore(b.clone(), t, bits) else { continue };
             if decodes_as_given {
                 continue;
