@@ -6,6 +6,7 @@
 //! labels already have a series maps its ref onto that series. Records that do not decode are skipped and
 //! counted rather than stopping the start (the WAL layer already cut any torn or CRC-corrupt tail).
 
+use std::collections::hash_map::Entry;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,7 +14,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use heddle_model::LabelRef;
 
-use super::idhash::{IdMap, StrHasher};
+use super::idhash::{IdMap, NearMap, StrHasher};
 use super::index::{Created, LoadCache, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
 use super::series::{MemSeries, Verdict, log_dropped_open_chunk};
@@ -78,10 +79,14 @@ impl Head {
     /// and WAL samples they already hold are skipped.
     ///
     /// Uses every core: records are read, decoded and hashed on other threads ([`super::pipeline`]); this
-    /// thread creates series in WAL order and hands each run of samples to the shard thread that owns its
-    /// series (by ref, as Prometheus shards replay across goroutines). A series' samples always go to the same
-    /// shard in WAL order, after its Series record was applied, so the head ends up exactly as a
-    /// single-threaded replay leaves it.
+    /// thread creates series in WAL order and hands each new series and each run of samples to the shard
+    /// thread that owns its ref (as Prometheus shards replay across goroutines). The shard finds the series
+    /// itself: this thread does no per-sample lookup, and samples that `chunks_head/` already holds are
+    /// skipped without touching their series (at a million series each is a cache miss; resolving them here
+    /// was most of a crash restart). A series' samples always reach its shard in WAL order, after the series
+    /// its Series record created, so the head ends up as a single-threaded replay leaves it. (A samples record
+    /// before its series' Series record, which only a damaged WAL has, may find the series or count as
+    /// unknown, as in Prometheus.)
     pub(super) fn replay_wal(
         &self,
         wal_dir: &Path,
@@ -108,7 +113,7 @@ impl Head {
             for _ in 0..shards {
                 let (tx, rx) = sync_channel::<ShardBatch>(4);
                 txs.push(tx);
-                handles.push(scope.spawn(move || self.apply_shard(rx)));
+                handles.push(scope.spawn(move || self.apply_shard(rx, shards)));
             }
             let mut pending: Vec<ShardBatch> = (0..shards).map(|_| ShardBatch::default()).collect();
             let read_wal = |sink: &mut pipeline::Sink<'_>| {
@@ -124,11 +129,9 @@ impl Head {
                 for d in batch {
                     match d {
                         Decoded::Series(series) => {
-                            self.replay_series(series, &mut cache, &mut aliases, &mut mapped, stats)
+                            self.replay_series(series, &mut cache, &mut aliases, &mut mapped, stats, &mut pending)
                         }
-                        Decoded::Samples(samples) => {
-                            self.dispatch_samples(&samples, &aliases, stats, &mut pending, &txs)?
-                        }
+                        Decoded::Samples(samples) => dispatch_samples(&samples, &aliases, &mut pending, &txs)?,
                         Decoded::Ignored => stats.ignored_records += 1,
                         Decoded::Undecodable(e) => {
                             if stats.undecodable_records == 0 {
@@ -157,6 +160,7 @@ impl Head {
         })?;
         write(&self.index).finish_load();
         stats.samples += shard_stats.samples;
+        stats.unknown_ref_samples += shard_stats.unknown_ref_samples;
         stats.skipped_samples += shard_stats.skipped_samples;
         stats.open_chunks_dropped += shard_stats.open_chunks_dropped;
         stats.samples_in_mmapped_chunks += shard_stats.samples_in_mmapped_chunks;
@@ -177,6 +181,7 @@ impl Head {
         aliases: &mut IdMap<u64, u64>,
         mapped: &mut crate::chunks_head::ChunksBySeries,
         stats: &mut ReplayStats,
+        pending: &mut [ShardBatch],
     ) {
         let mut index = write(&self.index);
         for (i, rec) in series.records.iter().enumerate() {
@@ -202,113 +207,169 @@ impl Head {
                         continue;
                     }
                 };
+            let mut covered = i64::MIN;
             if let Some(chunks) = mapped.take(rec.series_ref) {
                 let (lo, hi) = (chunks.first().map(|c| c.min_time), chunks.last().map(|c| c.max_time));
-                stats.orphan_mmapped_chunks += lock(&created.state).attach_mapped(chunks) as u64;
+                let mut state = lock(&created.state);
+                stats.orphan_mmapped_chunks += state.attach_mapped(chunks) as u64;
+                covered = state.mapped_max_time();
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     self.min_time.fetch_min(lo, Ordering::Relaxed);
                     self.max_time.fetch_max(hi, Ordering::Relaxed);
                 }
             }
+            let batch = &mut pending[shard_of(rec.series_ref, pending.len())];
+            let runs_before = batch.runs.len();
+            batch.series.push((
+                runs_before,
+                Known {
+                    series: created,
+                    covered,
+                },
+            ));
             stats.series += 1;
         }
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
     }
 
-    /// Resolves each run of samples of one series and queues it for the series' shard.
-    fn dispatch_samples(
-        &self,
-        samples: &[RefSample],
-        aliases: &IdMap<u64, u64>,
-        stats: &mut ReplayStats,
-        pending: &mut [ShardBatch],
-        txs: &[SyncSender<ShardBatch>],
-    ) -> Result<(), TsdbError> {
-        let index = read(&self.index);
-        // Records hold runs of samples of the same series: resolve each series once per run.
-        let mut i = 0;
-        while let Some(first) = samples.get(i) {
-            let run = samples[i..]
-                .iter()
-                .take_while(|s| s.series_ref == first.series_ref)
-                .count();
-            let run_samples = &samples[i..i + run];
-            i += run;
-            let r = aliases.get(&first.series_ref).copied().unwrap_or(first.series_ref);
-            let Some(series) = index.get(r) else {
-                stats.unknown_ref_samples += run as u64;
-                continue;
-            };
-            let shard = (r % pending.len() as u64) as usize;
-            let batch = &mut pending[shard];
-            batch.samples.extend_from_slice(run_samples);
-            batch.runs.push((Arc::clone(series), batch.samples.len()));
-            if batch.samples.len() >= SHARD_BATCH_SAMPLES {
-                let full = std::mem::take(batch);
-                // A shard stops receiving only by panicking, which the scope propagates.
-                txs[shard].send(full).map_err(|_| TsdbError::Closed)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// A shard thread: applies its runs of samples through the same checks as appends.
-    fn apply_shard(&self, rx: Receiver<ShardBatch>) -> ShardStats {
+    /// A shard thread: registers the series this shard owns as their records come, finds the series of each
+    /// run of samples, and applies the samples through the same checks as appends.
+    fn apply_shard(&self, rx: Receiver<ShardBatch>, shards: usize) -> ShardStats {
         let mut st = ShardStats::default();
+        // By ref / shards (this shard's refs are one residue): refs come nearly in order ([`super::idhash::NearHasher`]).
+        let mut known: NearMap<u64, Known> = NearMap::default();
+        let key = |series_ref: u64| series_ref / shards as u64;
         let min_valid = self.min_valid_time.load(Ordering::Relaxed);
         for batch in rx {
+            let mut series = batch.series.into_iter().peekable();
             let mut start = 0;
-            for (series, end) in &batch.runs {
-                let run = batch.samples.get(start..*end).unwrap_or(&[]);
-                start = *end;
-                let mut state = lock(&series.state);
-                if let Err(e) = state.resume_open() {
-                    log_dropped_open_chunk(series.series_ref, &e);
-                    st.open_chunks_dropped += 1;
+            for (i, &(series_ref, end)) in batch.runs.iter().enumerate() {
+                while let Some((_, k)) = series.next_if(|(runs_before, _)| *runs_before <= i) {
+                    known.insert(key(k.series.series_ref), k);
                 }
-                let covered = state.mapped_max_time();
-                for s in run {
-                    if s.t < min_valid {
-                        st.samples_before_min_valid_time += 1;
-                        continue;
-                    }
-                    if s.t <= covered {
-                        st.samples_in_mmapped_chunks += 1;
-                        continue;
-                    }
-                    if state.judge(s.t, s.v.to_bits(), &self.chunks) != Verdict::Append {
-                        st.skipped_samples += 1;
-                        continue;
-                    }
-                    match state.append(series.series_ref, s.t, s.v, self.sink()) {
-                        Ok(_) => {
-                            st.samples += 1;
-                            st.range.0 = st.range.0.min(s.t);
-                            st.range.1 = st.range.1.max(s.t);
+                let run = batch.samples.get(start..end).unwrap_or(&[]);
+                start = end;
+                let k = match known.entry(key(series_ref)) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    // A series the head had before the replay (loaded from a snapshot).
+                    Entry::Vacant(e) => match read(&self.index).get(series_ref) {
+                        Some(s) => {
+                            let covered = lock(&s.state).mapped_max_time();
+                            e.insert(Known {
+                                series: Arc::clone(s),
+                                covered,
+                            })
                         }
-                        Err(_) => st.skipped_samples += 1,
-                    }
-                }
+                        None => {
+                            st.unknown_ref_samples += run.len() as u64;
+                            continue;
+                        }
+                    },
+                };
+                self.apply_run(k, run, min_valid, &mut st);
+            }
+            for (_, k) in series {
+                known.insert(key(k.series.series_ref), k);
             }
         }
         st
     }
+
+    /// Applies one run of samples of a series. Samples before `min_valid` or already in `chunks_head/` are
+    /// counted without locking the series.
+    fn apply_run(&self, k: &Known, run: &[RefSample], min_valid: i64, st: &mut ShardStats) {
+        let mut state = None;
+        for s in run {
+            if s.t < min_valid {
+                st.samples_before_min_valid_time += 1;
+                continue;
+            }
+            if s.t <= k.covered {
+                st.samples_in_mmapped_chunks += 1;
+                continue;
+            }
+            let state = state.get_or_insert_with(|| {
+                let mut state = lock(&k.series.state);
+                if let Err(e) = state.resume_open() {
+                    log_dropped_open_chunk(k.series.series_ref, &e);
+                    st.open_chunks_dropped += 1;
+                }
+                state
+            });
+            if state.judge(s.t, s.v.to_bits(), &self.chunks) != Verdict::Append {
+                st.skipped_samples += 1;
+                continue;
+            }
+            match state.append(k.series.series_ref, s.t, s.v, self.sink()) {
+                Ok(_) => {
+                    st.samples += 1;
+                    st.range.0 = st.range.0.min(s.t);
+                    st.range.1 = st.range.1.max(s.t);
+                }
+                Err(_) => st.skipped_samples += 1,
+            }
+        }
+    }
+}
+
+/// The shard that replays the samples of series `series_ref`.
+fn shard_of(series_ref: u64, shards: usize) -> usize {
+    (series_ref % shards as u64) as usize
+}
+
+/// Queues each run of samples of one series (records hold such runs) for the shard of its ref, after
+/// resolving the refs of duplicate Series records.
+fn dispatch_samples(
+    samples: &[RefSample],
+    aliases: &IdMap<u64, u64>,
+    pending: &mut [ShardBatch],
+    txs: &[SyncSender<ShardBatch>],
+) -> Result<(), TsdbError> {
+    let mut i = 0;
+    while let Some(first) = samples.get(i) {
+        let run = samples[i..]
+            .iter()
+            .take_while(|s| s.series_ref == first.series_ref)
+            .count();
+        let run_samples = &samples[i..i + run];
+        i += run;
+        let r = aliases.get(&first.series_ref).copied().unwrap_or(first.series_ref);
+        let shard = shard_of(r, pending.len());
+        let batch = &mut pending[shard];
+        batch.samples.extend_from_slice(run_samples);
+        batch.runs.push((r, batch.samples.len()));
+        if batch.samples.len() >= SHARD_BATCH_SAMPLES {
+            let full = std::mem::take(batch);
+            // A shard stops receiving only by panicking, which the scope propagates.
+            txs[shard].send(full).map_err(|_| TsdbError::Closed)?;
+        }
+    }
+    Ok(())
 }
 
 /// Samples queued for a shard between sends.
 const SHARD_BATCH_SAMPLES: usize = 8192;
 
-/// Runs of samples for one shard: `runs[i]` is a series and the end of its run in `samples`.
+/// What a shard is sent: runs of samples, `runs[i]` being a series ref and the end of its run in `samples`,
+/// and the series it owns that Series records created, each after the number of runs queued before it.
 #[derive(Default)]
 struct ShardBatch {
     samples: Vec<RefSample>,
-    runs: Vec<(Arc<MemSeries>, usize)>,
+    runs: Vec<(u64, usize)>,
+    series: Vec<(usize, Known)>,
+}
+
+/// A series as its shard knows it: with the newest time its `chunks_head/` chunks hold when it was found.
+struct Known {
+    series: Arc<MemSeries>,
+    covered: i64,
 }
 
 /// What a shard applied.
 #[derive(Debug)]
 struct ShardStats {
     samples: u64,
+    unknown_ref_samples: u64,
     skipped_samples: u64,
     open_chunks_dropped: u64,
     samples_in_mmapped_chunks: u64,
@@ -320,6 +381,7 @@ impl Default for ShardStats {
     fn default() -> Self {
         Self {
             samples: 0,
+            unknown_ref_samples: 0,
             skipped_samples: 0,
             open_chunks_dropped: 0,
             samples_in_mmapped_chunks: 0,
@@ -332,6 +394,7 @@ impl Default for ShardStats {
 impl ShardStats {
     fn add(&mut self, o: &ShardStats) {
         self.samples += o.samples;
+        self.unknown_ref_samples += o.unknown_ref_samples;
         self.skipped_samples += o.skipped_samples;
         self.open_chunks_dropped += o.open_chunks_dropped;
         self.samples_in_mmapped_chunks += o.samples_in_mmapped_chunks;

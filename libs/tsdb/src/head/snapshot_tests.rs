@@ -136,6 +136,30 @@ fn samples_logged_after_the_snapshot_position_are_replayed() {
     assert_eq!(all_samples(&head)[0].1.len(), 100);
 }
 
+/// The WAL after a snapshot's position can hold samples of series the snapshot loaded (here: an older snapshot
+/// put back after a crash) and new series: each gets exactly its samples after the snapshot's.
+#[test]
+fn samples_after_the_snapshot_reach_loaded_and_new_series() {
+    let (dir, _, _) = snapshotted(300, 50);
+    let old = snapshot_dirs(dir.path()).pop().unwrap();
+    let kept = tempfile::tempdir().unwrap();
+    copy_dir(&old, kept.path());
+    let (head, _) = Head::open(dir.path(), HeadOptions::default()).unwrap();
+    fill(&head, 320, 50, 60);
+    let want = all_samples(&head);
+    head.sync().unwrap();
+    drop(head);
+    copy_dir(kept.path(), &old);
+    let (head, stats) = Head::open(dir.path(), HeadOptions::default()).unwrap();
+    assert_eq!(stats.snapshot_series, 300, "{stats:?}");
+    assert_eq!((stats.series, stats.samples), (20, 320 * 60), "{stats:?}");
+    assert_eq!((stats.unknown_ref_samples, stats.skipped_samples), (0, 0), "{stats:?}");
+    assert!(
+        all_samples(&head) == want,
+        "every series holds every sample after the restart"
+    );
+}
+
 #[test]
 fn damaged_snapshots_are_deleted_counted_and_the_wal_replayed() {
     type Damage = fn(&Path);
