@@ -145,6 +145,7 @@ impl Head {
             };
             let report = pipeline::run(workers, read_wal, |raw| decode_batch(raw, &hasher), &mut apply);
             for (batch, tx) in pending.into_iter().zip(&txs) {
+                // Series queued with no run after them need not reach their shard: no sample looks for them.
                 if !batch.runs.is_empty() {
                     // A shard stops receiving only by panicking, which the scope propagates.
                     let _ = tx.send(batch);
