@@ -23,7 +23,7 @@ use heddle_tsdb::{Head, HeadOptions};
 
 #[path = "support/workload.rs"]
 mod workload;
-use workload::{append_rounds, cpu_seconds, dir_bytes, env, rss_bytes, series_values};
+use workload::{append_rounds, cpu_seconds, dir_bytes, env, rss_bytes, series_values, status_bytes};
 
 /// The allocator the `heddle` binary ships with: RSS and restart times depend on it.
 #[global_allocator]
@@ -98,11 +98,13 @@ fn main() {
         append_cpu * 1e6 / samples as f64
     );
     println!(
-        "rss: before={} MiB after={} MiB => {:.0} bytes/series (head only: the bench's own label strings, {} MiB, are held before)",
+        "rss: before={} MiB after={} MiB => {:.0} bytes/series (head only: the bench's own label strings, {} MiB, are held before); \
+         of it mapped files (chunks_head/ pages in memory) {} MiB",
         rss_before >> 20,
         rss_after >> 20,
         (rss_after.saturating_sub(rss_before)) as f64 / series as f64,
-        label_bytes >> 20
+        label_bytes >> 20,
+        status_bytes("RssFile:") >> 20
     );
     println!(
         "wal (compressed): {wal} bytes, {:.2} bytes/sample incl. series records",
