@@ -110,33 +110,16 @@ impl XorChunk {
     /// are. A restart restores a million open chunks and appends to each at most once per scrape interval
     /// after; decoding them all up front was half the CPU of a million-series snapshot load.
     ///
-    /// Fails when the first sample does not decode. Chunks of at most two samples are decoded at once, and
-    /// fail when they end in another sample than the one given.
+    /// Fails when the first sample does not decode. Chunks of at most two samples are decoded at once, with
+    /// the check [`XorChunk::resume`] makes of longer ones at their first append.
     pub fn restore(bytes: Vec<u8>, max_time: i64, last_bits: u64) -> Result<Self, ChunkError> {
         let mut it = XorIter::new(&bytes);
-        if it.num_samples() <= 2 {
-            let chunk = Self::from_bytes(bytes)?;
-            return match chunk.last_bits() {
-                Some(last) if last == (max_time, last_bits) => Ok(chunk),
-                last => {
-                    let (t, v_bits) = last.unwrap_or((i64::MIN, 0));
-                    Err(ChunkError::NotAsRestored {
-                        samples: chunk.num,
-                        t,
-                        v_bits,
-                        want_samples: chunk.num,
-                        want_t: max_time,
-                        want_v_bits: last_bits,
-                    })
-                }
-            };
-        }
         let first = it.next();
         if let Some(err) = it.error() {
             return Err(err.clone());
         }
         let (num, min_time) = (it.num_samples(), first.map_or(i64::MIN, |s| s.t));
-        Ok(Self {
+        let mut chunk = Self {
             stream: BitWriter::resume(bytes, 0),
             num,
             min_time,
@@ -145,7 +128,11 @@ impl XorChunk {
             t_delta: 0,
             leading: PENDING,
             trailing: 0,
-        })
+        };
+        if num <= 2 {
+            chunk.resume()?;
+        }
+        Ok(chunk)
     }
 
     /// Whether the appender state of a [`XorChunk::restore`]d chunk is still to be decoded.
@@ -154,14 +141,16 @@ impl XorChunk {
     }
 
     /// Decodes the appender state of a [`XorChunk::restore`]d chunk (nothing to do for any other). Fails,
-    /// leaving the chunk as it was, when its bytes do not decode or end in another sample than the one it
-    /// was restored with.
+    /// leaving the chunk as it was, when its bytes do not decode or do not end in the sample it was restored
+    /// with (an empty chunk ends in none).
     pub fn resume(&mut self) -> Result<(), ChunkError> {
         if !self.is_pending() {
             return Ok(());
         }
         let d = decode_all(self.stream.bytes())?;
-        if (d.num, d.min_time, d.state.t, d.state.v_bits) != (self.num, self.min_time, self.t, self.v_bits) {
+        if d.num == 0
+            || (d.num, d.min_time, d.state.t, d.state.v_bits) != (self.num, self.min_time, self.t, self.v_bits)
+        {
             return Err(ChunkError::NotAsRestored {
                 samples: d.num,
                 t: d.state.t,
