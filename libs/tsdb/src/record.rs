@@ -166,6 +166,24 @@ fn put_varint(buf: &mut Vec<u8>, x: i64) {
     put_uvarint(buf, ((x << 1) ^ (x >> 63)) as u64);
 }
 
+/// Splits a run of labels that [`Decoder::short_label_run`] found and that is valid UTF-8 into `out`; false if
+/// it does not split (it always does: every length byte is ASCII, so a char boundary).
+fn slice_label_run<'a>(mut text: &'a str, out: &mut Vec<LabelRef<'a>>) -> bool {
+    let next = |text: &mut &'a str| {
+        let len = usize::from(*text.as_bytes().first()?);
+        let s = text.get(1..1 + len)?;
+        *text = text.get(1 + len..)?;
+        Some(s)
+    };
+    while !text.is_empty() {
+        let (Some(name), Some(value)) = (next(&mut text), next(&mut text)) else {
+            return false;
+        };
+        out.push(LabelRef { name, value });
+    }
+    true
+}
+
 /// A cursor over one record.
 struct Decoder<'a> {
     buf: &'a [u8],
@@ -239,20 +257,56 @@ impl<'a> Decoder<'a> {
         std::str::from_utf8(b).map_err(|_| RecordError::InvalidUtf8 { series_ref, offset })
     }
 
+    /// Reads `n` labels (length-prefixed name and value) into `out`, in record order.
+    ///
+    /// Label strings are short and many (16 a series), and checking each for UTF-8 on its own cost more than
+    /// the rest of decoding a snapshot record. Where every length fits one varint byte, that byte is ASCII,
+    /// and ASCII bytes only ever stand alone in UTF-8: if the whole run of labels is valid UTF-8, each string
+    /// between those bytes is too, so the run is checked once and sliced. Anything else (a long string, a
+    /// run that is not UTF-8) takes the string-by-string path, which names the string at fault.
+    fn labels(&mut self, series_ref: u64, n: u64, out: &mut Vec<LabelRef<'a>>) -> Result<(), RecordError> {
+        out.clear();
+        let start = self.pos;
+        if let Some(run) = self.short_label_run(n)
+            && let Ok(text) = std::str::from_utf8(run)
+            && slice_label_run(text, out)
+        {
+            self.pos = start + run.len();
+            return Ok(());
+        }
+        out.clear();
+        self.pos = start;
+        for _ in 0..n {
+            // Each label takes at least two bytes, so a huge count runs out of bytes quickly.
+            let name = self.string(series_ref, "label name")?;
+            let value = self.string(series_ref, "label value")?;
+            out.push(LabelRef { name, value });
+        }
+        Ok(())
+    }
+
+    /// The bytes of the next `n` labels if each of their strings is shorter than 128 bytes (a one-byte
+    /// length) and all are there; `None` otherwise. Does not move the cursor.
+    fn short_label_run(&self, n: u64) -> Option<&'a [u8]> {
+        let mut end = self.pos;
+        for _ in 0..n.checked_mul(2)? {
+            let len = *self.buf.get(end)?;
+            if len >= 0x80 {
+                return None;
+            }
+            end = end.checked_add(1 + usize::from(len)).filter(|&e| e <= self.buf.len())?;
+        }
+        self.buf.get(self.pos..end)
+    }
+
     fn series(&mut self) -> Result<Vec<RefSeries>, RecordError> {
         let mut out = Vec::new();
-        let mut pairs: Vec<(&'a str, &'a str)> = Vec::new();
+        let mut pairs: Vec<LabelRef<'a>> = Vec::new();
         while !self.is_empty() {
             let series_ref = self.be64("series ref")?;
             let n = self.uvarint("label count")?;
-            pairs.clear();
-            for _ in 0..n {
-                // Each label takes at least two bytes, so a huge count runs out of bytes quickly.
-                let name = self.string(series_ref, "label name")?;
-                let value = self.string(series_ref, "label value")?;
-                pairs.push((name, value));
-            }
-            let labels = Labels::from_sorted(pairs.iter().copied())
+            self.labels(series_ref, n, &mut pairs)?;
+            let labels = Labels::from_sorted(pairs.iter().map(|l| (l.name, l.value)))
                 .map_err(|source| RecordError::Labels { series_ref, source })?;
             out.push(RefSeries { series_ref, labels });
         }

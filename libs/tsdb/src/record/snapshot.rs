@@ -120,22 +120,22 @@ fn decode_series<'a>(d: &mut Decoder<'a>) -> Result<SnapshotSeries<'a>, RecordEr
     let series_ref = d.be64("series ref")?;
     let n = d.uvarint("label count")?;
     let mut labels: Vec<LabelRef<'a>> = Vec::with_capacity(n.min(64) as usize);
-    for _ in 0..n {
-        let name = d.string(series_ref, "label name")?;
-        let value = d.string(series_ref, "label value")?;
-        let problem = match labels.last() {
-            _ if name.is_empty() => Some(LabelsError::EmptyName),
-            Some(prev) if prev.name == name => Some(LabelsError::Duplicate(name.to_owned())),
-            Some(prev) if prev.name > name => Some(LabelsError::Unsorted {
-                prev: prev.name.to_owned(),
-                next: name.to_owned(),
+    d.labels(series_ref, n, &mut labels)?;
+    let mut prev: Option<&str> = None;
+    for l in &labels {
+        let problem = match prev.map(|p| p.cmp(l.name)) {
+            _ if l.name.is_empty() => Some(LabelsError::EmptyName),
+            Some(std::cmp::Ordering::Equal) => Some(LabelsError::Duplicate(l.name.to_owned())),
+            Some(std::cmp::Ordering::Greater) => Some(LabelsError::Unsorted {
+                prev: prev.unwrap_or_default().to_owned(),
+                next: l.name.to_owned(),
             }),
             _ => None,
         };
         if let Some(source) = problem {
             return Err(RecordError::Labels { series_ref, source });
         }
-        labels.push(LabelRef { name, value });
+        prev = Some(l.name);
     }
     d.be64("chunk range")?;
     let chunk = match d.uvarint("chunk exists")? {

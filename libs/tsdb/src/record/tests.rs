@@ -241,9 +241,15 @@ fn malformed_records() {
 }
 
 fn arb_labels() -> impl Strategy<Value = Labels> {
-    prop::collection::btree_map("[a-zA-Z_][a-zA-Z0-9_]{0,12}|\\PC{1,8}", "\\PC{1,20}", 0..12).prop_map(
-        |m: BTreeMap<String, String>| Labels::from_sorted(m.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap(),
+    // Values of 128 bytes and more take a two-byte length, and the string-by-string path of `Decoder::labels`.
+    prop::collection::btree_map(
+        "[a-zA-Z_][a-zA-Z0-9_]{0,12}|\\PC{1,8}",
+        "\\PC{1,20}|[a-z]{120,140}",
+        0..12,
     )
+    .prop_map(|m: BTreeMap<String, String>| {
+        Labels::from_sorted(m.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap()
+    })
 }
 
 fn arb_sample() -> impl Strategy<Value = RefSample> {
@@ -315,5 +321,42 @@ proptest! {
             rec.truncate(cut.index(rec.len()));
             let _ = decode(&rec);
         }
+    }
+
+    /// `Decoder::labels` checks runs of short labels for UTF-8 in one go; whatever the bytes (multi-byte and
+    /// broken characters, lengths that overrun, long strings), it reads what reading string by string reads,
+    /// stops where it stops, and fails where it fails.
+    #[test]
+    fn labels_read_as_string_by_string(
+        n in 0u64..5,
+        strings in prop::collection::vec(
+            (
+                prop_oneof![
+                    4 => "\\PC{0,30}|[a-z]{120,140}".prop_map(String::into_bytes),
+                    1 => prop::collection::vec(
+                        prop::sample::select(vec![b'a', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xF0, 0x9F, 0x80, 0xFF]),
+                        0..8,
+                    ),
+                ],
+                prop::option::weighted(0.1, 0u64..200),
+            ),
+            0..10,
+        ),
+    ) {
+        // Each string with its length, or (now and then) a wrong one.
+        let mut buf = Vec::new();
+        for (bytes, lie) in &strings {
+            put_uvarint(&mut buf, lie.unwrap_or(bytes.len() as u64));
+            buf.extend_from_slice(bytes);
+        }
+        let mut fast = Decoder { buf: &buf, pos: 0, typ: TYPE_SERIES };
+        let mut got = Vec::new();
+        let got = fast.labels(7, n, &mut got).map(|()| (got, fast.pos));
+        let mut slow = Decoder { buf: &buf, pos: 0, typ: TYPE_SERIES };
+        let want = (0..n)
+            .map(|_| Ok(LabelRef { name: slow.string(7, "label name")?, value: slow.string(7, "label value")? }))
+            .collect::<Result<Vec<_>, RecordError>>()
+            .map(|labels| (labels, slow.pos));
+        prop_assert_eq!(got, want);
     }
 }
