@@ -15,7 +15,7 @@
 
 use roaring::RoaringTreemap;
 
-use super::idhash::IdMap;
+use super::idhash::{IdMap, RunMap};
 
 /// Entries with this bit set index `lists`; refs with it set (never seen in practice) always get a list.
 const LIST_BIT: u64 = 1 << 63;
@@ -31,7 +31,9 @@ const SMALL_MAX: usize = 64;
 /// Label pair (as symbol ids) -> sorted series refs.
 #[derive(Debug, Default)]
 pub(crate) struct Postings {
-    by_name: IdMap<u32, IdMap<u32, u64>>,
+    /// Values by name. A name with a value per series (`instance`) has a million values; they are interned as
+    /// their series are created, so new values take neighbouring ids and [`RunMap`] puts them side by side.
+    by_name: IdMap<u32, RunMap<u32, u64>>,
     /// Lists of the pairs with more than one series; free slots are reused.
     lists: Vec<List>,
     free: Vec<u64>,

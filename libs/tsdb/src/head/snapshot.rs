@@ -2,7 +2,11 @@
 //!
 //! `<dir>/chunk_snapshot.%06d.%010d/` is named after the WAL position (segment, byte offset) the snapshot
 //! covers, and holds WAL-format segments with one snapshot Series record per series (labels and the open
-//! chunk) and a Tombstones record ([`crate::record::snapshot`]). Completed chunks are not in it: they are in
+//! chunk) and a Tombstones record ([`crate::record::snapshot`]). Unlike Prometheus, which compresses it when
+//! it compresses the WAL, heddle writes it uncompressed: it is written once, on the way down, read once, on
+//! the way up, and deleted, and snappy made a million-series snapshot only 1.2x smaller (370 -> 309 MB: each
+//! record is compressed alone, and its chunk already is) while costing 0.6 of the 5 CPU seconds its load
+//! took, 0.3 s of the restart on two cores. The reader takes either, so a snapshot Prometheus compressed loads. Completed chunks are not in it: they are in
 //! `chunks_head/`, flushed and fsynced before the snapshot is written. It is built under a `.tmp` name and
 //! renamed when complete.
 //!
@@ -22,7 +26,7 @@ use heddle_wal::Position;
 use super::idhash::{StrHasher, kept_bits};
 use super::index::{HeadIndex, LoadCache, SeriesHalf, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
-use super::series::CutPolicy;
+use super::series::{CutPolicy, SeriesState};
 use super::{Head, lock, read, write};
 use crate::chunkenc::XorChunk;
 use crate::chunks_head::{ChunksBySeries, ScanReport};
@@ -153,11 +157,12 @@ impl Head {
         let final_dir = self.dir.join(&name);
         let tmp_dir = self.dir.join(format!("{name}{TMP_SUFFIX}"));
         remove_dir(&tmp_dir)?;
+        // Uncompressed whatever the WAL's setting: see the module docs.
         let mut w = heddle_wal::Wal::open(
             &tmp_dir,
             heddle_wal::WalOptions {
                 segment_size: heddle_wal::DEFAULT_SEGMENT_SIZE,
-                compress: self.wal_compression,
+                compress: false,
             },
         )?;
         let max = w.max_record_len();
@@ -437,7 +442,9 @@ fn corrupt(start: Position, e: &dyn std::fmt::Display) -> TsdbError {
 }
 
 /// The last stage of a snapshot load: adds each series to the series tables and postings, restores its open
-/// chunk and gives it its chunks from `scan` (waiting for the scan at the first series).
+/// chunk and gives it its chunks from `scan`. Series added before the scan is done get theirs when it is
+/// (the `chunks_head/` scan of a million series takes a quarter of a second, which the load had spent
+/// waiting for it at its first series, with a core idle).
 fn add_series(
     rx: Receiver<Indexed>,
     half: &mut SeriesHalf,
@@ -451,7 +458,13 @@ fn add_series(
         orphans: 0,
         range: (i64::MAX, i64::MIN),
     };
+    // Refs of the series added before the scan was done.
+    let mut waiting: Vec<u64> = Vec::new();
     for batch in rx {
+        let scanned = scan.is_done();
+        if scanned && !waiting.is_empty() {
+            attach_waiting(half, scan, &mut waiting, &mut added);
+        }
         for s in batch.series {
             let chunk = s.chunk.map_err(|e| corrupt(s.start, &e))?;
             if added.series == ESTIMATE_AFTER_SERIES
@@ -460,27 +473,52 @@ fn add_series(
                 half.reserve(expected);
             }
             let ids = batch.ids.get(s.ids.0..s.ids.1).unwrap_or(&[]);
-            let Some(created) = half.add_loaded(s.series_ref, s.bits, ids, &mut cache) else {
-                return Err(corrupt(s.start, &format!("series {} appears twice", s.series_ref)));
-            };
-            let mut state = lock(&created.state);
             let range = &mut added.range;
-            if let Some(chunk) = chunk {
-                range.0 = range.0.min(chunk.min_time().unwrap_or(i64::MAX));
-                range.1 = range.1.max(chunk.max_time().unwrap_or(i64::MIN));
-                state.restore_open(chunk, policy);
-            }
-            if let Some(chunks) = scan.chunks().and_then(|m| m.take(s.series_ref)) {
-                if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
-                    range.0 = range.0.min(first.min_time);
-                    range.1 = range.1.max(last.max_time);
+            let mut orphans = 0;
+            let fill = |state: &mut SeriesState| {
+                if let Some(chunk) = chunk {
+                    range.0 = range.0.min(chunk.min_time().unwrap_or(i64::MAX));
+                    range.1 = range.1.max(chunk.max_time().unwrap_or(i64::MIN));
+                    state.restore_open(chunk, policy);
                 }
-                added.orphans += state.attach_mapped(chunks) as u64;
+                if scanned {
+                    orphans = attach(state, scan, s.series_ref, range);
+                }
+            };
+            if half.add_loaded(s.series_ref, s.bits, ids, &mut cache, fill).is_none() {
+                return Err(corrupt(s.start, &format!("series {} appears twice", s.series_ref)));
+            }
+            added.orphans += orphans;
+            if !scanned {
+                waiting.push(s.series_ref);
             }
             added.series += 1;
         }
     }
+    attach_waiting(half, scan, &mut waiting, &mut added);
     Ok(added)
+}
+
+/// Gives a series its chunks from a finished `scan`, widening `range` to them; returns how many it dropped
+/// as covered by its open chunk.
+fn attach(state: &mut SeriesState, scan: &mut PendingScan, series_ref: u64, range: &mut (i64, i64)) -> u64 {
+    let Some(chunks) = scan.chunks().and_then(|m| m.take(series_ref)) else {
+        return 0;
+    };
+    if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
+        range.0 = range.0.min(first.min_time);
+        range.1 = range.1.max(last.max_time);
+    }
+    state.attach_mapped(chunks) as u64
+}
+
+/// Gives the `waiting` series their chunks, waiting for the scan if it is not done.
+fn attach_waiting(half: &SeriesHalf, scan: &mut PendingScan, waiting: &mut Vec<u64>, added: &mut Added) {
+    for series_ref in waiting.drain(..) {
+        if let Some(series) = half.get(series_ref) {
+            added.orphans += attach(&mut lock(&series.state), scan, series_ref, &mut added.range);
+        }
+    }
 }
 
 /// Takes the snapshot a start loaded out of the way before the head takes appends: after the next crash,
@@ -576,17 +614,34 @@ impl PendingScan {
     }
 
     fn wait(&mut self) -> &mut Result<ScanReport, TsdbError> {
-        self.got.get_or_insert_with(|| {
+        if self.got.is_none() {
             // A closed channel means the scan thread panicked; joining it propagates that panic.
-            let mut got = self.rx.recv().unwrap_or(Err(TsdbError::Closed));
-            if let Ok(report) = &mut got
-                && self.min_valid_time > i64::MIN
-            {
-                let min = self.min_valid_time;
-                self.before_min_valid_time = report.chunks.drop_unless(|c| c.max_time >= min) as u64;
+            let got = self.rx.recv().unwrap_or(Err(TsdbError::Closed));
+            self.arrived(got);
+        }
+        self.got.get_or_insert(Err(TsdbError::Closed))
+    }
+
+    /// Whether the scan is done (its result arrived), without waiting for it.
+    fn is_done(&mut self) -> bool {
+        if self.got.is_none() {
+            match self.rx.try_recv() {
+                Ok(got) => self.arrived(got),
+                Err(std::sync::mpsc::TryRecvError::Empty) => return false,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => self.arrived(Err(TsdbError::Closed)),
             }
-            got
-        })
+        }
+        true
+    }
+
+    fn arrived(&mut self, mut got: Result<ScanReport, TsdbError>) {
+        if let Ok(report) = &mut got
+            && self.min_valid_time > i64::MIN
+        {
+            let min = self.min_valid_time;
+            self.before_min_valid_time = report.chunks.drop_unless(|c| c.max_time >= min) as u64;
+        }
+        self.got = Some(got);
     }
 
     /// The chunks found, waiting for the scan the first time; `None` if it failed ([`Self::finish`] says why).
