@@ -777,6 +777,76 @@ mod tests {
         assert_eq!(size.series_expected(Position { segment: 3, offset: 0 }, 100), None);
     }
 
+    /// Series added while the `chunks_head/` scan still runs get their mapped chunks once it is done. The
+    /// batch channel is a rendezvous, so the second batch's send returns only after the first batch was
+    /// added, before the scan's result is sent; the last batch comes after it.
+    #[test]
+    fn series_added_before_the_scan_is_done_get_their_chunks() {
+        let batch = |refs: std::ops::Range<u64>| Indexed {
+            series: refs
+                .clone()
+                .enumerate()
+                .map(|(i, series_ref)| IndexedSeries {
+                    start: Position::default(),
+                    series_ref,
+                    bits: series_ref as u32,
+                    ids: (i, i + 1),
+                    chunk: Ok(None),
+                })
+                .collect(),
+            ids: refs.map(|r| (0, r as u32)).collect(),
+        };
+        let chunk = |series_ref: u64, from: i64, to: i64| {
+            let chunk_ref = series_ref << 8 | (from % 1000) as u64;
+            let (min_time, max_time) = (series_ref as i64 * 1000 + from, series_ref as i64 * 1000 + to);
+            (
+                series_ref,
+                crate::chunks_head::MappedChunk {
+                    chunk_ref,
+                    min_time,
+                    max_time,
+                },
+            )
+        };
+        let chunks = (1..10u64)
+            .flat_map(|r| [chunk(r, 0, 500), chunk(r, 600, 900)])
+            .collect();
+        let report = ScanReport {
+            files: Vec::new(),
+            chunks: ChunksBySeries::new(chunks),
+            file_maxt: Default::default(),
+            num_chunks: 18,
+            skipped_chunks: 0,
+            corruption: None,
+        };
+        let (scan_tx, scan_rx) = sync_channel(1);
+        let mut scan = PendingScan::new(scan_rx, i64::MIN);
+        let mut half = SeriesHalf::default();
+        let policy = CutPolicy {
+            target_samples: 120,
+            range_ms: 7_200_000,
+        };
+        let (tx, rx) = sync_channel::<Indexed>(0);
+        let added = std::thread::scope(|s| {
+            let adder = s.spawn(|| add_series(rx, &mut half, &mut scan, policy, None));
+            tx.send(batch(1..4)).unwrap();
+            tx.send(batch(4..7)).unwrap();
+            scan_tx.send(Ok(report)).unwrap();
+            tx.send(batch(7..10)).unwrap();
+            drop(tx);
+            adder.join().unwrap().unwrap()
+        });
+        assert_eq!((added.series, added.orphans, added.range), (9, 0, (1000, 9900)));
+        for r in 1..10i64 {
+            let series = half.get(r as u64).unwrap();
+            assert_eq!(
+                lock(&series.state).time_range(),
+                Some((r * 1000, r * 1000 + 900)),
+                "series {r}"
+            );
+        }
+    }
+
     #[test]
     fn names_follow_prometheus() {
         let pos = Position {
