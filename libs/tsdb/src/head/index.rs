@@ -220,6 +220,31 @@ impl SeriesTables {
         Ok(Slots { by_labels, by_ref })
     }
 
+    /// Puts series in the by-hash table, in the order of the buckets they go to, so that placing a million
+    /// takes one pass over the table instead of a cache miss or two each. Returns the ref of a series whose
+    /// labels another series already has, placing no more.
+    fn place_by_labels(&mut self, mut series: Vec<(u64, Arc<MemSeries>)>) -> Result<(), u64> {
+        self.by_hash.reserve(series.len(), |s| spread_bits(s.label_bits));
+        // hashbrown takes the bucket from the hash's low bits, masked to its power-of-two bucket count; the
+        // count is not exposed, but it follows from the capacity (7/8 of the buckets). A wrong guess would
+        // only make the pass less orderly.
+        let buckets = (self.by_hash.capacity() * 8 / 7).next_power_of_two() as u64;
+        series.sort_unstable_by_key(|(h, _)| h & (buckets - 1));
+        for (h, s) in series {
+            match self.by_hash.entry(
+                h,
+                |x| x.label_bits == s.label_bits && x.labels == s.labels,
+                |x| spread_bits(x.label_bits),
+            ) {
+                Entry::Occupied(_) => return Err(s.series_ref),
+                Entry::Vacant(e) => {
+                    e.insert(s);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Trims tables [`SeriesTables::reserve`] made larger than the series loaded need.
     fn shrink_to_fit(&mut self) {
         self.series.shrink_to_fit(|s| ref_slot(s.series_ref));
@@ -244,14 +269,6 @@ impl Slots<'_> {
         self.by_labels.insert(by_labels);
         created
     }
-
-    /// [`Slots::insert`] for a loader, which does not need the series back: one reference counted, none
-    /// dropped (a snapshot load spent a tenth of its series-table time waiting on a dropped one).
-    fn place(self, series: MemSeries) {
-        let created = Arc::new(series);
-        self.by_ref.insert(Arc::clone(&created));
-        self.by_labels.insert(created);
-    }
 }
 
 /// The series tables and postings of an index, which a snapshot load takes out
@@ -261,6 +278,8 @@ impl Slots<'_> {
 pub(crate) struct SeriesHalf {
     tables: SeriesTables,
     postings: Postings,
+    /// Series loaded and not yet in the by-hash table, with their place in it ([`SeriesHalf::finish`]).
+    by_labels_later: Vec<(u64, Arc<MemSeries>)>,
 }
 
 impl SeriesHalf {
@@ -276,14 +295,43 @@ impl SeriesHalf {
         cache: &mut LoadCache,
         fill: impl FnOnce(&mut SeriesState),
     ) -> Option<()> {
-        let labels = LabelIds::new(ids);
-        // Ids of one symbol table are equal exactly when the strings are.
-        let slots = self.tables.vacant(bits, series_ref, |s| s.labels == labels).ok()?;
+        let Entry::Vacant(by_ref) = self.tables.series.entry(
+            ref_slot(series_ref),
+            |s| s.series_ref == series_ref,
+            |s| ref_slot(s.series_ref),
+        ) else {
+            return None;
+        };
         add_postings(&mut self.postings, series_ref, ids, Some(cache));
-        let mut series = MemSeries::new(series_ref, labels, bits, true);
+        let mut series = MemSeries::new(series_ref, LabelIds::new(ids), bits, true);
         fill(series.state.get_mut().unwrap_or_else(PoisonError::into_inner));
-        slots.place(series);
+        let series = Arc::new(series);
+        by_ref.insert(Arc::clone(&series));
+        self.by_labels_later.push((spread_bits(bits), series));
         Some(())
+    }
+
+    /// Ends a load: puts the loaded series in the by-hash table ([`SeriesTables::place_by_labels`]) while
+    /// another thread gives the postings their final form ([`Postings::finish_load`]), then trims the
+    /// tables. Returns the ref of a series whose labels another series has (the load is then unusable).
+    pub(crate) fn finish(&mut self) -> Result<(), u64> {
+        let later = std::mem::take(&mut self.by_labels_later);
+        let (tables, postings) = (&mut self.tables, &mut self.postings);
+        let (placed, settled) = std::thread::scope(|s| {
+            let settling = std::thread::Builder::new()
+                .name("postings-settle".to_owned())
+                .spawn_scoped(s, || postings.finish_load());
+            let placed = tables.place_by_labels(later);
+            (placed, settling.map(|t| t.join()))
+        });
+        match settled {
+            Ok(Ok(())) => {}
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            // No thread to be had: settle here.
+            Err(_) => self.postings.finish_load(),
+        }
+        self.tables.shrink_to_fit();
+        placed
     }
 
     /// Makes room for `series` series in all, so that a load does not grow the series tables step by step.
@@ -407,11 +455,13 @@ impl HeadIndex {
         SeriesHalf {
             tables: std::mem::take(&mut self.tables),
             postings: std::mem::take(&mut self.postings),
+            by_labels_later: Vec::new(),
         }
     }
 
-    /// Puts back what [`HeadIndex::take_series_half`] took.
+    /// Puts back what [`HeadIndex::take_series_half`] took, once [`SeriesHalf::finish`] placed its series.
     pub(crate) fn put_series_half(&mut self, half: SeriesHalf) {
+        debug_assert!(half.by_labels_later.is_empty(), "a series half put back unfinished");
         self.tables = half.tables;
         self.postings = half.postings;
     }
@@ -591,6 +641,57 @@ mod tests {
                 .enumerate()
                 .all(|(i, v)| reserved.find(i as u64, &job(v)).is_some())
         );
+    }
+
+    /// Loads `values` (label `job`) through a series half with the given label hashes and refs 1, 2, ...;
+    /// returns what finishing the half said.
+    fn load(ix: &mut HeadIndex, values: &[(&str, u64)]) -> Result<(), u64> {
+        let mut half = ix.take_series_half();
+        let (mut cache, mut half_cache, mut ids, mut hashes) =
+            (LoadCache::default(), LoadCache::default(), Vec::new(), Vec::new());
+        for (i, &(v, hash)) in values.iter().enumerate() {
+            let series_ref = i as u64 + 1;
+            hashes.clear();
+            symbol_hashes(ix.symbols.hasher(), &job(v), &mut hashes);
+            ix.intern_loaded(series_ref, &job(v), &hashes, &mut cache, &mut ids);
+            half.add_loaded(series_ref, kept_bits(hash), &ids, &mut half_cache, |_| {})
+                .expect("a new ref");
+        }
+        let finished = half.finish();
+        ix.put_series_half(half);
+        finished
+    }
+
+    /// A load places its series in the by-hash table at its end: each is found by its labels, label sets
+    /// whose hashes collide (forced here) are told apart, and a label set loaded twice is refused.
+    #[test]
+    fn loaded_series_are_found_by_their_labels() {
+        let collide = 42 << 32 | 7;
+        let values: Vec<(String, u64)> = (0..5000u64)
+            .map(|i| {
+                (
+                    format!("v{i}"),
+                    if i % 100 == 0 {
+                        collide
+                    } else {
+                        i.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    },
+                )
+            })
+            .collect();
+        let values: Vec<(&str, u64)> = values.iter().map(|(v, h)| (v.as_str(), *h)).collect();
+        let mut ix = HeadIndex::new();
+        assert_eq!(load(&mut ix, &values), Ok(()));
+        assert_eq!(ix.len(), values.len());
+        for (i, (v, hash)) in values.iter().enumerate() {
+            assert_eq!(ix.find(*hash, &job(v)).map(|s| s.series_ref), Some(i as u64 + 1), "{v}");
+            assert_eq!(ix.get(i as u64 + 1).map(|s| s.series_ref), Some(i as u64 + 1));
+        }
+        assert!(ix.find(collide, &job("v1")).is_none());
+        assert_eq!(ix.select(&[Matcher::equal("job", "v4321")]).len(), 1);
+
+        let mut twice = HeadIndex::new();
+        assert_eq!(load(&mut twice, &[("a", 1), ("b", 2), ("a", 1)]), Err(3));
     }
 
     /// Label sets whose hashes collide (forced here; real hashes are keyed per process) are found, told apart

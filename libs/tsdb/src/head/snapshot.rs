@@ -385,9 +385,12 @@ impl Head {
                 (Ok(()), Ok(added)) => Ok(added),
             }
         });
+        let finished = half.finish();
         index.put_series_half(half);
-        index.finish_load();
         let added = outcome.map_err(|e| e.to_string())?;
+        if let Err(series_ref) = finished {
+            return Err(format!("series {series_ref} has the labels of another series"));
+        }
         if !tombstones {
             // The tombstones record is written after every series: without it the snapshot was cut short.
             return Err("no tombstones record: the snapshot is incomplete".to_owned());
@@ -486,7 +489,7 @@ fn add_series(
                 }
             };
             if half.add_loaded(s.series_ref, s.bits, ids, &mut cache, fill).is_none() {
-                return Err(corrupt(s.start, &format!("series {} appears twice", s.series_ref)));
+                return Err(corrupt(s.start, &format!("series ref {} appears twice", s.series_ref)));
             }
             added.orphans += orphans;
             if !scanned {
