@@ -117,7 +117,10 @@ fn main() {
     let snapshot_s = started.elapsed().as_secs_f64();
     drop(head);
     // Each restart runs in a fresh process, as a real one does: reopening in this process would also time the
-    // allocator consolidating the million series just freed.
+    // allocator consolidating the million series just freed. This process lives on, so it first lets its
+    // allocator return their pages (jemalloc's background thread does, over its 10 s decay) instead of
+    // competing with the child for the cores as the old process, gone in a real restart, would not.
+    std::thread::sleep(SETTLE);
     let (from_snapshot, snapshot_cpu, snapshot_series, _) = open_in_child(dir.path());
     assert_eq!(snapshot_series as usize, series);
     // Crash: the child exits without closing (the loaded snapshot was deleted at open).

@@ -312,23 +312,24 @@ impl SeriesHalf {
     }
 
     /// Ends a load: puts the loaded series in the by-hash table ([`SeriesTables::place_by_labels`]) while
-    /// another thread gives the postings their final form ([`Postings::finish_load`]), then trims the
-    /// tables. Returns the ref of a series whose labels another series has (the load is then unusable).
+    /// another thread gives the postings their final form ([`Postings::finish_load`]), which this thread joins
+    /// when it is done; then trims the tables. Returns the ref of a series whose labels another series has
+    /// (the load is then unusable).
     pub(crate) fn finish(&mut self) -> Result<(), u64> {
         let later = std::mem::take(&mut self.by_labels_later);
-        let (tables, postings) = (&mut self.tables, &mut self.postings);
-        let (placed, settled) = std::thread::scope(|s| {
-            let settling = std::thread::Builder::new()
+        let tables = &mut self.tables;
+        let settling = self.postings.settling();
+        let (placed, helper) = std::thread::scope(|s| {
+            // Without a thread to be had, this one settles every list.
+            let helper = std::thread::Builder::new()
                 .name("postings-settle".to_owned())
-                .spawn_scoped(s, || postings.finish_load());
+                .spawn_scoped(s, || settling.work());
             let placed = tables.place_by_labels(later);
-            (placed, settling.map(|t| t.join()))
+            settling.work();
+            (placed, helper.map(|t| t.join()))
         });
-        match settled {
-            Ok(Ok(())) => {}
-            Ok(Err(panic)) => std::panic::resume_unwind(panic),
-            // No thread to be had: settle here.
-            Err(_) => self.postings.finish_load(),
+        if let Ok(Err(panic)) = helper {
+            std::panic::resume_unwind(panic);
         }
         self.tables.shrink_to_fit();
         placed
