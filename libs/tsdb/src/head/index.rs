@@ -285,8 +285,8 @@ pub(crate) struct SeriesHalf {
 impl SeriesHalf {
     /// Adds a loaded series with these label ids (interned by the index this half belongs to) and kept
     /// label-hash bits, and adds it to their postings; `fill` gives it its samples first, before anything
-    /// else can see it (so without locking it). `None`, adding nothing, when a series has the same labels
-    /// or the same ref.
+    /// else can see it (so without locking it). `None`, adding nothing, when a series has the same ref; a
+    /// series with the same labels is found when [`SeriesHalf::finish`] places them.
     pub(crate) fn add_loaded(
         &mut self,
         series_ref: u64,
