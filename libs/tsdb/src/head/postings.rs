@@ -549,6 +549,46 @@ mod tests {
         }
     }
 
+    /// Threads sharing a load's settling ([`Postings::settling`]) settle every list exactly as one thread
+    /// does: more lists than one hand-out, long and short ones, and the list of all series.
+    #[test]
+    fn lists_settled_by_several_threads_end_as_by_one() {
+        let loaded = || {
+            let mut p = Postings::default();
+            for r in 1..=5000u64 {
+                p.add_ref_loading(r);
+                // 100 values of name 0 (50 refs each: stays a Vec), 3 of name 1 (a bitmap each).
+                p.add_pair_loading(r, 0, (r % 100) as u32);
+                p.add_pair_loading(r, 1, (r % 3) as u32);
+            }
+            p
+        };
+        let (mut one, mut shared) = (loaded(), loaded());
+        assert!(one.lists.len() > 3 * SETTLE_CHUNK, "several hand-outs");
+        one.finish_load();
+        let settling = shared.settling();
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| settling.work());
+            }
+        });
+        drop(settling);
+        let forms = |p: &Postings| -> Vec<(bool, Vec<u64>)> {
+            let pairs = (0..100).map(|v| (0, v)).chain((0..3).map(|v| (1, v)));
+            std::iter::once(p.all())
+                .chain(pairs.map(|(n, v)| p.get(n, v)))
+                .map(|refs| (is_roaring(refs), refs.to_vec()))
+                .collect()
+        };
+        let (want, got) = (forms(&one), forms(&shared));
+        assert_eq!(got, want);
+        assert_eq!(
+            want.iter().filter(|(roaring, _)| *roaring).count(),
+            4,
+            "all series and name 1's lists"
+        );
+    }
+
     /// A list becomes a bitmap when it grows past `SMALL_MAX` refs and a `Vec` again when removals bring it
     /// back; the set operations give the same answers whatever mix of forms they get.
     #[test]
