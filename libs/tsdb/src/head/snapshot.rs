@@ -2,13 +2,15 @@
 //!
 //! `<dir>/chunk_snapshot.%06d.%010d/` is named after the WAL position (segment, byte offset) the snapshot
 //! covers, and holds WAL-format segments with one snapshot Series record per series (labels and the open
-//! chunk) and a Tombstones record ([`crate::record::snapshot`]). Unlike Prometheus, which compresses it when
-//! it compresses the WAL, heddle writes it uncompressed: it is written once, on the way down, read once, on
-//! the way up, and deleted, and snappy made a million-series snapshot only 1.2x smaller (370 -> 309 MB: each
-//! record is compressed alone, and its chunk already is) while costing 0.6 of the 5 CPU seconds its load
-//! took, 0.3 s of the restart on two cores. The reader takes either, so a snapshot Prometheus compressed loads. Completed chunks are not in it: they are in
+//! chunk) and a Tombstones record ([`crate::record::snapshot`]). Completed chunks are not in it: they are in
 //! `chunks_head/`, flushed and fsynced before the snapshot is written. It is built under a `.tmp` name and
 //! renamed when complete.
+//!
+//! Unlike Prometheus, which compresses it when it compresses the WAL, heddle writes it uncompressed: it is
+//! written once, on the way down, read once, on the way up, and deleted, and snappy made a million-series
+//! snapshot only 1.2x smaller (370 -> 309 MB: each record is compressed alone, and its chunk already is) while
+//! costing 0.6 of the 5 CPU seconds its load took, 0.3 s of the restart on two cores. The reader takes either,
+//! so a snapshot Prometheus compressed loads.
 //!
 //! Startup with a snapshot: series and open chunks from it, completed chunks from `chunks_head/`, then only the
 //! WAL records after its position. A snapshot that does not read back completely is deleted and the head is
