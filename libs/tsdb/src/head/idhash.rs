@@ -161,6 +161,15 @@ mod tests {
         assert_eq!(top.len(), 128);
     }
 
+    /// A map hashed by `H` finds every one of keys that are sparse and share their low bits, and no other.
+    fn finds_sparse_keys<H: Hasher + Default>() {
+        let keys: Vec<u64> = (0..5000u64).map(|i| i * 1024 + (i % 3) * (1 << 40)).collect();
+        let map: HashMap<u64, u64, BuildHasherDefault<H>> = keys.iter().map(|&k| (k, k ^ 7)).collect();
+        assert_eq!(map.len(), keys.len());
+        assert!(keys.iter().all(|k| map.get(k) == Some(&(k ^ 7))));
+        assert_eq!(map.get(&3), None);
+    }
+
     #[test]
     fn near_keys_take_neighbouring_buckets_with_varied_control_bytes() {
         let b = BuildHasherDefault::<NearHasher>::default();
@@ -172,11 +181,7 @@ mod tests {
         let top: std::collections::HashSet<u64> = (start..start + 128).map(|k| b.hash_one(k) >> 57).collect();
         assert_eq!(top.len(), 128, "every control value among 128 neighbours");
         // Any keys still work, only slower: sparse ones, and ones sharing their low bits.
-        let keys: Vec<u64> = (0..5000u64).map(|i| i * 1024 + (i % 3) * (1 << 40)).collect();
-        let map: NearMap<u64, u64> = keys.iter().map(|&k| (k, k ^ 7)).collect();
-        assert_eq!(map.len(), keys.len());
-        assert!(keys.iter().all(|k| map.get(k) == Some(&(k ^ 7))));
-        assert_eq!(map.get(&3), None);
+        finds_sparse_keys::<NearHasher>();
     }
 
     #[test]
@@ -218,10 +223,6 @@ mod tests {
         );
         assert_eq!(top, 128);
         // Any keys still work: sparse ones, and ones sharing their low bits.
-        let keys: Vec<u64> = (0..5000u64).map(|i| i * 1024 + (i % 3) * (1 << 40)).collect();
-        let map: RunMap<u64, u64> = keys.iter().map(|&k| (k, k ^ 7)).collect();
-        assert_eq!(map.len(), keys.len());
-        assert!(keys.iter().all(|k| map.get(k) == Some(&(k ^ 7))));
-        assert_eq!(map.get(&3), None);
+        finds_sparse_keys::<RunHasher>();
     }
 }

@@ -201,21 +201,12 @@ impl SeriesTables {
         series_ref: u64,
         same: impl Fn(&MemSeries) -> bool,
     ) -> Result<Slots<'_>, Created<'_>> {
-        let by_labels = match self.by_hash.entry(
-            spread_bits(bits),
-            |s| s.label_bits == bits && same(s),
-            |s| spread_bits(s.label_bits),
-        ) {
+        let by_labels = match label_entry(&mut self.by_hash, bits, same) {
             Entry::Occupied(e) => return Err(Created::Exists(e.into_mut())),
             Entry::Vacant(e) => e,
         };
-        let by_ref = match self.series.entry(
-            ref_slot(series_ref),
-            |s| s.series_ref == series_ref,
-            |s| ref_slot(s.series_ref),
-        ) {
-            Entry::Occupied(_) => return Err(Created::RefTaken),
-            Entry::Vacant(e) => e,
+        let Entry::Vacant(by_ref) = ref_entry(&mut self.series, series_ref) else {
+            return Err(Created::RefTaken);
         };
         Ok(Slots { by_labels, by_ref })
     }
@@ -230,17 +221,12 @@ impl SeriesTables {
         // only make the pass less orderly.
         let buckets = (self.by_hash.capacity() * 8 / 7).next_power_of_two() as u64;
         series.sort_unstable_by_key(|(h, _)| h & (buckets - 1));
-        for (h, s) in series {
-            match self.by_hash.entry(
-                h,
-                |x| x.label_bits == s.label_bits && x.labels == s.labels,
-                |x| spread_bits(x.label_bits),
-            ) {
-                Entry::Occupied(_) => return Err(s.series_ref),
-                Entry::Vacant(e) => {
-                    e.insert(s);
-                }
-            }
+        for (_, s) in series {
+            // Ids of one symbol table are equal exactly when the strings are.
+            let Entry::Vacant(e) = label_entry(&mut self.by_hash, s.label_bits, |x| x.labels == s.labels) else {
+                return Err(s.series_ref);
+            };
+            e.insert(s);
         }
         Ok(())
     }
@@ -250,6 +236,28 @@ impl SeriesTables {
         self.series.shrink_to_fit(|s| ref_slot(s.series_ref));
         self.by_hash.shrink_to_fit(|s| spread_bits(s.label_bits));
     }
+}
+
+/// The by-ref table's entry for `series_ref`.
+fn ref_entry(series: &mut HashTable<Arc<MemSeries>>, series_ref: u64) -> Entry<'_, Arc<MemSeries>> {
+    series.entry(
+        ref_slot(series_ref),
+        |s| s.series_ref == series_ref,
+        |s| ref_slot(s.series_ref),
+    )
+}
+
+/// The by-hash table's entry for a series with kept label-hash bits `bits`, which `same` tells by its labels.
+fn label_entry(
+    by_hash: &mut HashTable<Arc<MemSeries>>,
+    bits: u32,
+    same: impl Fn(&MemSeries) -> bool,
+) -> Entry<'_, Arc<MemSeries>> {
+    by_hash.entry(
+        spread_bits(bits),
+        |s| s.label_bits == bits && same(s),
+        |s| spread_bits(s.label_bits),
+    )
 }
 
 /// Where a new series goes in both [`SeriesTables`] ([`SeriesTables::vacant`]).
@@ -278,7 +286,8 @@ impl Slots<'_> {
 pub(crate) struct SeriesHalf {
     tables: SeriesTables,
     postings: Postings,
-    /// Series loaded and not yet in the by-hash table, with their place in it ([`SeriesHalf::finish`]).
+    /// Series loaded and not yet in the by-hash table, with their place in it ([`SeriesHalf::finish`]), kept
+    /// beside them so that sorting by it reads no series.
     by_labels_later: Vec<(u64, Arc<MemSeries>)>,
 }
 
@@ -295,11 +304,7 @@ impl SeriesHalf {
         cache: &mut LoadCache,
         fill: impl FnOnce(&mut SeriesState),
     ) -> Option<()> {
-        let Entry::Vacant(by_ref) = self.tables.series.entry(
-            ref_slot(series_ref),
-            |s| s.series_ref == series_ref,
-            |s| ref_slot(s.series_ref),
-        ) else {
+        let Entry::Vacant(by_ref) = ref_entry(&mut self.tables.series, series_ref) else {
             return None;
         };
         add_postings(&mut self.postings, series_ref, ids, Some(cache));
