@@ -92,6 +92,15 @@ pub enum TsdbError {
     /// The options given to the head are unusable.
     #[error("invalid head options: {0}")]
     InvalidOptions(String),
+    /// The series lifecycle hook refused a whole append batch (a limit of the process, not of the series):
+    /// nothing of it was stored. The message is the hook's.
+    #[error("{message}")]
+    BatchRefused {
+        /// The hook's stable error id.
+        id: &'static str,
+        /// The hook's message.
+        message: String,
+    },
 }
 
 impl TsdbError {
@@ -99,7 +108,7 @@ impl TsdbError {
     pub fn is_retryable(&self) -> bool {
         match self {
             TsdbError::Wal(e) => e.is_retryable(),
-            TsdbError::Io { .. } => true,
+            TsdbError::Io { .. } | TsdbError::BatchRefused { .. } => true,
             TsdbError::Corruption { .. } | TsdbError::Closed | TsdbError::InvalidOptions(_) => false,
         }
     }

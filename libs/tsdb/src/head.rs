@@ -6,13 +6,15 @@
 //!
 //! Split by concern as Prometheus splits `head.go`: `append` (batches, WAL, chunk appends), `read`
 //! (queries), `replay` and `snapshot` (startup, on all cores through `pipeline`), `index` (symbols, series
-//! lookup, postings, matchers), `series` (one series' chunks and cut policy).
+//! lookup, postings, matchers), `series` (one series' chunks and cut policy), `lifecycle` (the hook asked
+//! before a series is created and told when series go: where a tenant's series limits plug in).
 
 mod append;
 mod compact;
 pub(crate) mod idhash;
 mod index;
 mod label_ids;
+mod lifecycle;
 mod pipeline;
 pub(crate) mod postings;
 mod read;
@@ -24,6 +26,8 @@ mod truncate;
 
 #[cfg(test)]
 mod compact_tests;
+#[cfg(test)]
+mod lifecycle_tests;
 #[cfg(test)]
 mod mmap_tests;
 #[cfg(test)]
@@ -43,6 +47,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 
 pub use append::{AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError};
 pub use compact::{CompactStats, range_start};
+pub use lifecycle::{RefusalScope, SeriesLifecycle, SeriesRefusal};
 pub use read::{ChunkData, HeadStats, SeriesChunks};
 pub use replay::ReplayStats;
 pub use snapshot::SnapshotStats;

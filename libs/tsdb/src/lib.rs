@@ -15,6 +15,6 @@ pub mod record;
 pub use chunks_head::ChunksHeadCorruption;
 pub use error::{ChunkError, TsdbError};
 pub use head::{
-    AppendErrorKind, AppendOutcome, AppendSeries, ChunkData, CompactStats, Head, HeadOptions, HeadStats, ReplayStats,
-    SeriesAppendError, SeriesChunks, SnapshotStats, TruncateStats,
+    AppendErrorKind, AppendOutcome, AppendSeries, ChunkData, CompactStats, Head, HeadOptions, HeadStats, RefusalScope,
+    ReplayStats, SeriesAppendError, SeriesChunks, SeriesLifecycle, SeriesRefusal, SnapshotStats, TruncateStats,
 };

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use heddle_model::{LabelRef, Sample};
 
 use super::index::{Created, effective, hash_labels};
+use super::lifecycle::{RefusalScope, SeriesLifecycle, SeriesRefusal, count_by_metric, metric_name};
 use super::series::{MemSeries, Verdict, judge};
 use super::{Head, lock, read, write};
 use crate::error::TsdbError;
@@ -34,8 +35,11 @@ pub enum AppendErrorKind {
     DuplicateTimestamp,
     /// A label set that is empty, unsorted or has a repeated name: the series cannot be created.
     InvalidLabels,
-    /// A sample before the head's minimum valid time: that range was compacted into a block already.
+    /// A sample before the oldest time the head accepts: the later of its minimum valid time (a block holds
+    /// that range) and half a chunk range before its newest sample (Prometheus' appendable window).
     OutOfBounds,
+    /// The series lifecycle hook refused to create the series (a series limit); the id is the hook's.
+    Refused(&'static str),
 }
 
 impl AppendErrorKind {
@@ -46,6 +50,7 @@ impl AppendErrorKind {
             AppendErrorKind::DuplicateTimestamp => "err-heddle-sample-duplicate-timestamp",
             AppendErrorKind::InvalidLabels => "err-heddle-series-invalid-labels",
             AppendErrorKind::OutOfBounds => "err-heddle-sample-out-of-bounds",
+            AppendErrorKind::Refused(id) => id,
         }
     }
 }
@@ -69,8 +74,10 @@ pub struct SeriesAppendError {
     /// Timestamp of the first rejected sample.
     pub first_rejected_t: i64,
     /// The series' newest timestamp when that sample was rejected (`i64::MIN` if it had none); for
-    /// [`AppendErrorKind::OutOfBounds`], the head's minimum valid time.
+    /// [`AppendErrorKind::OutOfBounds`], the oldest time the head accepted.
     pub last_accepted_t: i64,
+    /// For [`AppendErrorKind::Refused`], the hook's message (the whole text the error displays).
+    pub message: Option<String>,
 }
 
 impl fmt::Display for SeriesAppendError {
@@ -98,9 +105,14 @@ impl fmt::Display for SeriesAppendError {
             ),
             AppendErrorKind::OutOfBounds => write!(
                 f,
-                "{id}: {n} sample(s) older than the head's minimum valid time {last} (first rejected ts={ts}): \
-                 that time range was already compacted into a block"
+                "{id}: {n} sample(s) older than the oldest time the head accepts, {last} (first rejected ts={ts}): \
+                 the head accepts samples from half a block range before its newest sample on, and none in a range \
+                 already compacted into a block; out-of-order ingestion is not supported"
             ),
+            AppendErrorKind::Refused(_) => match &self.message {
+                Some(m) => f.write_str(m),
+                None => write!(f, "{id}: {n} sample(s) of a series the head refused to create"),
+            },
         }
     }
 }
@@ -127,6 +139,8 @@ pub struct AppendOutcome {
 #[derive(Debug, Default)]
 pub(crate) struct Appender {
     pub(crate) wal: Option<heddle_wal::Wal>,
+    /// Consulted before a series is created (see `lifecycle`).
+    pub(crate) lifecycle: Option<Arc<dyn SeriesLifecycle>>,
     samples: Vec<RefSample>,
     records: Vec<Vec<u8>>,
 }
@@ -145,6 +159,11 @@ impl Head {
     /// sample of the batch is stored (series it created stay, and are logged by a later append).
     ///
     /// Appends are serialized by one lock held across the WAL write; queries do not take it.
+    ///
+    /// Samples older than [`Head::appendable_min_time`] are out of bounds; a series whose samples all are is
+    /// not created. Before a series is created the lifecycle hook ([`Head::set_series_lifecycle`]) is asked:
+    /// it may refuse the series ([`AppendErrorKind::Refused`]) or the whole batch
+    /// ([`TsdbError::BatchRefused`], nothing stored, the series the batch created removed again).
     pub fn append(&self, batch: &[AppendSeries<'_>]) -> Result<AppendOutcome, TsdbError> {
         let mut guard = lock(&self.appender);
         let app = &mut *guard;
@@ -152,30 +171,62 @@ impl Head {
             return Err(TsdbError::Closed);
         }
         let mut out = AppendOutcome::default();
+        let hook = app.lifecycle.clone();
+        // Stable while the appender lock is held: compaction raises the minimum valid time under that lock, and
+        // only appends move the newest sample.
+        let min_valid = self.appendable_min_time();
 
         // 1. Find or create each series; note those whose Series record must be logged.
         let mut resolved: Vec<Option<Arc<MemSeries>>> = Vec::with_capacity(batch.len());
         let mut to_log: Vec<(u64, usize)> = Vec::new();
         let mut to_log_refs: HashSet<u64> = HashSet::new();
+        let mut created: Vec<u64> = Vec::new();
         for (index, entry) in batch.iter().enumerate() {
-            let series = self.get_or_create(entry.labels, &mut out);
-            match &series {
-                Some(s) if !s.is_logged() && to_log_refs.insert(s.series_ref) => {
-                    to_log.push((s.series_ref, index));
-                }
-                Some(_) => {}
-                None => {
-                    if let Some(first) = entry.samples.first() {
-                        out.errors.push(SeriesAppendError {
-                            index,
-                            reason: AppendErrorKind::InvalidLabels,
-                            samples_rejected: u32::try_from(entry.samples.len()).unwrap_or(u32::MAX),
-                            first_rejected_t: first.t,
-                            last_accepted_t: i64::MIN,
-                        });
-                    }
-                }
+            let rejected = |reason, message, last_accepted_t| {
+                entry.samples.first().map(|first| SeriesAppendError {
+                    index,
+                    reason,
+                    samples_rejected: u32::try_from(entry.samples.len()).unwrap_or(u32::MAX),
+                    first_rejected_t: first.t,
+                    last_accepted_t,
+                    message,
+                })
+            };
+            // As Prometheus checks the bounds before it looks the series up: nothing to store, nothing to create.
+            if !entry.samples.is_empty() && entry.samples.iter().all(|s| s.t < min_valid) {
+                out.errors
+                    .extend(rejected(AppendErrorKind::OutOfBounds, None, min_valid));
+                resolved.push(None);
+                continue;
             }
+            let series = match self.get_or_create(entry.labels, hook.as_deref(), &mut out) {
+                Ok((s, is_new)) => {
+                    if is_new {
+                        created.push(s.series_ref);
+                    }
+                    if !s.is_logged() && to_log_refs.insert(s.series_ref) {
+                        to_log.push((s.series_ref, index));
+                    }
+                    Some(s)
+                }
+                Err(Unresolved::InvalidLabels) => {
+                    out.errors
+                        .extend(rejected(AppendErrorKind::InvalidLabels, None, i64::MIN));
+                    None
+                }
+                Err(Unresolved::Refused(r)) if r.scope == RefusalScope::Batch => {
+                    self.remove_created(&created, hook.as_deref());
+                    return Err(TsdbError::BatchRefused {
+                        id: r.id,
+                        message: r.message,
+                    });
+                }
+                Err(Unresolved::Refused(r)) => {
+                    out.errors
+                        .extend(rejected(AppendErrorKind::Refused(r.id), Some(r.message), i64::MIN));
+                    None
+                }
+            };
             resolved.push(series);
         }
 
@@ -183,8 +234,6 @@ impl Head {
         app.samples.clear();
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(batch.len());
         let mut newest: HashMap<u64, Option<(i64, u64)>> = HashMap::new();
-        // Stable while the appender lock is held: compaction raises it under that lock.
-        let min_valid = self.min_valid_time.load(Ordering::Relaxed);
         for (index, (entry, series)) in batch.iter().zip(&resolved).enumerate() {
             let start = app.samples.len();
             if let Some(series) = series {
@@ -201,6 +250,7 @@ impl Head {
                             samples_rejected: 0,
                             first_rejected_t: s.t,
                             last_accepted_t: min_valid,
+                            message: None,
                         });
                         e.samples_rejected = e.samples_rejected.saturating_add(1);
                         continue;
@@ -228,6 +278,7 @@ impl Head {
                         samples_rejected: 0,
                         first_rejected_t: s.t,
                         last_accepted_t: last.map_or(i64::MIN, |(t, _)| t),
+                        message: None,
                     });
                     e.samples_rejected = e.samples_rejected.saturating_add(1);
                 }
@@ -288,34 +339,88 @@ impl Head {
             }
         }
         self.note_samples(out.samples_appended, min_t, max_t);
+        // Errors of step 1 and step 2 in batch order.
+        out.errors.sort_by_key(|e| e.index);
         Ok(out)
     }
 
-    /// The series with these labels, created if new; `None` for labels that cannot make a series.
-    fn get_or_create(&self, labels: &[LabelRef<'_>], out: &mut AppendOutcome) -> Option<Arc<MemSeries>> {
+    /// The oldest sample time an append accepts now: the later of the minimum valid time (a block holds what
+    /// is before it) and half a chunk range before the newest sample (Prometheus' `appendableMinValidTime`).
+    /// An empty head accepts any time after the minimum valid time.
+    pub fn appendable_min_time(&self) -> i64 {
+        let min_valid = self.min_valid_time.load(Ordering::Relaxed);
+        match self.stats().max_time {
+            Some(max) => min_valid.max(max.saturating_sub(self.policy.range_ms / 2)),
+            None => min_valid,
+        }
+    }
+
+    /// The series with these labels and whether this call created it; created only when the labels can make
+    /// a series and `hook` lets it.
+    fn get_or_create(
+        &self,
+        labels: &[LabelRef<'_>],
+        hook: Option<&dyn SeriesLifecycle>,
+        out: &mut AppendOutcome,
+    ) -> Result<(Arc<MemSeries>, bool), Unresolved> {
         let hash = hash_labels(labels);
         if let Some(s) = read(&self.index).find(hash, labels) {
-            return Some(Arc::clone(s));
+            return Ok((Arc::clone(s), false));
         }
         let mut names = effective(labels).map(|l| l.name);
-        let mut prev = names.next()?;
+        let mut prev = names.next().ok_or(Unresolved::InvalidLabels)?;
         for name in names {
             if name <= prev {
-                return None;
+                return Err(Unresolved::InvalidLabels);
             }
             prev = name;
+        }
+        // Asked outside the index lock (queries go on): appends are serialized by the appender lock the caller
+        // holds, so no other append can create these labels meanwhile.
+        if let Some(hook) = hook {
+            let kept: Vec<LabelRef<'_>> = effective(labels).copied().collect();
+            hook.pre_creation(&kept, self.num_series.load(Ordering::Relaxed))
+                .map_err(Unresolved::Refused)?;
         }
         let mut index = write(&self.index);
         let series = match index.get_or_create(hash, labels, None, false) {
             Created::New(s) => s,
-            Created::Exists(s) => return Some(Arc::clone(s)),
+            Created::Exists(s) => return Ok((Arc::clone(s), false)),
             // A new series takes the next free ref, which no series has.
-            Created::RefTaken => return None,
+            Created::RefTaken => return Err(Unresolved::InvalidLabels),
         };
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
+        drop(index);
         out.series_created += 1;
-        Some(series)
+        if let Some(hook) = hook {
+            hook.post_creation(metric_name(labels), 1);
+        }
+        Ok((series, true))
     }
+
+    /// Removes the series a refused batch created (they hold no sample and are not in the WAL yet) and tells
+    /// the hook, so the head is as before the batch.
+    fn remove_created(&self, refs: &[u64], hook: Option<&dyn SeriesLifecycle>) {
+        if refs.is_empty() {
+            return;
+        }
+        let mut index = write(&self.index);
+        let gone = count_by_metric(&index, Some(refs));
+        index.remove(refs);
+        self.num_series.store(index.len() as u64, Ordering::Relaxed);
+        drop(index);
+        if let Some(hook) = hook {
+            for (name, n) in gone {
+                hook.post_deletion(&name, n);
+            }
+        }
+    }
+}
+
+/// Why [`Head::get_or_create`] gave no series.
+enum Unresolved {
+    InvalidLabels,
+    Refused(SeriesRefusal),
 }
 
 /// Returns the next reusable record buffer, cleared.

@@ -221,6 +221,7 @@ fn out_of_order_and_duplicates_are_judged_per_sample() {
             samples_rejected: 2,
             first_rejected_t: 15,
             last_accepted_t: 20,
+            message: None,
         }]
     );
     assert_eq!(out.errors[0].reason.id(), "err-heddle-sample-out-of-order");
@@ -658,10 +659,17 @@ mod model {
                     .collect();
                 let out = head.append(&req).unwrap();
                 let (mut appended, mut dedup, mut rejected) = (0u64, 0u64, 0u32);
+                // The appendable window: half a chunk range before the newest sample of the head, as the batch
+                // found it.
+                let min_valid = model.values().flatten().map(|&(t, _)| t - 50).max().unwrap_or(i64::MIN);
                 for (i, s) in batch {
                     let accepted = model.entry(*i).or_default();
                     for &(t, v) in s {
                         let bits = value(v).to_bits();
+                        if t < min_valid {
+                            rejected += 1;
+                            continue;
+                        }
                         match accepted.last() {
                             Some(&(lt, lv)) if t == lt && bits == lv => dedup += 1,
                             Some(&(lt, _)) if t <= lt => rejected += 1,

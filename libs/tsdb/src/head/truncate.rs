@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use heddle_wal::{CheckpointStats, Keep, WalOptions};
 
+use super::lifecycle::count_by_metric;
 use super::series::MemSeries;
 use super::{Head, WAL_DIR, lock, read, write};
 use crate::error::TsdbError;
@@ -63,9 +64,16 @@ impl Head {
                 .filter(|s| lock(&s.state).truncate_before(mint).1)
                 .map(|s| s.series_ref)
                 .collect();
+            let by_metric = app.lifecycle.as_ref().map(|_| count_by_metric(&index, Some(&gone)));
             index.remove(&gone);
             stats.series_removed = gone.len() as u64;
             self.num_series.store(index.len() as u64, Ordering::Relaxed);
+            drop(index);
+            if let (Some(hook), Some(by_metric)) = (&app.lifecycle, by_metric) {
+                for (name, n) in by_metric {
+                    hook.post_deletion(&name, n);
+                }
+            }
         }
         self.min_time.fetch_max(mint, Ordering::Relaxed);
         if self.min_time.load(Ordering::Relaxed) > self.max_time.load(Ordering::Relaxed) {
