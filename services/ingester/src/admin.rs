@@ -3,8 +3,7 @@
 //! Kept apart from the push and read paths: these calls are rare, may touch the disk (WAL size), and never
 //! run on a hot path.
 
-use crate::error::IngesterError;
-use crate::ingester::Ingester;
+use crate::tenant::Tenant;
 use heddle_model::TenantId;
 use std::path::Path;
 
@@ -31,7 +30,7 @@ pub struct TenantStats {
     pub blocks_pending_upload: u64,
 }
 
-/// What [`Ingester::flush`] did.
+/// What [`crate::Ingester::flush`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlushReport {
     /// The tenants whose head was flushed, sorted.
@@ -42,84 +41,29 @@ pub struct FlushReport {
     pub blocks_shipped: u64,
 }
 
-impl Ingester {
-    /// The tenants that have a head open, sorted.
-    pub fn tenants(&self) -> Vec<TenantId> {
-        let mut tenants: Vec<TenantId> = self
-            .heads
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
-        tenants.sort();
-        tenants
-    }
-
-    /// Statistics of `tenant`'s head, or `None` when it has no head on this ingester. Reads the size of the
-    /// WAL directory from disk (one `read_dir`), off the async runtime.
-    pub async fn tenant_stats(&self, tenant: &TenantId) -> Option<TenantStats> {
-        let head = self.head(tenant)?;
-        let stats = head.stats();
-        let wal_dir = head.dir().join("wal");
-        let (wal_bytes, wal_segments) = tokio::task::spawn_blocking(move || wal_usage(&wal_dir))
-            .await
-            .unwrap_or((0, 0));
-        Some(TenantStats {
-            tenant: tenant.clone(),
-            series: stats.series,
-            samples_appended: stats.samples_appended,
-            min_time_ms: stats.min_time,
-            max_time_ms: stats.max_time,
-            wal_bytes,
-            wal_segments,
-            samples_per_second: self
-                .rates
-                .rate(tenant, std::time::Instant::now(), stats.samples_appended),
-            blocks_pending_upload: self.blocks_pending_upload(tenant),
-        })
-    }
-
-    /// Compacts the whole head of each named tenant (every tenant when `tenants` is empty) into blocks and
-    /// ships them to the bucket now (Mimir's `/ingester/flush`): used before scale-down and in tests. Samples
-    /// older than the newest flushed one are refused afterwards (that range is in a block). Tenants without a
-    /// head are skipped. Fails on the first tenant whose compaction or upload fails; blocks already written
-    /// stay, and the next flush or ship tick uploads them.
-    pub async fn flush(&self, tenants: &[TenantId]) -> Result<FlushReport, IngesterError> {
-        let selected: Vec<TenantId> = if tenants.is_empty() {
-            self.tenants()
+/// Statistics of one tenant. Reads the size of its WAL directory from disk (one `read_dir`), off the async
+/// runtime. `shipping` says whether blocks are shipped at all (else none is pending upload).
+pub(crate) async fn tenant_stats(tenant: &Tenant, shipping: bool) -> TenantStats {
+    let head = tenant.head();
+    let stats = head.stats();
+    let wal_dir = head.dir().join("wal");
+    let (wal_bytes, wal_segments) = tokio::task::spawn_blocking(move || wal_usage(&wal_dir))
+        .await
+        .unwrap_or((0, 0));
+    TenantStats {
+        tenant: tenant.id().clone(),
+        series: stats.series,
+        samples_appended: stats.samples_appended,
+        min_time_ms: stats.min_time,
+        max_time_ms: stats.max_time,
+        wal_bytes,
+        wal_segments,
+        samples_per_second: tenant.rate().rate(std::time::Instant::now(), stats.samples_appended),
+        blocks_pending_upload: if shipping {
+            crate::blocks::pending_upload(tenant)
         } else {
-            let mut t: Vec<TenantId> = tenants.iter().filter(|t| self.head(t).is_some()).cloned().collect();
-            t.sort();
-            t.dedup();
-            t
-        };
-        let mut report = FlushReport {
-            tenants: selected.clone(),
-            blocks_written: 0,
-            blocks_shipped: 0,
-        };
-        for tenant in &selected {
-            let done = self.flush_tenant(tenant, true).await?;
-            report.blocks_written += done.blocks_written.len() as u64;
-            if let Some(shipped) = &done.shipped {
-                report.blocks_shipped += shipped.uploaded.len() as u64;
-                if let Some((ulid, error)) = shipped.failed.first() {
-                    return Err(IngesterError::ShipFailed {
-                        tenant: tenant.clone(),
-                        block: ulid.clone(),
-                        reason: error.clone(),
-                    });
-                }
-            }
-        }
-        tracing::info!(
-            tenants = selected.len(),
-            blocks_written = report.blocks_written,
-            blocks_shipped = report.blocks_shipped,
-            "flushed tenant heads"
-        );
-        Ok(report)
+            0
+        },
     }
 }
 
@@ -151,6 +95,7 @@ fn wal_usage(dir: &Path) -> (u64, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Ingester;
     use crate::config::{IngesterConfig, TsdbConfig};
     use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
     use heddle_server::DiscardedSamples;
@@ -207,7 +152,7 @@ mod tests {
         assert_eq!(s.wal_segments, 1);
         let b_wal = ing.tenant_stats(&b).await.unwrap().wal_bytes;
         assert_eq!(
-            ing.metrics.wal_bytes_written.get(),
+            ing.metrics().wal_bytes_written.get(),
             s.wal_bytes + b_wal,
             "heddle_ingester_wal_written_bytes_total counts every byte both WALs hold"
         );
@@ -215,7 +160,7 @@ mod tests {
         assert_eq!(s.blocks_pending_upload, 0, "no bucket: nothing to upload");
         // The blocks loop's snapshot 10 s ago saw none of the two samples.
         let ten_s_ago = std::time::Instant::now() - std::time::Duration::from_secs(10);
-        ing.rates.observe(&a, ten_s_ago, 0);
+        ing.tenant(&a).unwrap().rate().observe(ten_s_ago, 0);
         let rate = ing.tenant_stats(&a).await.unwrap().samples_per_second;
         assert!((0.19..=0.2).contains(&rate), "2 samples in ~10 s: {rate}");
 

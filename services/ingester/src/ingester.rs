@@ -1,13 +1,24 @@
-//! The tenant map and the ingester's lifecycle: open (replay every tenant found on disk), serve, close.
+//! The tenant map and the ingester's lifecycle: open (every tenant found on disk), serve, close; the entry
+//! points of the API (`service`) and the background blocks loop (`blocks_loop`).
+//!
+//! A tenant's state is one [`Tenant`] in one map; the per-tenant work is in `push`, `read`, `blocks` and `admin`,
+//! which take a `&Tenant` and know nothing of this map.
 
+mod blocks_loop;
+mod service;
+
+use crate::admin::{FlushReport, TenantStats};
+use crate::blocks::TenantFlush;
 use crate::config::{IngesterConfig, TsdbConfig};
 use crate::error::IngesterError;
-use crate::limits::IngesterLimits;
+use crate::limits::{IngesterLimits, LimitsSource, SeriesAdmission, TopologySource};
 use crate::metrics::Metrics;
+use crate::tenant::Tenant;
 use heddle_model::TenantId;
 use heddle_proto::ArenaPool;
 use heddle_server::DiscardedSamples;
-use heddle_tsdb::{Head, HeadOptions};
+use heddle_tsdb::block::BlockMeta;
+use heddle_tsdb::{HeadOptions, ReplayStats};
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -17,24 +28,20 @@ const STARTING: u8 = 0;
 const RUNNING: u8 = 1;
 const STOPPING: u8 = 2;
 
-/// One ingester: a TSDB head per tenant under `blocks_storage.tsdb.dir/<tenant>/`.
+/// One ingester: a [`Tenant`] (head, local blocks, shipper, limits state, rate) per tenant under
+/// `blocks_storage.tsdb.dir/<tenant>/`.
 #[derive(Debug)]
 pub struct Ingester {
-    pub(crate) tsdb: TsdbConfig,
-    pub(crate) heads: RwLock<HashMap<TenantId, Arc<Head>>>,
-    /// Serializes the slow path that opens a new tenant's head, so two pushes never open it twice.
+    tsdb: TsdbConfig,
+    tenants: RwLock<HashMap<TenantId, Arc<Tenant>>>,
+    /// Serializes the slow path that opens a new tenant, so two pushes never open it twice.
     opening: tokio::sync::Mutex<()>,
-    pub(crate) arenas: ArenaPool,
-    pub(crate) metrics: Metrics,
-    pub(crate) discarded: DiscardedSamples,
-    pub(crate) limits: IngesterLimits,
-    /// Local blocks per tenant, oldest first (see `blocks`).
-    pub(crate) blocks: RwLock<HashMap<TenantId, crate::blocks::LocalBlocks>>,
+    arenas: ArenaPool,
+    metrics: Metrics,
+    discarded: DiscardedSamples,
+    limits: Arc<IngesterLimits>,
     /// Where blocks are shipped; `None` when shipping is off.
-    pub(crate) bucket: Option<heddle_bucket::Bucket>,
-    pub(crate) shippers: std::sync::Mutex<HashMap<TenantId, Arc<heddle_bucket::Shipper>>>,
-    /// Recent appended-sample counts per tenant, for the ingestion rate the admin API reports.
-    pub(crate) rates: crate::rates::TenantRates,
+    bucket: Option<heddle_bucket::Bucket>,
     state: AtomicU8,
 }
 
@@ -50,23 +57,32 @@ impl Ingester {
     ) -> Arc<Self> {
         Arc::new(Self {
             tsdb,
-            heads: RwLock::new(HashMap::new()),
+            tenants: RwLock::new(HashMap::new()),
             opening: tokio::sync::Mutex::new(()),
             arenas: ArenaPool::new(cfg.arena_pool_size, cfg.arena_max_retained_bytes),
             metrics: Metrics::register(registry),
             discarded,
-            limits: IngesterLimits::new(cfg.instance_limits.clone(), registry),
-            blocks: RwLock::new(HashMap::new()),
+            limits: Arc::new(IngesterLimits::new(cfg.instance_limits.clone(), registry)),
             bucket,
-            shippers: std::sync::Mutex::new(HashMap::new()),
-            rates: crate::rates::TenantRates::default(),
             state: AtomicU8::new(STARTING),
         })
     }
 
-    /// Opens the head of every tenant directory found under the TSDB dir, replaying their WALs in parallel
-    /// (one blocking task per tenant), then starts accepting pushes. Until it returns, pushes are refused
-    /// with `Unavailable` so senders retry.
+    /// Reads per-tenant series limits from `source` from now on (the default gives every tenant Mimir's
+    /// defaults). The binary passes the runtime-config overrides here.
+    pub fn set_limits_source(&self, source: Arc<dyn LimitsSource>) {
+        self.limits.set_source(source);
+    }
+
+    /// Divides the global series limits by what `topology` says from now on (the default is a single process:
+    /// RF 1, one ingester). The binary passes the ring here in a cluster.
+    pub fn set_topology_source(&self, topology: Arc<dyn TopologySource>) {
+        self.limits.set_topology(topology);
+    }
+
+    /// Opens every tenant directory found under the TSDB dir, replaying their heads in parallel (one blocking
+    /// task per tenant), then starts accepting pushes. Until it returns, pushes are refused with `Unavailable`
+    /// so senders retry.
     pub async fn open_existing(&self) -> Result<(), IngesterError> {
         let dir = self.tsdb.dir.clone();
         tokio::fs::create_dir_all(&dir)
@@ -89,7 +105,7 @@ impl Ingester {
         self.metrics.replay.tenants_pending.set(total as i64);
         tracing::info!(tenants = total, "replaying tenant heads");
         let opened = futures::future::join_all(tenants.into_iter().map(|t| async {
-            let result = self.open_head(t).await;
+            let result = self.open_tenant(t).await;
             let left = self.metrics.replay.tenants_pending.dec() - 1;
             tracing::info!(done = total as i64 - left, of = total, "replay progress");
             result
@@ -101,7 +117,7 @@ impl Ingester {
         let elapsed = started.elapsed();
         self.metrics.replay.duration_seconds.set(elapsed.as_secs_f64());
         tracing::info!(
-            tenants = self.heads.read().unwrap_or_else(|e| e.into_inner()).len(),
+            tenants = self.read_tenants().len(),
             elapsed_ms = elapsed.as_millis() as u64,
             "replayed tenant heads"
         );
@@ -114,8 +130,8 @@ impl Ingester {
         self.state.load(Ordering::Acquire) == RUNNING
     }
 
-    /// Refuses new pushes, then closes every head (flushing the WAL's last page and syncing it), writing a chunk
-    /// snapshot of each when `blocks_storage.tsdb.memory_snapshot_on_shutdown` is on.
+    /// Refuses new pushes, then closes every tenant (flushing its WAL's last page and syncing it), writing a
+    /// chunk snapshot of each head when `blocks_storage.tsdb.memory_snapshot_on_shutdown` is on.
     pub async fn close(&self) {
         let snapshot = self.tsdb.memory_snapshot_on_shutdown;
         self.state.store(STOPPING, Ordering::Release);
@@ -126,22 +142,10 @@ impl Ingester {
                 }
             }
         }
-        let heads: Vec<(TenantId, Arc<Head>)> = self
-            .heads
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(t, h)| (t.clone(), h.clone()))
-            .collect();
-        for (tenant, head) in heads {
-            let result = tokio::task::spawn_blocking(move || {
-                if snapshot {
-                    head.close_with_snapshot().map(|s| s.map(|s| s.series))
-                } else {
-                    head.close().map(|()| None)
-                }
-            })
-            .await;
+        for tenant in self.all_tenants() {
+            let t = tenant.clone();
+            let result = tokio::task::spawn_blocking(move || t.close(snapshot)).await;
+            let tenant = tenant.id();
             match result {
                 Ok(Ok(Some(series))) => {
                     tracing::info!(%tenant, snapshot_series = series, "closed tenant head with a chunk snapshot")
@@ -153,7 +157,87 @@ impl Ingester {
         }
     }
 
-    pub(crate) fn check_accepting(&self) -> Result<(), IngesterError> {
+    /// The tenants that are open here, sorted.
+    pub fn tenants(&self) -> Vec<TenantId> {
+        let mut tenants: Vec<TenantId> = self.read_tenants().keys().cloned().collect();
+        tenants.sort();
+        tenants
+    }
+
+    /// Statistics of `tenant`, or `None` when it is not open on this ingester.
+    pub async fn tenant_stats(&self, tenant: &TenantId) -> Option<TenantStats> {
+        let t = self.tenant(tenant)?;
+        Some(crate::admin::tenant_stats(&t, !self.tsdb.ship_interval.is_zero()).await)
+    }
+
+    /// Compacts `tenant`'s head: the due block ranges, or (`force`) everything it holds. The new blocks are
+    /// queried from now on. Runs on a blocking thread.
+    pub async fn compact_tenant(&self, tenant: &TenantId, force: bool) -> Result<Vec<BlockMeta>, IngesterError> {
+        let Some(t) = self.tenant(tenant) else {
+            return Ok(Vec::new());
+        };
+        crate::blocks::compact(&t, self.tsdb.block_range_ms(), &self.metrics.blocks, force).await
+    }
+
+    /// Uploads `tenant`'s blocks that are not in the bucket yet (none when shipping is off).
+    pub async fn ship_tenant(&self, tenant: &TenantId) -> Result<Option<heddle_bucket::ShipReport>, IngesterError> {
+        let Some(t) = self.tenant(tenant) else {
+            return Ok(None);
+        };
+        crate::blocks::ship(&t, &self.metrics.blocks).await
+    }
+
+    /// Compacts (everything when `force`) and ships one tenant: what `/ingester/flush` does per tenant.
+    pub async fn flush_tenant(&self, tenant: &TenantId, force: bool) -> Result<TenantFlush, IngesterError> {
+        let Some(t) = self.tenant(tenant) else {
+            return Ok(TenantFlush::default());
+        };
+        crate::blocks::flush(&t, self.tsdb.block_range_ms(), &self.metrics.blocks, force).await
+    }
+
+    /// Compacts the whole head of each named tenant (every tenant when `tenants` is empty) into blocks and
+    /// ships them to the bucket now (Mimir's `/ingester/flush`): used before scale-down and in tests. Samples
+    /// older than the newest flushed one are refused afterwards (that range is in a block). Tenants that are not
+    /// open are skipped. Fails on the first tenant whose compaction or upload fails; blocks already written
+    /// stay, and the next flush or ship tick uploads them.
+    pub async fn flush(&self, tenants: &[TenantId]) -> Result<FlushReport, IngesterError> {
+        let selected: Vec<Arc<Tenant>> = if tenants.is_empty() {
+            self.all_tenants()
+        } else {
+            let mut t: Vec<Arc<Tenant>> = tenants.iter().filter_map(|t| self.tenant(t)).collect();
+            t.sort_by(|a, b| a.id().cmp(b.id()));
+            t.dedup_by(|a, b| a.id() == b.id());
+            t
+        };
+        let mut report = FlushReport {
+            tenants: selected.iter().map(|t| t.id().clone()).collect(),
+            blocks_written: 0,
+            blocks_shipped: 0,
+        };
+        for tenant in &selected {
+            let done = crate::blocks::flush(tenant, self.tsdb.block_range_ms(), &self.metrics.blocks, true).await?;
+            report.blocks_written += done.blocks_written.len() as u64;
+            if let Some(shipped) = &done.shipped {
+                report.blocks_shipped += shipped.uploaded.len() as u64;
+                if let Some((ulid, error)) = shipped.failed.first() {
+                    return Err(IngesterError::ShipFailed {
+                        tenant: tenant.id().clone(),
+                        block: ulid.clone(),
+                        reason: error.clone(),
+                    });
+                }
+            }
+        }
+        tracing::info!(
+            tenants = selected.len(),
+            blocks_written = report.blocks_written,
+            blocks_shipped = report.blocks_shipped,
+            "flushed tenant heads"
+        );
+        Ok(report)
+    }
+
+    fn check_accepting(&self) -> Result<(), IngesterError> {
         match self.state.load(Ordering::Acquire) {
             RUNNING => Ok(()),
             STARTING => Err(IngesterError::NotReady("replaying the WAL".into())),
@@ -161,51 +245,87 @@ impl Ingester {
         }
     }
 
-    /// The head of `tenant` if it exists (reads never create one).
-    pub(crate) fn head(&self, tenant: &TenantId) -> Option<Arc<Head>> {
-        self.heads
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(tenant)
-            .cloned()
+    fn read_tenants(&self) -> std::sync::RwLockReadGuard<'_, HashMap<TenantId, Arc<Tenant>>> {
+        self.tenants.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The head of `tenant`, opened (and its WAL replayed) on first use.
-    pub(crate) async fn head_or_open(&self, tenant: &TenantId) -> Result<Arc<Head>, IngesterError> {
-        if let Some(h) = self.head(tenant) {
-            return Ok(h);
+    /// Every open tenant, sorted by id.
+    fn all_tenants(&self) -> Vec<Arc<Tenant>> {
+        let mut all: Vec<Arc<Tenant>> = self.read_tenants().values().cloned().collect();
+        all.sort_by(|a, b| a.id().cmp(b.id()));
+        all
+    }
+
+    /// `tenant` if it is open (reads never open one).
+    pub(crate) fn tenant(&self, tenant: &TenantId) -> Option<Arc<Tenant>> {
+        self.read_tenants().get(tenant).cloned()
+    }
+
+    /// The head of `tenant` if it is open (tests).
+    #[cfg(test)]
+    pub(crate) fn head(&self, tenant: &TenantId) -> Option<Arc<heddle_tsdb::Head>> {
+        self.tenant(tenant).map(|t| t.head().clone())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    #[cfg(test)]
+    pub(crate) fn limits(&self) -> &IngesterLimits {
+        &self.limits
+    }
+
+    /// `tenant`, opened (its blocks, its head replayed) on first use.
+    async fn tenant_or_open(&self, tenant: &TenantId) -> Result<Arc<Tenant>, IngesterError> {
+        if let Some(t) = self.tenant(tenant) {
+            return Ok(t);
         }
-        self.open_head(tenant.clone()).await
+        self.open_tenant(tenant.clone()).await
     }
 
-    async fn open_head(&self, tenant: TenantId) -> Result<Arc<Head>, IngesterError> {
+    async fn open_tenant(&self, tenant: TenantId) -> Result<Arc<Tenant>, IngesterError> {
         let _guard = self.opening.lock().await;
-        if let Some(h) = self.head(&tenant) {
-            return Ok(h);
+        if let Some(t) = self.tenant(&tenant) {
+            return Ok(t);
         }
         let dir = self.tsdb.dir.join(tenant.as_str());
-        let mut opts = HeadOptions {
+        let opts = HeadOptions {
             wal_compression: self.tsdb.wal_compression_enabled,
             wal_segment_size: self.tsdb.wal_segment_size_bytes,
             chunk_range_ms: self.tsdb.block_range_ms(),
             ..HeadOptions::default()
         };
-        let t = tenant.clone();
-        let (head, stats, blocks) = tokio::task::spawn_blocking(move || {
-            let (blocks, newest_end) = crate::blocks::open_local_blocks(&dir)?;
-            opts.min_valid_time = newest_end;
-            Head::open(&dir, opts).map(|(h, s)| (h, s, blocks))
-        })
-        .await
-        .map_err(|e| IngesterError::Task(e.to_string()))?
-        .map_err(|source| IngesterError::Tsdb { tenant: t, source })?;
-        if !blocks.is_empty() {
-            tracing::info!(%tenant, blocks = blocks.len(), "opened local blocks");
-            self.blocks
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(tenant.clone(), blocks);
+        let admission = Arc::new(SeriesAdmission::new(
+            tenant.clone(),
+            self.limits.clone(),
+            self.metrics.memory_series.clone(),
+        ));
+        let (t, bucket) = (tenant.clone(), self.bucket.clone());
+        let (opened, stats) = tokio::task::spawn_blocking(move || Tenant::open(t, dir, opts, bucket, admission))
+            .await
+            .map_err(|e| IngesterError::Task(e.to_string()))?
+            .map_err(|source| IngesterError::Tsdb {
+                tenant: tenant.clone(),
+                source,
+            })?;
+        let blocks = opened.blocks().len();
+        if blocks > 0 {
+            tracing::info!(%tenant, blocks, "opened local blocks");
         }
+        self.record_replay(&tenant, &stats);
+        let opened = Arc::new(opened);
+        self.tenants
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tenant, opened.clone());
+        Ok(opened)
+    }
+
+    /// Metrics and logs of one tenant's replay. `heddle_ingester_memory_series` is not here: the tenant's series
+    /// admission counted the replayed series when it was installed on the head.
+    fn record_replay(&self, tenant: &TenantId, stats: &ReplayStats) {
         if let Some(c) = &stats.wal_repaired {
             self.metrics.wal_corruptions_repaired.inc();
             tracing::warn!(%tenant, segment = c.segment, offset = c.offset, reason = %c.reason, "repaired a corrupt WAL tail; records after it were dropped");
@@ -232,9 +352,6 @@ impl Ingester {
         }
         self.metrics.replayed_records.inc_by(stats.wal_records);
         self.metrics.open_chunks_dropped.inc_by(stats.open_chunks_dropped);
-        self.metrics
-            .memory_series
-            .inc_by((stats.series + stats.snapshot_series) as i64);
         self.metrics.tenants.inc();
         tracing::info!(
             %tenant,
@@ -245,12 +362,6 @@ impl Ingester {
             records = stats.wal_records,
             "opened tenant head"
         );
-        let head = Arc::new(head);
-        self.heads
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(tenant, head.clone());
-        Ok(head)
     }
 }
 

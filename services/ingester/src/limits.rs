@@ -3,8 +3,13 @@
 //!
 //! Per-tenant limits come from a [`LimitsSource`] (the binary hands in the runtime-config overrides), so they
 //! change without a restart. They are *global* (cluster-wide) numbers; an ingester holds only its share of a
-//! tenant's series and applies [`local_series_limit`]: `global * replication_factor / ingesters`. A single
-//! process (RF 1, one ingester) applies the global number as is.
+//! tenant's series and applies [`local_series_limit`]: `global * replication_factor / ingesters`, with the
+//! replication factor and ingester count of the [`Topology`] the binary reads from the ring. A single process
+//! (RF 1, one ingester) applies the global number as is.
+//!
+//! The series limits are checked by the tenant head itself, through its series lifecycle hook
+//! ([`SeriesAdmission`]), only when a push would create a series; the head's series count is the tenant's
+//! count, and the hook keeps a count per metric name.
 //!
 //! Rejections by tenant limits are per series and permanent (the distributor answers 400). Rejections by
 //! instance limits refuse the whole push with `Unavailable` (503 to the sender, which backs off and retries).
@@ -12,37 +17,41 @@
 mod instance;
 mod series;
 
-use crate::ingester::Ingester;
 use heddle_model::TenantId;
 use heddle_server::{FlagKind, FlagSpec};
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 pub(crate) use instance::InstanceLimiter;
-pub(crate) use series::{SeriesAdmission, TenantSeries};
+pub(crate) use series::{SeriesAdmission, series_text};
 
-/// Replication factor and ingester count of the single-process ring: the local limit equals the global one.
-/// The cluster ring will pass its own numbers to [`local_series_limit`].
-const SINGLE_PROCESS_TOPOLOGY: (usize, usize) = (1, 1);
-
-/// The ingester's limit state: where tenant limits come from, the instance limiter, and each tenant's series
-/// accounting.
-#[derive(Debug, Clone)]
+/// Where the ingester's limits come from: per-tenant limits, the cluster topology they are divided by, and the
+/// instance limiter. One per ingester, shared by every tenant's [`SeriesAdmission`].
+#[derive(Debug)]
 pub(crate) struct IngesterLimits {
-    source: Arc<RwLock<Arc<dyn LimitsSource>>>,
-    pub(crate) instance: Arc<InstanceLimiter>,
-    tenants: Arc<Mutex<HashMap<TenantId, Arc<Mutex<TenantSeries>>>>>,
+    source: RwLock<Arc<dyn LimitsSource>>,
+    topology: RwLock<Arc<dyn TopologySource>>,
+    pub(crate) instance: InstanceLimiter,
 }
 
 impl IngesterLimits {
     pub(crate) fn new(cfg: InstanceLimitsConfig, registry: &mut Registry) -> Self {
         Self {
-            source: Arc::new(RwLock::new(Arc::new(StaticLimits::default()))),
-            instance: Arc::new(InstanceLimiter::new(cfg, registry)),
-            tenants: Arc::new(Mutex::new(HashMap::new())),
+            source: RwLock::new(Arc::new(StaticLimits::default())),
+            topology: RwLock::new(Arc::new(Topology::SINGLE_PROCESS)),
+            instance: InstanceLimiter::new(cfg, registry),
         }
+    }
+
+    /// Reads per-tenant limits from `source` from now on.
+    pub(crate) fn set_source(&self, source: Arc<dyn LimitsSource>) {
+        *self.source.write().unwrap_or_else(|p| p.into_inner()) = source;
+    }
+
+    /// Divides global limits by what `topology` says from now on.
+    pub(crate) fn set_topology(&self, topology: Arc<dyn TopologySource>) {
+        *self.topology.write().unwrap_or_else(|p| p.into_inner()) = topology;
     }
 
     /// The local (this ingester's) series limits of `tenant`.
@@ -52,25 +61,56 @@ impl IngesterLimits {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .series_limits(tenant);
-        let (rf, n) = SINGLE_PROCESS_TOPOLOGY;
+        let topology = self.topology.read().unwrap_or_else(|p| p.into_inner()).topology();
         SeriesLimits {
-            max_global_series_per_user: local_series_limit(global.max_global_series_per_user, rf, n),
-            max_global_series_per_metric: local_series_limit(global.max_global_series_per_metric, rf, n),
+            max_global_series_per_user: topology.local_limit(global.max_global_series_per_user),
+            max_global_series_per_metric: topology.local_limit(global.max_global_series_per_metric),
         }
-    }
-
-    /// The series accounting of `tenant` (lock it around seed, admit and append).
-    pub(crate) fn tenant_series(&self, tenant: &TenantId) -> Arc<Mutex<TenantSeries>> {
-        let mut map = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(tenant.clone()).or_default().clone()
     }
 }
 
-impl Ingester {
-    /// Reads per-tenant series limits from `source` from now on (the default gives every tenant Mimir's
-    /// defaults). The binary passes the runtime-config overrides here.
-    pub fn set_limits_source(&self, source: Arc<dyn LimitsSource>) {
-        *self.limits.source.write().unwrap_or_else(|p| p.into_inner()) = source;
+/// What a global limit is divided by: how many copies of each series the cluster keeps and over how many
+/// ingesters they spread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Topology {
+    /// `ingester.ring.replication_factor`.
+    pub replication_factor: usize,
+    /// Ingesters in the ring; with zone awareness, those in this ingester's zone.
+    pub ingesters: usize,
+    /// Zones in the ring when zone awareness is on (each holds one copy of every series); 1 otherwise.
+    pub zones: usize,
+}
+
+impl Topology {
+    /// One process holding every series once: the local limit is the global one.
+    pub const SINGLE_PROCESS: Topology = Topology {
+        replication_factor: 1,
+        ingesters: 1,
+        zones: 1,
+    };
+
+    /// This ingester's share of `global`: [`local_series_limit`] over all ingesters, or, with zones, Mimir's
+    /// `global * RF / zones / ingesters in the zone` (one copy per zone, spread over that zone's ingesters).
+    pub fn local_limit(&self, global: usize) -> usize {
+        let spread = if self.zones > 1 {
+            self.ingesters.saturating_mul(self.zones)
+        } else {
+            self.ingesters
+        };
+        local_series_limit(global, self.replication_factor, spread)
+    }
+}
+
+/// Where the ingester reads the cluster topology: the binary follows the ring. Called when a push would create
+/// a series, so it must be cheap.
+pub trait TopologySource: Send + Sync + std::fmt::Debug + 'static {
+    /// The topology now.
+    fn topology(&self) -> Topology;
+}
+
+impl TopologySource for Topology {
+    fn topology(&self) -> Topology {
+        *self
     }
 }
 
@@ -93,7 +133,8 @@ impl Default for SeriesLimits {
     }
 }
 
-/// Where the ingester reads a tenant's current limits. Called on every push, so it must be cheap.
+/// Where the ingester reads a tenant's current limits. Called when a push would create a series, so it must be
+/// cheap.
 pub trait LimitsSource: Send + Sync + std::fmt::Debug + 'static {
     /// The series limits of `tenant`.
     fn series_limits(&self, tenant: &TenantId) -> SeriesLimits;
@@ -205,6 +246,61 @@ mod tests {
         for (name, global, rf, n, want) in cases {
             assert_eq!(local_series_limit(global, rf, n), want, "case {name}");
         }
+    }
+
+    #[test]
+    fn topology_divides_the_global_limit() {
+        let t = |replication_factor, ingesters, zones| Topology {
+            replication_factor,
+            ingesters,
+            zones,
+        };
+        let cases = [
+            ("single process", Topology::SINGLE_PROCESS, 150_000, 150_000),
+            ("rf3 over 6 ingesters", t(3, 6, 1), 150_000, 75_000),
+            ("rf3 over 10, rounded up", t(3, 10, 1), 100, 30),
+            (
+                "3 zones of 2: a zone holds one copy over 2",
+                t(3, 2, 3),
+                150_000,
+                75_000,
+            ),
+            ("3 zones of 1: each holds everything", t(3, 1, 3), 150_000, 150_000),
+            ("one zone counts as none", t(3, 6, 1), 60, 30),
+            ("off stays off", t(3, 6, 3), 0, 0),
+            ("no ingesters known", t(3, 0, 3), 100, 100),
+        ];
+        for (name, topology, global, want) in cases {
+            assert_eq!(topology.local_limit(global), want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn limits_are_divided_by_the_topology_source() {
+        let mut r = Registry::default();
+        let l = IngesterLimits::new(InstanceLimitsConfig::default(), &mut r);
+        let t = TenantId::new("t").unwrap();
+        assert_eq!(
+            l.local_series_limits(&t),
+            SeriesLimits::default(),
+            "single process by default"
+        );
+        l.set_source(Arc::new(StaticLimits(SeriesLimits {
+            max_global_series_per_user: 1000,
+            max_global_series_per_metric: 100,
+        })));
+        l.set_topology(Arc::new(Topology {
+            replication_factor: 3,
+            ingesters: 10,
+            zones: 1,
+        }));
+        assert_eq!(
+            l.local_series_limits(&t),
+            SeriesLimits {
+                max_global_series_per_user: 300,
+                max_global_series_per_metric: 30,
+            }
+        );
     }
 
     #[test]

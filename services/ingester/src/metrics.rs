@@ -37,11 +37,9 @@ pub(crate) struct BlockMetrics {
     pub(crate) blocks_written: Counter,
     /// Local blocks deleted after shipping, past the retention.
     pub(crate) blocks_deleted: Counter,
-    /// Local blocks (that this ingester queries) not in the bucket yet; 0 when shipping is off.
+    /// Local blocks not in the bucket yet; 0 when shipping is off. Each tenant's `LocalBlocks` keeps its own
+    /// term, so one tenant's recount replaces only its share.
     pub(crate) pending_upload: Gauge,
-    /// The per-tenant terms of `pending_upload`, so one tenant's recount replaces only its own share.
-    pub(crate) pending_by_tenant:
-        std::sync::Arc<std::sync::Mutex<std::collections::HashMap<heddle_model::TenantId, i64>>>,
 }
 
 impl Default for BlockMetrics {
@@ -53,7 +51,6 @@ impl Default for BlockMetrics {
             blocks_written: Counter::default(),
             blocks_deleted: Counter::default(),
             pending_upload: Gauge::default(),
-            pending_by_tenant: Default::default(),
         }
     }
 }

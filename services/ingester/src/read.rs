@@ -1,18 +1,20 @@
-//! Read calls and the [`IngesterClient`] implementation that serves in-process callers and gRPC alike.
+//! The read calls of one tenant: its head and the local blocks the bucket does not have yet.
+//!
+//! Blocks already shipped are left to the querier, which reads them from the bucket
+//! ([`Tenant::queryable_blocks`]); answering them here too would read the same block twice.
 
 use crate::convert::matchers;
 use crate::error::IngesterError;
-use crate::ingester::Ingester;
-use bytes::Bytes;
-use heddle_model::TenantId;
+use crate::tenant::Tenant;
 use heddle_proto::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    QueryStreamResponse, SeriesRequest, SeriesResponse,
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, QueryRequest, QueryStreamResponse,
+    SeriesRequest, SeriesResponse,
 };
 use heddle_proto::prometheus as pb;
-use heddle_proto::{IngesterClient, QueryStream, labels_to_proto, xor_chunked_series};
+use heddle_proto::{QueryStream, labels_to_proto, xor_chunked_series};
 use heddle_tsdb::SeriesChunks;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// Series per `QueryStreamResponse` message: keeps messages well under gRPC's 4 MiB default.
 const SERIES_PER_MESSAGE: usize = 128;
@@ -24,127 +26,116 @@ fn chunked(series: SeriesChunks) -> pb::ChunkedSeries {
     )
 }
 
-#[async_trait::async_trait]
-impl IngesterClient for Ingester {
-    async fn push(&self, tenant: &TenantId, write_request: Bytes) -> Result<PushResponse, tonic::Status> {
-        Ok(self.push_bytes(tenant, write_request).await?)
-    }
-
-    async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, tonic::Status> {
-        let m = matchers(&req.matchers)?;
-        let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
-        let head = self.head(tenant);
-        let blocks = self.blocks_overlapping(tenant, mint, maxt);
-        if head.is_none() && blocks.is_empty() {
-            return Ok(Box::pin(futures::stream::empty()));
+/// The series and chunks of `[start, end]` matching the request, from the head and unshipped local blocks.
+pub(crate) async fn query_stream(tenant: Option<Arc<Tenant>>, req: QueryRequest) -> Result<QueryStream, IngesterError> {
+    let m = matchers(&req.matchers)?;
+    let Some(tenant) = tenant else {
+        return Ok(Box::pin(futures::stream::empty()));
+    };
+    let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
+    let blocks = tenant.queryable_blocks(mint, maxt);
+    let selected = tokio::task::spawn_blocking(move || {
+        let mut parts = Vec::with_capacity(blocks.len() + 1);
+        for b in &blocks {
+            parts.push(b.select(mint, maxt, &m).map_err(|source| IngesterError::Tsdb {
+                tenant: tenant.id().clone(),
+                source,
+            })?);
         }
-        let t = tenant.clone();
-        let selected = tokio::task::spawn_blocking(move || {
-            let mut parts = Vec::with_capacity(blocks.len() + 1);
-            for b in &blocks {
-                parts.push(b.select(mint, maxt, &m).map_err(|source| IngesterError::Tsdb {
-                    tenant: t.clone(),
-                    source,
-                })?);
-            }
-            if let Some(h) = head {
-                parts.push(h.select(mint, maxt, &m));
-            }
-            Ok::<_, IngesterError>(merge_series(parts))
-        })
-        .await
-        .map_err(|e| IngesterError::Task(e.to_string()))??;
-        let mut messages = Vec::with_capacity(selected.len().div_ceil(SERIES_PER_MESSAGE));
-        let mut it = selected.into_iter().peekable();
-        while it.peek().is_some() {
-            let series = it.by_ref().take(SERIES_PER_MESSAGE).map(chunked).collect();
-            messages.push(Ok(QueryStreamResponse { series }));
-        }
-        Ok(Box::pin(futures::stream::iter(messages)))
+        parts.push(tenant.head().select(mint, maxt, &m));
+        Ok::<_, IngesterError>(merge_series(parts))
+    })
+    .await
+    .map_err(|e| IngesterError::Task(e.to_string()))??;
+    let mut messages = Vec::with_capacity(selected.len().div_ceil(SERIES_PER_MESSAGE));
+    let mut it = selected.into_iter().peekable();
+    while it.peek().is_some() {
+        let series = it.by_ref().take(SERIES_PER_MESSAGE).map(chunked).collect();
+        messages.push(Ok(QueryStreamResponse { series }));
     }
-
-    async fn label_names(
-        &self,
-        tenant: &TenantId,
-        req: LabelNamesRequest,
-    ) -> Result<LabelNamesResponse, tonic::Status> {
-        let m = matchers(&req.matchers)?;
-        let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
-        let mut names: BTreeSet<String> = match self.head(tenant) {
-            Some(h) => h.label_names(mint, maxt, &m).into_iter().collect(),
-            None => BTreeSet::new(),
-        };
-        for b in self.blocks_overlapping(tenant, mint, maxt) {
-            let m = m.clone();
-            names.extend(self.block_call(tenant, move || b.label_names(&m)).await?);
-        }
-        Ok(LabelNamesResponse {
-            names: names.into_iter().collect(),
-        })
-    }
-
-    async fn label_values(
-        &self,
-        tenant: &TenantId,
-        req: LabelValuesRequest,
-    ) -> Result<LabelValuesResponse, tonic::Status> {
-        let m = matchers(&req.matchers)?;
-        let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
-        let mut values: BTreeSet<String> = match self.head(tenant) {
-            Some(h) => h.label_values(&req.name, mint, maxt, &m).into_iter().collect(),
-            None => BTreeSet::new(),
-        };
-        for b in self.blocks_overlapping(tenant, mint, maxt) {
-            let (name, m) = (req.name.clone(), m.clone());
-            values.extend(self.block_call(tenant, move || b.label_values(&name, &m)).await?);
-        }
-        Ok(LabelValuesResponse {
-            values: values.into_iter().collect(),
-        })
-    }
-
-    async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
-        let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
-        let head = self.head(tenant);
-        let blocks = self.blocks_overlapping(tenant, mint, maxt);
-        // The union over selectors, de-duplicated and sorted like Prometheus' /api/v1/series.
-        let mut all = BTreeSet::new();
-        for sel in &req.selectors {
-            let m = matchers(&sel.matchers)?;
-            if let Some(h) = &head {
-                all.extend(h.series(mint, maxt, &m));
-            }
-            for b in &blocks {
-                let (b, m) = (b.clone(), m.clone());
-                all.extend(self.block_call(tenant, move || b.series(mint, maxt, &m)).await?);
-            }
-        }
-        Ok(SeriesResponse {
-            series: all
-                .iter()
-                .map(|l| pb::Labels {
-                    labels: labels_to_proto(l),
-                })
-                .collect(),
-        })
-    }
+    Ok(Box::pin(futures::stream::iter(messages)))
 }
 
-impl Ingester {
-    /// Runs a local block read on a blocking thread (it may fault pages in from disk).
-    async fn block_call<T: Send + 'static>(
-        &self,
-        tenant: &TenantId,
-        f: impl FnOnce() -> Result<T, heddle_tsdb::TsdbError> + Send + 'static,
-    ) -> Result<T, IngesterError> {
-        tokio::task::spawn_blocking(f)
-            .await
-            .map_err(|e| IngesterError::Task(e.to_string()))?
-            .map_err(|source| IngesterError::Tsdb {
-                tenant: tenant.clone(),
-                source,
-            })
+/// Label names in `[start, end]` of the series matching the request.
+pub(crate) async fn label_names(
+    tenant: Option<Arc<Tenant>>,
+    req: LabelNamesRequest,
+) -> Result<LabelNamesResponse, IngesterError> {
+    let m = matchers(&req.matchers)?;
+    let mut names = BTreeSet::new();
+    if let Some(tenant) = tenant {
+        let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
+        names.extend(tenant.head().label_names(mint, maxt, &m));
+        for b in tenant.queryable_blocks(mint, maxt) {
+            let m = m.clone();
+            names.extend(block_call(&tenant, move || b.label_names(&m)).await?);
+        }
     }
+    Ok(LabelNamesResponse {
+        names: names.into_iter().collect(),
+    })
+}
+
+/// Values of one label in `[start, end]` of the series matching the request.
+pub(crate) async fn label_values(
+    tenant: Option<Arc<Tenant>>,
+    req: LabelValuesRequest,
+) -> Result<LabelValuesResponse, IngesterError> {
+    let m = matchers(&req.matchers)?;
+    let mut values = BTreeSet::new();
+    if let Some(tenant) = tenant {
+        let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
+        values.extend(tenant.head().label_values(&req.name, mint, maxt, &m));
+        for b in tenant.queryable_blocks(mint, maxt) {
+            let (name, m) = (req.name.clone(), m.clone());
+            values.extend(block_call(&tenant, move || b.label_values(&name, &m)).await?);
+        }
+    }
+    Ok(LabelValuesResponse {
+        values: values.into_iter().collect(),
+    })
+}
+
+/// The label sets in `[start, end]` matching any selector of the request.
+pub(crate) async fn series(tenant: Option<Arc<Tenant>>, req: SeriesRequest) -> Result<SeriesResponse, IngesterError> {
+    let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
+    let blocks = tenant
+        .as_ref()
+        .map(|t| t.queryable_blocks(mint, maxt))
+        .unwrap_or_default();
+    // The union over selectors, de-duplicated and sorted like Prometheus' /api/v1/series.
+    let mut all = BTreeSet::new();
+    for sel in &req.selectors {
+        let m = matchers(&sel.matchers)?;
+        let Some(tenant) = &tenant else { continue };
+        all.extend(tenant.head().series(mint, maxt, &m));
+        for b in &blocks {
+            let (b, m) = (b.clone(), m.clone());
+            all.extend(block_call(tenant, move || b.series(mint, maxt, &m)).await?);
+        }
+    }
+    Ok(SeriesResponse {
+        series: all
+            .iter()
+            .map(|l| pb::Labels {
+                labels: labels_to_proto(l),
+            })
+            .collect(),
+    })
+}
+
+/// Runs a local block read on a blocking thread (it may fault pages in from disk).
+async fn block_call<T: Send + 'static>(
+    tenant: &Tenant,
+    f: impl FnOnce() -> Result<T, heddle_tsdb::TsdbError> + Send + 'static,
+) -> Result<T, IngesterError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| IngesterError::Task(e.to_string()))?
+        .map_err(|source| IngesterError::Tsdb {
+            tenant: tenant.id().clone(),
+            source,
+        })
 }
 
 /// Merges series lists (each sorted by labels) from blocks and the head into one sorted list; a series in

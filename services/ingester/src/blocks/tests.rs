@@ -2,17 +2,22 @@
 //! a flush ships every block to a (filesystem) bucket, and a restart reopens the blocks without loading their
 //! samples into the head again.
 
-use super::*;
+use crate::Ingester;
 use crate::config::{IngesterConfig, TsdbConfig};
 use bytes::Bytes;
 use futures::StreamExt;
 use heddle_bucket::{Backend, Bucket, BucketConfig, FilesystemConfig};
+use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
-use heddle_proto::ingester::QueryRequest;
+use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, QueryRequest, SeriesRequest};
 use heddle_proto::prometheus::{Label, LabelMatcher, Sample, TimeSeries, WriteRequest};
 use heddle_server::DiscardedSamples;
 use prometheus_client::registry::Registry;
 use prost::Message as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 const H2: i64 = 7_200_000;
 const STEP: i64 = 60_000;
@@ -113,6 +118,28 @@ async fn query_all(ing: &Ingester) -> Vec<Vec<i64>> {
     out
 }
 
+/// Timestamps of every sample of `m` the tenant's local blocks hold (shipped or not), per series.
+fn local_blocks_all(ing: &Ingester) -> Vec<Vec<i64>> {
+    let t = ing.tenant(&tenant()).unwrap();
+    let m = heddle_model::Matcher::new(heddle_model::MatchType::Equal, "__name__", "m").unwrap();
+    let parts = t
+        .blocks()
+        .overlapping(i64::MIN, i64::MAX, &Default::default())
+        .iter()
+        .map(|b| b.select(i64::MIN, i64::MAX, std::slice::from_ref(&m)).unwrap())
+        .collect();
+    crate::read::merge_series(parts)
+        .iter()
+        .map(|s| {
+            s.chunks
+                .iter()
+                .flat_map(|c| heddle_tsdb::chunkenc::decode_xor(&c.data).unwrap())
+                .map(|x| x.t)
+                .collect()
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn compaction_queries_flush_and_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -126,7 +153,7 @@ async fn compaction_queries_flush_and_restart() {
     let written = ing.compact_tenant(&tenant(), false).await.unwrap();
     assert_eq!(written.len(), 1, "the oldest range is due");
     assert_eq!((written[0].min_time, written[0].max_time), (0, H2));
-    assert_eq!(ing.metrics.blocks.pending_upload.get(), 1, "written, not shipped");
+    assert_eq!(ing.metrics().blocks.pending_upload.get(), 1, "written, not shipped");
     let stats = ing.tenant_stats(&tenant()).await.unwrap();
     assert_eq!(stats.blocks_pending_upload, 1, "the admin API says so too: {stats:?}");
     assert_eq!(
@@ -140,19 +167,28 @@ async fn compaction_queries_flush_and_restart() {
     assert_eq!((report.blocks_written, report.blocks_shipped), (1, 2), "{report:?}");
     let shipped = std::fs::read_dir(bucket_dir.path().join("team-a")).unwrap().count();
     assert_eq!(shipped, 2, "two blocks in the bucket");
-    assert_eq!(ing.metrics.blocks.pending_upload.get(), 0, "both shipped");
+    assert_eq!(ing.metrics().blocks.pending_upload.get(), 0, "both shipped");
     assert_eq!(ing.tenant_stats(&tenant()).await.unwrap().blocks_pending_upload, 0);
     assert_eq!(
-        query_all(&ing).await,
+        local_blocks_all(&ing),
         vec![all.clone(), all.clone()],
-        "two blocks answer"
+        "two blocks hold everything"
+    );
+    assert_eq!(
+        query_all(&ing).await,
+        Vec::<Vec<i64>>::new(),
+        "both are in the bucket: the querier reads them there, the ingester no longer answers them"
     );
     ing.close().await;
 
     // A restart reopens both blocks; the head starts empty (nothing comes back from the WAL).
     let ing = ingester(dir.path(), bucket_dir.path());
     ing.open_existing().await.unwrap();
-    assert_eq!(query_all(&ing).await, vec![all.clone(), all]);
+    assert_eq!(local_blocks_all(&ing), vec![all.clone(), all]);
+    assert!(
+        query_all(&ing).await.is_empty(),
+        "shipper.json still says both are shipped"
+    );
     let head = ing.head(&tenant()).unwrap();
     assert_eq!(head.stats().series, 0, "{:?}", head.stats());
     assert_eq!(head.min_valid_time(), 2 * H2 - STEP + 1, "older samples stay refused");
@@ -174,7 +210,7 @@ async fn idle_head_is_compacted_and_shipped() {
         head_compaction_interval: std::time::Duration::from_millis(20),
         head_compaction_idle_timeout: std::time::Duration::from_millis(100),
         ship_interval: std::time::Duration::from_millis(20),
-        // The samples are from 1970: keep the shipped block local so the ingester still answers from it.
+        // The samples are from 1970: keep the shipped block local so the test can read it.
         retention_period: std::time::Duration::from_secs(100 * 365 * 86_400),
         ..TsdbConfig::default()
     };
@@ -193,5 +229,92 @@ async fn idle_head_is_compacted_and_shipped() {
     assert_eq!(shipped(), 1, "the idle head was compacted into one block and shipped");
     assert_eq!(ing.head(&tenant()).unwrap().stats().series, 0, "the head is empty");
     let all: Vec<i64> = (0..30 * STEP).step_by(STEP as usize).collect();
-    assert_eq!(query_all(&ing).await, vec![all.clone(), all], "the block answers");
+    assert_eq!(
+        local_blocks_all(&ing),
+        vec![all.clone(), all],
+        "the block holds every sample"
+    );
+    assert!(
+        query_all(&ing).await.is_empty(),
+        "shipped: the querier reads it from the bucket"
+    );
+}
+
+/// The ingester answers reads from its head and the local blocks not in the bucket yet; a shipped block is the
+/// querier's to read from the bucket (answering it here too would read it twice).
+#[tokio::test]
+async fn shipped_blocks_are_left_to_the_querier() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket_dir = tempfile::tempdir().unwrap();
+    let ing = ingester(dir.path(), bucket_dir.path());
+    ing.open_existing().await.unwrap();
+    push(&ing, 0, 2 * H2).await;
+    let first: Vec<i64> = (0..H2).step_by(STEP as usize).collect();
+    let second: Vec<i64> = (H2..2 * H2).step_by(STEP as usize).collect();
+
+    assert_eq!(ing.compact_tenant(&tenant(), false).await.unwrap().len(), 1);
+    let both: Vec<i64> = first.iter().chain(&second).copied().collect();
+    assert_eq!(
+        query_all(&ing).await,
+        vec![both.clone(), both],
+        "unshipped block + head"
+    );
+
+    let shipped = ing.ship_tenant(&tenant()).await.unwrap().unwrap();
+    assert_eq!(shipped.uploaded.len(), 1);
+    assert_eq!(
+        query_all(&ing).await,
+        vec![second.clone(), second.clone()],
+        "the head only"
+    );
+
+    // The rest goes into a second block, not shipped: it answers, the shipped one does not.
+    assert_eq!(ing.compact_tenant(&tenant(), true).await.unwrap().len(), 1);
+    assert_eq!(ing.head(&tenant()).unwrap().stats().series, 0);
+    assert_eq!(
+        query_all(&ing).await,
+        vec![second.clone(), second],
+        "the unshipped block"
+    );
+
+    let selector = |from: i64, to: i64| SeriesRequest {
+        start_timestamp_ms: from,
+        end_timestamp_ms: to,
+        selectors: vec![heddle_proto::ingester::Selector {
+            matchers: vec![LabelMatcher {
+                r#type: 0,
+                name: "__name__".into(),
+                value: "m".into(),
+            }],
+        }],
+    };
+    let in_shipped = ing.series(&tenant(), selector(0, H2 - STEP)).await.unwrap();
+    assert!(in_shipped.series.is_empty(), "{:?}", in_shipped.series);
+    assert_eq!(
+        ing.series(&tenant(), selector(0, 2 * H2)).await.unwrap().series.len(),
+        2
+    );
+    let values = |from: i64, to: i64| LabelValuesRequest {
+        name: "id".into(),
+        start_timestamp_ms: from,
+        end_timestamp_ms: to,
+        matchers: Vec::new(),
+    };
+    assert!(
+        ing.label_values(&tenant(), values(0, H2 - STEP))
+            .await
+            .unwrap()
+            .values
+            .is_empty()
+    );
+    assert_eq!(
+        ing.label_values(&tenant(), values(0, 2 * H2)).await.unwrap().values,
+        ["x", "y"]
+    );
+    let names = LabelNamesRequest {
+        start_timestamp_ms: 0,
+        end_timestamp_ms: H2 - STEP,
+        matchers: Vec::new(),
+    };
+    assert!(ing.label_names(&tenant(), names).await.unwrap().names.is_empty());
 }

@@ -119,6 +119,11 @@ impl InstanceLimiter {
         Ok(())
     }
 
+    /// `max_series` (0: no limit).
+    pub(crate) fn max_series(&self) -> usize {
+        self.cfg.max_series
+    }
+
     /// Refuses a push that would take the ingester past `max_series` series.
     pub(crate) fn check_series(&self, current: u64, new: u64) -> Result<(), IngesterError> {
         let max = self.cfg.max_series as u64;

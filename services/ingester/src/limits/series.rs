@@ -1,172 +1,181 @@
-//! Per-tenant series accounting for `max_global_series_per_user` and `max_global_series_per_metric`.
+//! A tenant's series admission: the head's series lifecycle hook that enforces `max_global_series_per_user`,
+//! `max_global_series_per_metric` (local shares) and the instance's `max_series`.
 //!
-//! The ingester decides whether a push creates a series before handing the batch to the head, so it keeps
-//! the set of the tenant's series as 64-bit label hashes (8 bytes a series, not the labels) and a count per
-//! metric name. The set is seeded from the head the first time the tenant pushes after start-up. A hash
-//! collision would let one new series pass as existing (probability about n²/2⁶⁵: 6·10⁻¹⁰ at 150,000
-//! series); the limit can then be exceeded by that series, never wrongly enforced.
-//!
-//! The tenant's total comes from the head itself ([`heddle_tsdb::HeadStats::series`]), so it stays exact.
-//! Series are only created through this accounting, so the head holding fewer series than the set means
-//! head truncation dropped some: the set is then rebuilt from the head ([`TenantSeries::seed`]).
+//! The head asks it only when an append would create a series, under the head's appender lock, so one tenant's
+//! checks never race. The tenant's series count is the head's own; the per-metric limit needs a count per metric
+//! name, kept here from the head's creation and deletion reports (series loaded at open are reported when the
+//! hook is installed and are never refused, as in Mimir). The same reports keep the instance-wide
+//! `heddle_ingester_memory_series` gauge, which the instance limit reads.
 
-use heddle_model::{LabelRef, Labels, METRIC_NAME, MatchType, Matcher};
-use heddle_tsdb::Head;
-use std::collections::{HashMap, HashSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use super::IngesterLimits;
+use heddle_model::{LabelRef, Labels, METRIC_NAME, TenantId};
+use heddle_tsdb::{SeriesLifecycle, SeriesRefusal};
+use prometheus_client::metrics::gauge::Gauge;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-/// What the limits say about one series of a push.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SeriesAdmission {
-    /// The series exists (or is created earlier in the same push).
-    Existing,
-    /// A new series within the limits; it has been counted.
-    New,
-    /// Creating it would exceed the tenant's series limit (the local value).
-    OverUserLimit { limit: usize },
-    /// Creating it would exceed the limit for its metric name (the local value).
-    OverMetricLimit { limit: usize },
+pub(crate) const REASON_MAX_SERIES_PER_USER: &str = "err-heddle-max-series-per-user";
+pub(crate) const REASON_MAX_SERIES_PER_METRIC: &str = "err-heddle-max-series-per-metric";
+/// The id of a push refused whole because the ingester holds `max_series` series.
+pub(crate) const REASON_INSTANCE_MAX_SERIES: &str = "err-heddle-ingester-instance-limit";
+
+/// One tenant's series admission; installed on its head with [`heddle_tsdb::Head::set_series_lifecycle`].
+#[derive(Debug)]
+pub(crate) struct SeriesAdmission {
+    tenant: TenantId,
+    limits: Arc<IngesterLimits>,
+    /// Series of every tenant on this ingester (`heddle_ingester_memory_series`).
+    memory_series: Gauge,
+    per_metric: Mutex<HashMap<String, u64>>,
 }
 
-/// The series of one tenant, for limit checks. Callers hold the tenant's lock around seed, admit and append.
-#[derive(Debug, Default)]
-pub(crate) struct TenantSeries {
-    known: Option<HashSet<u64>>,
-    per_metric: HashMap<String, usize>,
-}
-
-/// Hash of the labels with a non-empty value (the head ignores empty ones too).
-pub(crate) fn series_hash<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> u64 {
-    let mut h = DefaultHasher::new();
-    for (n, v) in labels {
-        if v.is_empty() {
-            continue;
+impl SeriesAdmission {
+    pub(crate) fn new(tenant: TenantId, limits: Arc<IngesterLimits>, memory_series: Gauge) -> Self {
+        Self {
+            tenant,
+            limits,
+            memory_series,
+            per_metric: Mutex::new(HashMap::new()),
         }
-        n.hash(&mut h);
-        v.hash(&mut h);
-    }
-    h.finish()
-}
-
-fn metric_name<'a>(labels: &[LabelRef<'a>]) -> &'a str {
-    labels.iter().find(|l| l.name == METRIC_NAME).map_or("", |l| l.value)
-}
-
-impl TenantSeries {
-    /// Loads the head's series: the first time, and again whenever the head holds fewer series than the set
-    /// (truncation dropped some).
-    pub(crate) fn seed(&mut self, head: &Head) {
-        if let Some(known) = &self.known {
-            if head.stats().series >= known.len() as u64 {
-                return;
-            }
-            self.per_metric.clear();
-        }
-        let all: Vec<Labels> = match Matcher::new(MatchType::RegexMatch, METRIC_NAME, ".+") {
-            Ok(m) => head.series(i64::MIN, i64::MAX, &[m]),
-            Err(_) => Vec::new(),
-        };
-        let mut known = HashSet::with_capacity(all.len());
-        for labels in &all {
-            known.insert(series_hash(labels.iter().map(|l| (l.name, l.value))));
-            if let Some(name) = labels.metric_name() {
-                *self.per_metric.entry(name.to_owned()).or_default() += 1;
-            }
-        }
-        self.known = Some(known);
     }
 
-    /// Decides whether the push may create the series with `labels`. `head_series` is the tenant's count
-    /// before this push, `created` the series this push created so far (incremented on [`SeriesAdmission::New`]).
-    /// `user_limit` and `metric_limit` are local limits, 0 meaning none.
-    pub(crate) fn admit(
-        &mut self,
-        labels: &[LabelRef<'_>],
-        head_series: u64,
-        created: &mut u64,
-        user_limit: usize,
-        metric_limit: usize,
-    ) -> SeriesAdmission {
-        let hash = series_hash(labels.iter().map(|l| (l.name, l.value)));
-        let known = self.known.get_or_insert_with(HashSet::new);
-        if known.contains(&hash) {
-            return SeriesAdmission::Existing;
-        }
-        if user_limit > 0 && head_series.saturating_add(*created) >= user_limit as u64 {
-            return SeriesAdmission::OverUserLimit { limit: user_limit };
-        }
-        let name = metric_name(labels);
-        let per_metric = self.per_metric.get(name).copied().unwrap_or(0);
-        if metric_limit > 0 && per_metric >= metric_limit {
-            return SeriesAdmission::OverMetricLimit { limit: metric_limit };
-        }
-        known.insert(hash);
-        *self.per_metric.entry(name.to_owned()).or_default() += 1;
-        *created += 1;
-        SeriesAdmission::New
-    }
-
-    /// Undoes [`TenantSeries::admit`] for a series the head refused to create (invalid labels).
-    pub(crate) fn forget(&mut self, labels: &[LabelRef<'_>]) {
-        let hash = series_hash(labels.iter().map(|l| (l.name, l.value)));
-        if let Some(known) = &mut self.known
-            && known.remove(&hash)
-            && let Some(n) = self.per_metric.get_mut(metric_name(labels))
-        {
-            *n = n.saturating_sub(1);
-        }
+    fn per_metric(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.per_metric.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Series counted for `metric` (tests and diagnostics).
     #[cfg(test)]
-    pub(crate) fn metric_series(&self, metric: &str) -> usize {
-        self.per_metric.get(metric).copied().unwrap_or(0)
+    pub(crate) fn metric_series(&self, metric: &str) -> u64 {
+        self.per_metric().get(metric).copied().unwrap_or(0)
     }
+}
+
+impl SeriesLifecycle for SeriesAdmission {
+    fn pre_creation(&self, labels: &[LabelRef<'_>], head_series: u64) -> Result<(), SeriesRefusal> {
+        let tenant = &self.tenant;
+        let limits = self.limits.local_series_limits(tenant);
+        let user_limit = limits.max_global_series_per_user;
+        if user_limit > 0 && head_series >= user_limit as u64 {
+            return Err(SeriesRefusal::series(
+                REASON_MAX_SERIES_PER_USER,
+                format!(
+                    "{REASON_MAX_SERIES_PER_USER}: per-tenant series limit of {user_limit} reached (tenant={tenant}, \
+                     series={}): the series was not created; reduce the tenant's cardinality or raise \
+                     `limits.max_global_series_per_user` (--ingester.max-global-series-per-user)",
+                    series_text(labels)
+                ),
+            ));
+        }
+        let metric_limit = limits.max_global_series_per_metric;
+        if metric_limit > 0 {
+            let name = labels.iter().find(|l| l.name == METRIC_NAME).map_or("", |l| l.value);
+            if self.per_metric().get(name).copied().unwrap_or(0) >= metric_limit as u64 {
+                return Err(SeriesRefusal::series(
+                    REASON_MAX_SERIES_PER_METRIC,
+                    format!(
+                        "{REASON_MAX_SERIES_PER_METRIC}: per-metric series limit of {metric_limit} reached \
+                         (tenant={tenant}, series={}): the series was not created; reduce the metric's cardinality \
+                         or raise `limits.max_global_series_per_metric` (--ingester.max-global-series-per-metric)",
+                        series_text(labels)
+                    ),
+                ));
+            }
+        }
+        // Last, as before the tenant's limits: a series they refuse takes no instance slot.
+        let current = self.memory_series.get().max(0) as u64;
+        if let Err(e) = self.limits.instance.check_series(current, 1) {
+            return Err(SeriesRefusal::batch(REASON_INSTANCE_MAX_SERIES, e.to_string()));
+        }
+        Ok(())
+    }
+
+    fn post_creation(&self, metric_name: &str, series: u64) {
+        *self.per_metric().entry(metric_name.to_owned()).or_default() += series;
+        self.memory_series.inc_by(series as i64);
+    }
+
+    fn post_deletion(&self, metric_name: &str, series: u64) {
+        let mut per_metric = self.per_metric();
+        if let Some(n) = per_metric.get_mut(metric_name) {
+            *n = n.saturating_sub(series);
+            if *n == 0 {
+                per_metric.remove(metric_name);
+            }
+        }
+        drop(per_metric);
+        self.memory_series.dec_by(series as i64);
+    }
+}
+
+/// The series in Prometheus' text form for messages.
+pub(crate) fn series_text(labels: &[LabelRef<'_>]) -> String {
+    Labels::from_unsorted(labels.iter().map(|l| (l.name, l.value)))
+        .map(|l| l.to_string())
+        .unwrap_or_else(|_| "{invalid label set}".into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::{InstanceLimitsConfig, SeriesLimits, StaticLimits};
+    use prometheus_client::registry::Registry;
 
     fn l<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<LabelRef<'a>> {
         pairs.iter().map(|&(name, value)| LabelRef { name, value }).collect()
     }
 
+    fn admission(user: usize, metric: usize, max_series: usize) -> SeriesAdmission {
+        let mut r = Registry::default();
+        let limits = IngesterLimits::new(
+            InstanceLimitsConfig {
+                max_series,
+                ..InstanceLimitsConfig::default()
+            },
+            &mut r,
+        );
+        limits.set_source(Arc::new(StaticLimits(SeriesLimits {
+            max_global_series_per_user: user,
+            max_global_series_per_metric: metric,
+        })));
+        SeriesAdmission::new(TenantId::new("t").unwrap(), Arc::new(limits), Gauge::default())
+    }
+
     #[test]
     fn user_and_metric_limits() {
-        let mut t = TenantSeries::default();
-        let mut created = 0;
+        let t = admission(3, 1, 0);
         let a1 = l(&[("__name__", "a"), ("i", "1")]);
         let a2 = l(&[("__name__", "a"), ("i", "2")]);
         let b1 = l(&[("__name__", "b"), ("i", "1")]);
         let c1 = l(&[("__name__", "c"), ("i", "1")]);
-        assert_eq!(t.admit(&a1, 0, &mut created, 3, 1), SeriesAdmission::New);
-        assert_eq!(t.admit(&a1, 0, &mut created, 3, 1), SeriesAdmission::Existing);
-        assert_eq!(
-            t.admit(&a2, 0, &mut created, 3, 1),
-            SeriesAdmission::OverMetricLimit { limit: 1 }
-        );
-        assert_eq!(t.admit(&b1, 0, &mut created, 3, 1), SeriesAdmission::New);
-        assert_eq!(created, 2);
-        assert_eq!(
-            t.admit(&c1, 1, &mut created, 3, 0),
-            SeriesAdmission::OverUserLimit { limit: 3 },
-            "1 in the head + 2 created by this push"
-        );
-        t.forget(&b1);
+        t.pre_creation(&a1, 0).unwrap();
+        t.post_creation("a", 1);
+        let r = t.pre_creation(&a2, 1).unwrap_err();
+        assert_eq!(r.id, REASON_MAX_SERIES_PER_METRIC);
+        assert!(r.message.contains("limit of 1"), "{}", r.message);
+        t.pre_creation(&b1, 1).unwrap();
+        t.post_creation("b", 1);
+        let r = t.pre_creation(&c1, 3).unwrap_err();
+        assert_eq!(r.id, REASON_MAX_SERIES_PER_USER, "3 in the head");
+        assert_eq!(r.scope, heddle_tsdb::RefusalScope::Series);
+        t.post_deletion("b", 1);
         assert_eq!(t.metric_series("b"), 0);
-        assert_eq!(t.admit(&a2, 0, &mut 0, 0, 0), SeriesAdmission::New, "0 means no limit");
+        assert_eq!(
+            t.memory_series.get(),
+            1,
+            "the instance gauge follows creations and deletions"
+        );
+        assert!(
+            admission(0, 0, 0).pre_creation(&a2, 1_000_000).is_ok(),
+            "0 means no limit"
+        );
     }
 
     #[test]
-    fn empty_values_do_not_change_identity() {
-        let a = series_hash([("__name__", "a"), ("x", "")]);
-        let b = series_hash([("__name__", "a")]);
-        assert_eq!(a, b);
-        assert_ne!(
-            series_hash([("a", "bc")]),
-            series_hash([("ab", "c")]),
-            "names and values are delimited"
-        );
+    fn the_instance_limit_refuses_the_batch() {
+        let t = admission(0, 0, 2);
+        t.post_creation("a", 2);
+        let r = t.pre_creation(&l(&[("__name__", "b")]), 2).unwrap_err();
+        assert_eq!(r.scope, heddle_tsdb::RefusalScope::Batch);
+        assert!(r.message.contains("max_series"), "{}", r.message);
     }
 }

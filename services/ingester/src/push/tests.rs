@@ -270,7 +270,7 @@ async fn instance_limits_answer_unavailable_at_once() {
         limits(0, 0),
     )
     .await;
-    let held = s.ingester.limits.instance.start_push().unwrap();
+    let held = s.ingester.limits().instance.start_push().unwrap();
     let err = push(&s.ingester, "a", vec![ts("m", "1", &[T0])]).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable);
     assert!(
@@ -338,6 +338,13 @@ async fn series_dropped_by_head_truncation_free_their_slots() {
     let head = s.ingester.head(&tenant("a")).unwrap();
     head.truncate(T0 + HOUR).unwrap();
     assert_eq!(head.stats().series, 0, "truncation dropped both series");
+    let admission = s.ingester.tenant(&tenant("a")).unwrap();
+    assert_eq!(
+        admission.admission().metric_series("m"),
+        0,
+        "the head told the admission"
+    );
+    assert_eq!(s.ingester.metrics().memory_series.get(), 0);
     let r = push(
         &s.ingester,
         "a",

@@ -1,0 +1,76 @@
+//! The ingester's API entry points: the instance checks, then the tenant's push or read, and the
+//! [`IngesterClient`] implementation that serves in-process callers and gRPC alike.
+
+use super::Ingester;
+use crate::error::IngesterError;
+use crate::push::PushContext;
+use bytes::Bytes;
+use heddle_model::TenantId;
+use heddle_proto::ingester::{
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
+    SeriesRequest, SeriesResponse,
+};
+use heddle_proto::{IngesterClient, QueryStream};
+
+impl Ingester {
+    /// Appends an encoded `WriteRequest` to the tenant (opened on its first push).
+    ///
+    /// Order of checks, cheapest first: instance limits (in-flight, rate, tenants) before the body is decoded;
+    /// then the tenant's head judges each series (out of bounds, series limits, the instance series limit).
+    #[tracing::instrument(skip_all, fields(tenant = %tenant))]
+    pub(crate) async fn push_bytes(&self, tenant: &TenantId, body: Bytes) -> Result<PushResponse, IngesterError> {
+        self.check_accepting()?;
+        let instance = &self.limits.instance;
+        let _inflight = instance.start_push()?;
+        instance.check_rate(tokio::time::Instant::now())?;
+        if self.tenant(tenant).is_none() {
+            instance.check_new_tenant(self.read_tenants().len())?;
+        }
+        let t = self.tenant_or_open(tenant).await?;
+        let ctx = PushContext {
+            arenas: self.arenas.clone(),
+            metrics: self.metrics.clone(),
+            discarded: self.discarded.clone(),
+        };
+        let max_series = instance.max_series();
+        // The only batch the admission hook refuses whole: the instance's series limit (counted when refused).
+        let refused = move |_id, _message| IngesterError::InstanceLimit {
+            limit: "max_series",
+            value: max_series.to_string(),
+        };
+        let (response, appended) = crate::push::push(t, ctx, body, refused).await?;
+        instance.record_samples(appended, tokio::time::Instant::now());
+        Ok(response)
+    }
+}
+
+#[async_trait::async_trait]
+impl IngesterClient for Ingester {
+    async fn push(&self, tenant: &TenantId, write_request: Bytes) -> Result<PushResponse, tonic::Status> {
+        Ok(self.push_bytes(tenant, write_request).await?)
+    }
+
+    async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, tonic::Status> {
+        Ok(crate::read::query_stream(self.tenant(tenant), req).await?)
+    }
+
+    async fn label_names(
+        &self,
+        tenant: &TenantId,
+        req: LabelNamesRequest,
+    ) -> Result<LabelNamesResponse, tonic::Status> {
+        Ok(crate::read::label_names(self.tenant(tenant), req).await?)
+    }
+
+    async fn label_values(
+        &self,
+        tenant: &TenantId,
+        req: LabelValuesRequest,
+    ) -> Result<LabelValuesResponse, tonic::Status> {
+        Ok(crate::read::label_values(self.tenant(tenant), req).await?)
+    }
+
+    async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
+        Ok(crate::read::series(self.tenant(tenant), req).await?)
+    }
+}

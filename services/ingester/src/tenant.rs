@@ -1,0 +1,124 @@
+//! One tenant on this ingester: its head, its local blocks, its shipper, its series admission and its rate,
+//! opened as one unit (local blocks, then the head's replay, then the admission hook on the head) and closed as
+//! one.
+//!
+//! The ingester keeps one map of these; every per-tenant path (push, reads, blocks, admin) takes a `&Tenant`.
+//! What a tenant needs that is not its own (configuration, metrics, the instance limits) is passed in by the
+//! caller. Closing an idle tenant (issue 19) is closing this unit and dropping it from the map.
+
+use crate::blocks::LocalBlocks;
+use crate::limits::SeriesAdmission;
+use crate::rates::TenantRate;
+use heddle_bucket::{Bucket, Shipper};
+use heddle_model::TenantId;
+use heddle_tsdb::block::BlockReader;
+use heddle_tsdb::{Head, HeadOptions, ReplayStats, TsdbError};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A tenant's state on this ingester.
+#[derive(Debug)]
+pub(crate) struct Tenant {
+    id: TenantId,
+    head: Arc<Head>,
+    blocks: LocalBlocks,
+    /// Where its blocks go; `None` when shipping is off.
+    shipper: Option<Shipper>,
+    /// The head's series lifecycle hook (kept for tests and diagnostics; the head holds it too).
+    #[cfg_attr(not(test), allow(dead_code))]
+    admission: Arc<SeriesAdmission>,
+    rate: TenantRate,
+    /// Samples appended when the blocks loop last saw the count change, and when: for idle compaction.
+    activity: Mutex<Option<(u64, Instant)>>,
+}
+
+impl Tenant {
+    /// Opens the tenant stored in `dir` (an empty one if missing): deletes half-written blocks and opens the
+    /// others, replays the head from the end of the newest block on, and installs `admission` on it (the
+    /// replayed series are counted, never refused). Blocking: run it off the async runtime.
+    pub(crate) fn open(
+        id: TenantId,
+        dir: PathBuf,
+        mut opts: HeadOptions,
+        bucket: Option<Bucket>,
+        admission: Arc<SeriesAdmission>,
+    ) -> Result<(Tenant, ReplayStats), TsdbError> {
+        let (blocks, newest_end) = LocalBlocks::open(&dir)?;
+        opts.min_valid_time = opts.min_valid_time.max(newest_end);
+        let (head, stats) = Head::open(&dir, opts)?;
+        head.set_series_lifecycle(admission.clone());
+        let shipper = bucket.map(|b| Shipper::new(id.clone(), dir, b));
+        let tenant = Tenant {
+            id,
+            head: Arc::new(head),
+            blocks,
+            shipper,
+            admission,
+            rate: TenantRate::default(),
+            activity: Mutex::new(None),
+        };
+        Ok((tenant, stats))
+    }
+
+    /// Closes the head (flushing and syncing its WAL), first writing a chunk snapshot when `snapshot`; returns
+    /// the series in the snapshot. Reads keep working. Blocking.
+    pub(crate) fn close(&self, snapshot: bool) -> Result<Option<u64>, TsdbError> {
+        if snapshot {
+            self.head.close_with_snapshot().map(|s| s.map(|s| s.series))
+        } else {
+            self.head.close().map(|()| None)
+        }
+    }
+
+    pub(crate) fn id(&self) -> &TenantId {
+        &self.id
+    }
+
+    pub(crate) fn head(&self) -> &Arc<Head> {
+        &self.head
+    }
+
+    pub(crate) fn blocks(&self) -> &LocalBlocks {
+        &self.blocks
+    }
+
+    pub(crate) fn shipper(&self) -> Option<&Shipper> {
+        self.shipper.as_ref()
+    }
+
+    pub(crate) fn rate(&self) -> &TenantRate {
+        &self.rate
+    }
+
+    #[cfg(test)]
+    pub(crate) fn admission(&self) -> &SeriesAdmission {
+        &self.admission
+    }
+
+    /// The local blocks a query of `[mint, maxt]` reads here: those overlapping it that are not in the bucket
+    /// yet. A shipped block is the querier's to read from the bucket; answering it here too would read it twice.
+    pub(crate) fn queryable_blocks(&self, mint: i64, maxt: i64) -> Vec<Arc<BlockReader>> {
+        let shipped = self.shipper.as_ref().map(Shipper::shipped).unwrap_or_default();
+        self.blocks.overlapping(mint, maxt, &shipped)
+    }
+
+    /// Records the head's appended-sample count for the rate.
+    pub(crate) fn observe_rate(&self, now: Instant) {
+        self.rate.observe(now, self.head.stats().samples_appended);
+    }
+
+    /// Whether the head has samples and received none for `timeout` (0: never idle), as seen by successive
+    /// calls (the blocks loop's ticks).
+    pub(crate) fn idle(&self, timeout: Duration, now: Instant) -> bool {
+        let stats = self.head.stats();
+        let mut activity = self.activity.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = activity.get_or_insert((stats.samples_appended, now));
+        if entry.0 != stats.samples_appended {
+            *entry = (stats.samples_appended, now);
+            return false;
+        }
+        let has_samples = stats.max_time.is_some_and(|t| t >= self.head.min_valid_time());
+        !timeout.is_zero() && has_samples && now.duration_since(entry.1) >= timeout
+    }
+}
