@@ -3,7 +3,7 @@
 use crate::config::{Config, Target};
 use anyhow::{Context, bail};
 use heddle_distributor::{Distributor, IngesterRing, Overrides, RingIngesters, SingleIngesterRing};
-use heddle_ingester::{Ingester, LimitsSource, SeriesLimits};
+use heddle_ingester::{Ingester, LimitsSource, SeriesLimits, Topology, TopologySource};
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
 use heddle_querier::{IngesterSource, Querier, RingIngesterSource, StaticIngesters};
@@ -28,6 +28,37 @@ impl LimitsSource for OverridesLimits {
         SeriesLimits {
             max_global_series_per_user: l.max_global_series_per_user,
             max_global_series_per_metric: l.max_global_series_per_metric,
+        }
+    }
+}
+
+/// The ingester divides global series limits by the ring it is in: the replication factor of the ring's
+/// config and the ingesters in the ring, or with zone awareness those in this ingester's zone and the number of
+/// zones (Mimir's limiter).
+#[derive(Debug)]
+struct RingTopology {
+    ring: Arc<Ring>,
+    zone: String,
+}
+
+impl TopologySource for RingTopology {
+    fn topology(&self) -> Topology {
+        let snapshot = self.ring.snapshot();
+        let cfg = snapshot.config();
+        let instances = snapshot.instances();
+        if cfg.zone_awareness_enabled {
+            let zones: std::collections::BTreeSet<&str> = instances.iter().map(|i| i.zone.as_str()).collect();
+            Topology {
+                replication_factor: cfg.replication_factor,
+                ingesters: instances.iter().filter(|i| i.zone == self.zone).count(),
+                zones: zones.len().max(1),
+            }
+        } else {
+            Topology {
+                replication_factor: cfg.replication_factor,
+                ingesters: instances.len(),
+                zones: 1,
+            }
         }
     }
 }
@@ -193,6 +224,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 
     if let Some(ing) = &ingester {
         ing.set_limits_source(Arc::new(OverridesLimits(overrides.clone())));
+        // A single process keeps the default topology (RF 1, one ingester): the global limits apply whole.
+        if let Some(c) = &cluster {
+            ing.set_topology_source(Arc::new(RingTopology {
+                ring: Arc::clone(&c.ring),
+                zone: cfg.ingester.ring.instance_zone.clone(),
+            }));
+        }
     }
 
     let (ring, source): (Arc<dyn IngesterRing>, Arc<dyn IngesterSource>) = match (&cluster, &ingester) {
@@ -366,4 +404,68 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         c.gossip.shutdown().await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use heddle_ring::{InstanceDesc, MembershipView, ReplicationConfig};
+
+    fn ring(zone_awareness_enabled: bool, zones: &[&str]) -> Arc<Ring> {
+        let ring = Arc::new(Ring::new(ReplicationConfig {
+            replication_factor: 3,
+            zone_awareness_enabled,
+            ..ReplicationConfig::default()
+        }));
+        let mut view = MembershipView::default();
+        for (i, zone) in zones.iter().enumerate() {
+            view.desc.upsert(InstanceDesc {
+                id: format!("ing-{i}"),
+                addr: format!("127.0.0.1:{}", 9000 + i),
+                zone: (*zone).to_owned(),
+                state: InstanceState::Active,
+                tokens: vec![i as u32],
+                heartbeat_ms: 0,
+                registered_at_ms: 0,
+            });
+        }
+        ring.update(&view);
+        ring
+    }
+
+    #[test]
+    fn the_ring_gives_the_ingester_its_topology() {
+        let plain = RingTopology {
+            ring: ring(false, &["", "", "", "", "", ""]),
+            zone: String::new(),
+        };
+        let t = plain.topology();
+        assert_eq!(
+            t,
+            Topology {
+                replication_factor: 3,
+                ingesters: 6,
+                zones: 1
+            }
+        );
+        assert_eq!(t.local_limit(150_000), 75_000, "global * RF / ingesters");
+        let zoned = RingTopology {
+            ring: ring(true, &["a", "a", "b", "b", "c", "c", "c"]),
+            zone: "c".into(),
+        };
+        let t = zoned.topology();
+        assert_eq!(
+            t,
+            Topology {
+                replication_factor: 3,
+                ingesters: 3,
+                zones: 3
+            }
+        );
+        assert_eq!(
+            t.local_limit(150_000),
+            50_000,
+            "a zone's copy over the zone's 3 ingesters"
+        );
+    }
 }
