@@ -15,6 +15,7 @@ mod convert;
 mod error;
 mod ingester;
 mod limits;
+mod local_blocks;
 mod metrics;
 mod push;
 mod rates;

@@ -6,8 +6,8 @@
 //! What a tenant needs that is not its own (configuration, metrics, the instance limits) is passed in by the
 //! caller. Closing an idle tenant (issue 19) is closing this unit and dropping it from the map.
 
-use crate::blocks::LocalBlocks;
 use crate::limits::SeriesAdmission;
+use crate::local_blocks::LocalBlocks;
 use crate::rates::TenantRate;
 use heddle_bucket::{Bucket, Shipper};
 use heddle_model::TenantId;
