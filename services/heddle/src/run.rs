@@ -224,6 +224,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 
     if let Some(ing) = &ingester {
         ing.set_limits_source(Arc::new(OverridesLimits(overrides.clone())));
+        // Reads leave a shipped block to the querier once its block list refresh has had time to find it.
+        ing.set_shipped_blocks_grace(cfg.blocks_storage.bucket_store.sync_interval);
         // A single process keeps the default topology (RF 1, one ingester): the global limits apply whole.
         if let Some(c) = &cluster {
             ing.set_topology_source(Arc::new(RingTopology {

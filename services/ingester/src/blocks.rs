@@ -81,8 +81,10 @@ pub(crate) async fn ship(tenant: &Tenant, metrics: &BlockMetrics) -> Result<Opti
     let Some(shipper) = tenant.shipper() else {
         return Ok(None);
     };
+    let before = shipper.shipped();
     let result = shipper.ship().await;
     // Also after a failure: an upload before it may have succeeded.
+    tenant.note_shipped(shipper.shipped().into_iter().filter(|u| !before.contains(u)));
     recount_pending(tenant, metrics);
     let report = result.map_err(|e| IngesterError::Bucket {
         tenant: tenant.id().clone(),
@@ -113,7 +115,7 @@ pub(crate) async fn flush(
 }
 
 /// Deletes the tenant's local blocks that are shipped and past `retention`; the querier reads them from the
-/// bucket (they were no longer answered here since they were shipped).
+/// bucket (they were no longer answered here soon after they were shipped).
 pub(crate) async fn delete_expired(tenant: &Tenant, retention: Duration, metrics: &BlockMetrics) {
     let Some(shipper) = tenant.shipper() else {
         return;
@@ -125,6 +127,7 @@ pub(crate) async fn delete_expired(tenant: &Tenant, retention: Duration, metrics
         Ok(deleted) if !deleted.is_empty() => {
             metrics.blocks_deleted.inc_by(deleted.len() as u64);
             tenant.blocks().remove(&deleted);
+            tenant.forget_shipped(&deleted);
             tracing::info!(tenant = %tenant.id(), blocks = deleted.len(), "deleted local blocks past the retention period");
         }
         Ok(_) => {}

@@ -21,8 +21,9 @@ use heddle_tsdb::block::BlockMeta;
 use heddle_tsdb::{HeadOptions, ReplayStats};
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 const STARTING: u8 = 0;
 const RUNNING: u8 = 1;
@@ -42,6 +43,8 @@ pub struct Ingester {
     limits: Arc<IngesterLimits>,
     /// Where blocks are shipped; `None` when shipping is off.
     bucket: Option<heddle_bucket::Bucket>,
+    /// How long reads still answer a block after its upload, in ms (see [`Ingester::set_shipped_blocks_grace`]).
+    shipped_blocks_grace_ms: AtomicU64,
     state: AtomicU8,
 }
 
@@ -64,6 +67,7 @@ impl Ingester {
             discarded,
             limits: Arc::new(IngesterLimits::new(cfg.instance_limits.clone(), registry)),
             bucket,
+            shipped_blocks_grace_ms: AtomicU64::new(0),
             state: AtomicU8::new(STARTING),
         })
     }
@@ -78,6 +82,18 @@ impl Ingester {
     /// RF 1, one ingester). The binary passes the ring here in a cluster.
     pub fn set_topology_source(&self, topology: Arc<dyn TopologySource>) {
         self.limits.set_topology(topology);
+    }
+
+    /// How long after its upload a block is still answered here (default 0: reads leave a shipped block to the
+    /// querier at once). The binary passes the querier's bucket sync interval, so that the querier lists a block
+    /// before the ingester stops answering it.
+    pub fn set_shipped_blocks_grace(&self, grace: Duration) {
+        let ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        self.shipped_blocks_grace_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn shipped_blocks_grace(&self) -> Duration {
+        Duration::from_millis(self.shipped_blocks_grace_ms.load(Ordering::Relaxed))
     }
 
     /// Opens every tenant directory found under the TSDB dir, replaying their heads in parallel (one blocking

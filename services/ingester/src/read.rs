@@ -1,7 +1,8 @@
 //! The read calls of one tenant: its head and the local blocks the bucket does not have yet.
 //!
-//! Blocks already shipped are left to the querier, which reads them from the bucket
-//! ([`Tenant::queryable_blocks`]); answering them here too would read the same block twice.
+//! Blocks already shipped are left to the querier, which reads them from the bucket, once `grace` (the querier's
+//! block list refresh) has passed since their upload ([`Tenant::queryable_blocks`]); answering them here too
+//! would read the same block twice.
 
 use crate::convert::matchers;
 use crate::error::IngesterError;
@@ -15,6 +16,7 @@ use heddle_proto::{QueryStream, labels_to_proto, xor_chunked_series};
 use heddle_tsdb::SeriesChunks;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Series per `QueryStreamResponse` message: keeps messages well under gRPC's 4 MiB default.
 const SERIES_PER_MESSAGE: usize = 128;
@@ -27,13 +29,17 @@ fn chunked(series: SeriesChunks) -> pb::ChunkedSeries {
 }
 
 /// The series and chunks of `[start, end]` matching the request, from the head and unshipped local blocks.
-pub(crate) async fn query_stream(tenant: Option<Arc<Tenant>>, req: QueryRequest) -> Result<QueryStream, IngesterError> {
+pub(crate) async fn query_stream(
+    tenant: Option<Arc<Tenant>>,
+    grace: Duration,
+    req: QueryRequest,
+) -> Result<QueryStream, IngesterError> {
     let m = matchers(&req.matchers)?;
     let Some(tenant) = tenant else {
         return Ok(Box::pin(futures::stream::empty()));
     };
     let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
-    let blocks = tenant.queryable_blocks(mint, maxt);
+    let blocks = tenant.queryable_blocks(mint, maxt, grace);
     let selected = tokio::task::spawn_blocking(move || {
         let mut parts = Vec::with_capacity(blocks.len() + 1);
         for b in &blocks {
@@ -59,6 +65,7 @@ pub(crate) async fn query_stream(tenant: Option<Arc<Tenant>>, req: QueryRequest)
 /// Label names in `[start, end]` of the series matching the request.
 pub(crate) async fn label_names(
     tenant: Option<Arc<Tenant>>,
+    grace: Duration,
     req: LabelNamesRequest,
 ) -> Result<LabelNamesResponse, IngesterError> {
     let m = matchers(&req.matchers)?;
@@ -66,7 +73,7 @@ pub(crate) async fn label_names(
     if let Some(tenant) = tenant {
         let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
         names.extend(tenant.head().label_names(mint, maxt, &m));
-        for b in tenant.queryable_blocks(mint, maxt) {
+        for b in tenant.queryable_blocks(mint, maxt, grace) {
             let m = m.clone();
             names.extend(block_call(&tenant, move || b.label_names(&m)).await?);
         }
@@ -79,6 +86,7 @@ pub(crate) async fn label_names(
 /// Values of one label in `[start, end]` of the series matching the request.
 pub(crate) async fn label_values(
     tenant: Option<Arc<Tenant>>,
+    grace: Duration,
     req: LabelValuesRequest,
 ) -> Result<LabelValuesResponse, IngesterError> {
     let m = matchers(&req.matchers)?;
@@ -86,7 +94,7 @@ pub(crate) async fn label_values(
     if let Some(tenant) = tenant {
         let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
         values.extend(tenant.head().label_values(&req.name, mint, maxt, &m));
-        for b in tenant.queryable_blocks(mint, maxt) {
+        for b in tenant.queryable_blocks(mint, maxt, grace) {
             let (name, m) = (req.name.clone(), m.clone());
             values.extend(block_call(&tenant, move || b.label_values(&name, &m)).await?);
         }
@@ -97,11 +105,15 @@ pub(crate) async fn label_values(
 }
 
 /// The label sets in `[start, end]` matching any selector of the request.
-pub(crate) async fn series(tenant: Option<Arc<Tenant>>, req: SeriesRequest) -> Result<SeriesResponse, IngesterError> {
+pub(crate) async fn series(
+    tenant: Option<Arc<Tenant>>,
+    grace: Duration,
+    req: SeriesRequest,
+) -> Result<SeriesResponse, IngesterError> {
     let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
     let blocks = tenant
         .as_ref()
-        .map(|t| t.queryable_blocks(mint, maxt))
+        .map(|t| t.queryable_blocks(mint, maxt, grace))
         .unwrap_or_default();
     // The union over selectors, de-duplicated and sorted like Prometheus' /api/v1/series.
     let mut all = BTreeSet::new();

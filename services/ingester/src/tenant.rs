@@ -13,6 +13,7 @@ use heddle_bucket::{Bucket, Shipper};
 use heddle_model::TenantId;
 use heddle_tsdb::block::BlockReader;
 use heddle_tsdb::{Head, HeadOptions, ReplayStats, TsdbError};
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,6 +32,10 @@ pub(crate) struct Tenant {
     rate: TenantRate,
     /// Samples appended when the blocks loop last saw the count change, and when: for idle compaction.
     activity: Mutex<Option<(u64, Instant)>>,
+    /// When this process saw each block reach the bucket; blocks shipped before it opened the tenant count
+    /// from `opened`.
+    shipped_at: Mutex<HashMap<String, Instant>>,
+    opened: Instant,
 }
 
 impl Tenant {
@@ -57,6 +62,8 @@ impl Tenant {
             admission,
             rate: TenantRate::default(),
             activity: Mutex::new(None),
+            shipped_at: Mutex::new(HashMap::new()),
+            opened: Instant::now(),
         };
         Ok((tenant, stats))
     }
@@ -96,11 +103,39 @@ impl Tenant {
         &self.admission
     }
 
-    /// The local blocks a query of `[mint, maxt]` reads here: those overlapping it that are not in the bucket
-    /// yet. A shipped block is the querier's to read from the bucket; answering it here too would read it twice.
-    pub(crate) fn queryable_blocks(&self, mint: i64, maxt: i64) -> Vec<Arc<BlockReader>> {
-        let shipped = self.shipper.as_ref().map(Shipper::shipped).unwrap_or_default();
-        self.blocks.overlapping(mint, maxt, &shipped)
+    /// The local blocks a query of `[mint, maxt]` reads here: those overlapping it that are not in the bucket,
+    /// or reached it less than `grace` ago. A shipped block is the querier's to read from the bucket; answering
+    /// it here too would read it twice. `grace` covers the querier's block list refresh: until it lists the
+    /// block, the ingester still answers it, so no sample goes missing in between.
+    pub(crate) fn queryable_blocks(&self, mint: i64, maxt: i64, grace: Duration) -> Vec<Arc<BlockReader>> {
+        let Some(shipper) = &self.shipper else {
+            return self.blocks.overlapping(mint, maxt, &BTreeSet::new());
+        };
+        let mut skip = shipper.shipped();
+        if !grace.is_zero() {
+            let now = Instant::now();
+            let shipped_at = self.shipped_at.lock().unwrap_or_else(|p| p.into_inner());
+            skip.retain(|ulid| {
+                let since = shipped_at.get(ulid).copied().unwrap_or(self.opened);
+                now.saturating_duration_since(since) >= grace
+            });
+        }
+        self.blocks.overlapping(mint, maxt, &skip)
+    }
+
+    /// Notes that `ulids` reached the bucket now (see [`Tenant::queryable_blocks`]).
+    pub(crate) fn note_shipped(&self, ulids: impl IntoIterator<Item = String>) {
+        let now = Instant::now();
+        let mut shipped_at = self.shipped_at.lock().unwrap_or_else(|p| p.into_inner());
+        shipped_at.extend(ulids.into_iter().map(|u| (u, now)));
+    }
+
+    /// Forgets the upload times of blocks deleted from disk.
+    pub(crate) fn forget_shipped(&self, ulids: &[String]) {
+        let mut shipped_at = self.shipped_at.lock().unwrap_or_else(|p| p.into_inner());
+        for u in ulids {
+            shipped_at.remove(u);
+        }
     }
 
     /// Records the head's appended-sample count for the rate.

@@ -256,12 +256,20 @@ async fn shipped_blocks_are_left_to_the_querier() {
     let both: Vec<i64> = first.iter().chain(&second).copied().collect();
     assert_eq!(
         query_all(&ing).await,
-        vec![both.clone(), both],
+        vec![both.clone(), both.clone()],
         "unshipped block + head"
     );
 
+    // Within the grace (the querier may not list the block yet) it is still answered here.
+    ing.set_shipped_blocks_grace(std::time::Duration::from_secs(3600));
     let shipped = ing.ship_tenant(&tenant()).await.unwrap().unwrap();
     assert_eq!(shipped.uploaded.len(), 1);
+    assert_eq!(
+        query_all(&ing).await,
+        vec![both.clone(), both.clone()],
+        "shipped, within the grace"
+    );
+    ing.set_shipped_blocks_grace(std::time::Duration::ZERO);
     assert_eq!(
         query_all(&ing).await,
         vec![second.clone(), second.clone()],

@@ -51,7 +51,7 @@ impl IngesterClient for Ingester {
     }
 
     async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, tonic::Status> {
-        Ok(crate::read::query_stream(self.tenant(tenant), req).await?)
+        Ok(crate::read::query_stream(self.tenant(tenant), self.shipped_blocks_grace(), req).await?)
     }
 
     async fn label_names(
@@ -59,7 +59,7 @@ impl IngesterClient for Ingester {
         tenant: &TenantId,
         req: LabelNamesRequest,
     ) -> Result<LabelNamesResponse, tonic::Status> {
-        Ok(crate::read::label_names(self.tenant(tenant), req).await?)
+        Ok(crate::read::label_names(self.tenant(tenant), self.shipped_blocks_grace(), req).await?)
     }
 
     async fn label_values(
@@ -67,10 +67,10 @@ impl IngesterClient for Ingester {
         tenant: &TenantId,
         req: LabelValuesRequest,
     ) -> Result<LabelValuesResponse, tonic::Status> {
-        Ok(crate::read::label_values(self.tenant(tenant), req).await?)
+        Ok(crate::read::label_values(self.tenant(tenant), self.shipped_blocks_grace(), req).await?)
     }
 
     async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
-        Ok(crate::read::series(self.tenant(tenant), req).await?)
+        Ok(crate::read::series(self.tenant(tenant), self.shipped_blocks_grace(), req).await?)
     }
 }
