@@ -62,8 +62,8 @@ pub enum ChunkError {
 /// Errors of the head.
 ///
 /// None of them is the sender's fault: an ingester answers HTTP 500 / gRPC `INTERNAL` (`UNAVAILABLE` for
-/// [`TsdbError::Closed`]), and the sender retries. Per-sample rejections are not errors: they are reported in
-/// [`crate::head::AppendOutcome::errors`].
+/// [`TsdbError::Closed`] and [`TsdbError::BatchRefused`]), and the sender retries. Per-sample rejections are not
+/// errors: they are reported in [`crate::head::AppendOutcome::errors`].
 #[derive(Debug, thiserror::Error)]
 pub enum TsdbError {
     /// Writing or replaying the WAL failed.

@@ -1,8 +1,9 @@
 //! Per-tenant TSDB head in Prometheus' formats.
 //!
 //! Owns XOR chunk encoding (`chunkenc`), WAL record encoding (`record`), and the head: series, interned
-//! symbols, postings, appends, queries and WAL replay. It knows nothing of gRPC, HTTP or tenants' limits,
-//! and nothing of the WAL's byte layout (`heddle-wal` owns that).
+//! symbols, postings, appends, queries and WAL replay. It knows nothing of gRPC, HTTP or tenants' limits (they
+//! plug in through the head's [`SeriesLifecycle`] hook, asked before a series is created), and nothing of the
+//! WAL's byte layout (`heddle-wal` owns that).
 
 pub mod block;
 pub mod chunkenc;

@@ -4,7 +4,9 @@
 //!
 //! The ingester keeps one map of these; every per-tenant path (push, reads, blocks, admin) takes a `&Tenant`.
 //! What a tenant needs that is not its own (configuration, metrics, the instance limits) is passed in by the
-//! caller. Closing an idle tenant (issue 19) is closing this unit and dropping it from the map.
+//! caller. Closing an idle tenant for good (issue 19) is [`Tenant::close`], dropping it from the map, and taking its
+//! series off `heddle_ingester_memory_series` (the admission's count) and the tenant off
+//! `heddle_ingester_tenants`; its rate, activity and block upload times go with it.
 
 use crate::limits::SeriesAdmission;
 use crate::local_blocks::LocalBlocks;
