@@ -1,11 +1,11 @@
 //! The distributor's configuration (`distributor:` in YAML) and per-tenant limits (`limits:`).
 //!
 //! Names and defaults follow Mimir (`-distributor.*`, `-validation.*`). The flag table beside each struct is
-//! what the binary hands to `heddle_server::load`, so flags, YAML keys and the reference cannot drift.
+//! what the binary hands to `heddle_config::load`, so flags, YAML keys and the reference cannot drift.
 
 use crate::error::ConfigError;
 use crate::ha_tracker::HaTrackerConfig;
-use heddle_server::{FlagKind, FlagSpec, serde_duration};
+use heddle_config::{FlagKind, FlagSpec, serde_duration};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

@@ -24,7 +24,7 @@ mod sync;
 pub use page::router as ha_tracker_router;
 
 use crate::error::ConfigError;
-use heddle_server::{FlagKind, FlagSpec, serde_duration};
+use heddle_config::{FlagKind, FlagSpec, serde_duration};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

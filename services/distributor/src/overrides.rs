@@ -9,7 +9,7 @@
 
 use crate::config::Limits;
 use crate::error::{ConfigError, RuntimeConfigError};
-use heddle_server::{FlagKind, FlagSpec, serde_duration};
+use heddle_config::{FlagKind, FlagSpec, serde_duration};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;

@@ -15,9 +15,9 @@ use crate::metrics::IngesterPushOutcome;
 use crate::outcome::{ForwardFailure, PushOutcome, Rejection};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use heddle_config::format_duration;
 use heddle_model::TenantId;
 use heddle_proto::ingester::PushResponse;
-use heddle_server::format_duration;
 use std::collections::HashMap;
 use tracing::Instrument;
 
