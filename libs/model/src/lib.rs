@@ -1,9 +1,11 @@
 //! Heddle's data model: tenant ids, label sets, samples, label matchers and the series hash that shards
 //! series onto the ring.
 //!
-//! This crate owns the vocabulary every other crate speaks. It does no I/O, has no async code and knows
+//! This crate owns the vocabulary every other crate speaks, including the catalogue of error ids
+//! ([`error_id`]). It does no I/O, has no async code and knows
 //! nothing of protobuf: services map wire types to these at the edge.
 
+pub mod error_id;
 mod hash;
 mod labels;
 mod matcher;

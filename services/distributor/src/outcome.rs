@@ -100,8 +100,8 @@ mod tests {
 
     fn rejection(i: usize) -> Rejection {
         Rejection {
-            reason: "err-heddle-x".into(),
-            message: format!("err-heddle-x: message number {i:04} {}", "x".repeat(80)),
+            reason: "err-heddle-invalid-label".into(),
+            message: format!("err-heddle-invalid-label: message number {i:04} {}", "x".repeat(80)),
         }
     }
 
