@@ -8,15 +8,15 @@ mod forward;
 mod prepare;
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::{DistributorConfig, Limits};
+use crate::config::DistributorConfig;
 use crate::error::PushError;
 use crate::ha_tracker::HaTracker;
 use crate::metrics::Metrics;
 use crate::outcome::PushOutcome;
-use crate::overrides::Overrides;
 use crate::rate_limit::{IngestionRateLimiter, LogLimiter};
 use crate::ring::IngesterRing;
 use axum::http::{HeaderMap, header};
+use heddle_limits::{Limits, Overrides};
 use heddle_model::TenantId;
 use heddle_proto::ArenaPool;
 use heddle_server::DiscardedSamples;

@@ -202,17 +202,6 @@ impl InvalidSeries {
     }
 }
 
-/// Why a runtime config file was refused (the previous overrides stay in force).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RuntimeConfigError {
-    #[error("cannot read runtime config file {path}: {detail}")]
-    Read { path: String, detail: String },
-    #[error("runtime config is not valid YAML of the form `overrides: {{<tenant>: {{<limit>: <value>}}}}`: {detail}")]
-    Parse { detail: String },
-    #[error("runtime config overrides of tenant {tenant} are invalid: {detail}")]
-    Tenant { tenant: String, detail: String },
-}
-
 /// An invalid configuration value, naming its YAML key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid `{key}`: {reason}")]

@@ -5,8 +5,8 @@
 //! and removed from the series before it is forwarded. The remote-write spec says senders must not send
 //! them, but refusing the series would lose data a Prometheus/Mimir user expects to be kept.
 
-use crate::config::Limits;
 use crate::error::InvalidSeries;
+use heddle_limits::Limits;
 use heddle_model::{LabelRef, METRIC_NAME, Sample, is_valid_label_name, is_valid_metric_name};
 use std::cmp::Ordering;
 use std::fmt::Write as _;

@@ -1,7 +1,7 @@
 //! Distributor tests for runtime overrides and HA deduplication.
 
 use super::*;
-use crate::overrides::Overrides;
+use heddle_limits::Overrides;
 use crate::ring::SingleIngesterRing;
 use crate::testutil::*;
 use axum::http::StatusCode;

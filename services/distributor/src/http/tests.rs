@@ -1,7 +1,8 @@
 //! HTTP-level table test: every status the push endpoint can answer, through the router.
 
 use super::*;
-use crate::config::{DistributorConfig, Limits};
+use crate::config::DistributorConfig;
+use heddle_limits::Limits;
 use crate::ring::SingleIngesterRing;
 use crate::testutil::*;
 use axum::http::Request;

@@ -7,8 +7,8 @@
 //!
 //! Readers ([`Overrides::get`]) take a read lock only long enough to clone an `Arc`.
 
-use crate::config::Limits;
 use crate::error::{ConfigError, RuntimeConfigError};
+use crate::limits::Limits;
 use heddle_server::{FlagKind, FlagSpec, serde_duration};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
