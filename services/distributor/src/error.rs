@@ -3,7 +3,7 @@
 //! Every user-facing message starts with a stable id (`err-heddle-...`), the same string used as the `reason`
 //! label of `heddle_discarded_samples_total`, and ends by saying what to change.
 
-use axum::http::StatusCode;
+use http::StatusCode;
 
 /// A refusal of the whole request: nothing of it was forwarded to an ingester.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -1,27 +1,26 @@
 //! The distributor: Heddle's remote-write receiver.
 //!
-//! Owns the write path up to the ingesters (DESIGN.md §2 steps 1-5): the `POST /api/v1/push` endpoint,
-//! request size and format checks, decoding into a pooled per-request arena, per-series validation and
-//! per-tenant limits (read from `heddle_limits`), sharding series by token onto replica sets, forwarding one request per ingester and
-//! deciding each series by quorum. It does not store samples (the ingester does), resolve tenants (the
-//! server layer does) or maintain ring membership (it asks an [`IngesterRing`]).
+//! Owns the write path up to the ingesters (DESIGN.md §2 steps 1-5). [`router`] is the HTTP edge: the
+//! `POST /api/v1/push` endpoint, its header and body-size checks, reading the body. [`Distributor::push`] is
+//! the core: a tenant and a body through named stages (decode into a pooled per-request arena, HA dedupe,
+//! validate, limit the ingestion rate, shard by token onto replica sets, forward one request per ingester and
+//! decide each series by quorum). It does not store samples (the ingester does), resolve tenants (the server
+//! layer does), own per-tenant limits (`heddle_limits` does) or maintain ring membership (it asks an
+//! [`IngesterRing`]).
 
-mod clock;
 mod config;
 mod distributor;
 mod error;
 mod ha_tracker;
 mod http;
+mod log_limiter;
 mod metrics;
 mod outcome;
-mod rate_limit;
 mod ring;
-mod validation;
 
 #[cfg(test)]
 mod testutil;
 
-pub use clock::{Clock, SystemClock};
 pub use config::{DISTRIBUTOR_FLAGS, DistributorConfig};
 pub use distributor::Distributor;
 pub use error::{ConfigError, InvalidSeries, PushError};
@@ -30,5 +29,4 @@ pub use ha_tracker::{
 };
 pub use http::router;
 pub use outcome::{ForwardFailure, MAX_RESPONSE_BODY, PushOutcome, Rejection};
-pub use rate_limit::IngestionRateLimiter;
 pub use ring::{IngesterRing, InstanceId, ReplicaSet, RingIngesters, SingleIngesterRing};
