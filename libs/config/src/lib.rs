@@ -12,5 +12,5 @@ mod error;
 mod flags;
 
 pub use duration::{format_duration, parse_duration, serde_duration};
-pub use error::ConfigError;
+pub use error::{ConfigError, InvalidKey};
 pub use flags::{ConfigSource, FlagKind, FlagSpec, LoadError, load, render_reference, uncovered_keys};

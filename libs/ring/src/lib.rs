@@ -28,7 +28,7 @@ pub use desc::{MembershipView, RingDesc};
 pub use error::RingError;
 pub use gossip::{GossipConfig, GossipMembership};
 pub use instance::{InstanceDesc, InstanceState};
-pub use lifecycler::{Clock, Lifecycler, LifecyclerConfig, system_clock};
+pub use lifecycler::{Lifecycler, LifecyclerConfig, system_clock};
 pub use membership::Membership;
 pub use memory::MemoryMembership;
 pub use pool::{ClientFactory, ClientPool};

@@ -1,7 +1,7 @@
 //! What became of a forwarded request: per-series rejections, quorum failures, and the one HTTP status
 //! and body that summarise them (the worst outcome wins).
 
-use axum::http::StatusCode;
+use http::StatusCode;
 
 /// Most bytes of messages in a response body; the rest is summarised as "and N more".
 pub const MAX_RESPONSE_BODY: usize = 8 * 1024;

@@ -1,8 +1,9 @@
 //! The whole process's configuration: one struct per component, and the flag table covering every key.
 
 use heddle_config::{FlagKind, FlagSpec};
-use heddle_distributor::{DistributorConfig, Limits, RuntimeConfigConfig};
+use heddle_distributor::DistributorConfig;
 use heddle_ingester::{IngesterConfig, TsdbConfig};
+use heddle_limits::{Limits, RuntimeConfigConfig};
 use heddle_querier::QuerierConfig;
 use heddle_ring::MemberlistConfig;
 use heddle_server::LogFormat;
@@ -254,8 +255,8 @@ pub fn flags() -> Vec<FlagSpec> {
         heddle_ingester::INSTANCE_LIMITS_FLAGS,
         heddle_distributor::DISTRIBUTOR_FLAGS,
         heddle_distributor::HA_TRACKER_FLAGS,
-        heddle_distributor::LIMITS_FLAGS,
-        heddle_distributor::RUNTIME_CONFIG_FLAGS,
+        heddle_limits::LIMITS_FLAGS,
+        heddle_limits::RUNTIME_CONFIG_FLAGS,
         heddle_querier::QUERIER_FLAGS,
         heddle_ring::RING_FLAGS,
         heddle_ring::MEMBERLIST_FLAGS,

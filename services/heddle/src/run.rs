@@ -2,8 +2,9 @@
 
 use crate::config::{Config, Target};
 use anyhow::{Context, bail};
-use heddle_distributor::{Distributor, IngesterRing, Overrides, RingIngesters, SingleIngesterRing};
+use heddle_distributor::{Distributor, IngesterRing, RingIngesters, SingleIngesterRing};
 use heddle_ingester::{Ingester, LimitsSource, SeriesLimits};
+use heddle_limits::Overrides;
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
 use heddle_querier::{IngesterSource, Querier, RingIngesterSource, StaticIngesters};
