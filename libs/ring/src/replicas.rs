@@ -182,7 +182,7 @@ impl<C: Clone + Send + Sync> Replicas<C> for RingReplicas<C> {
     fn for_write(&self, token: u32) -> WriteSet<C> {
         let now = now_ms();
         let snapshot = self.ring.snapshot();
-        let set = match snapshot.instance_set(token, Operation::Write, now) {
+        let set = match snapshot.replica_set(token, Operation::Write, now) {
             Ok(set) => set,
             Err(e) => {
                 self.log_rate_limited(now, &e);

@@ -122,7 +122,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(
-            seen.instance_set(3, Operation::Write, now_ms()).unwrap().instances[0].id,
+            seen.replica_set(3, Operation::Write, now_ms()).unwrap().instances[0].id,
             "i1"
         );
         assert!(before.instances().is_empty(), "an old snapshot is not mutated");

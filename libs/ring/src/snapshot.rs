@@ -197,7 +197,7 @@ impl RingSnapshot {
     }
 
     /// The replicas of `token` for `op`, as instance descriptions. Allocates; see [`Self::replicas_into`].
-    pub fn instance_set(&self, token: u32, op: Operation, now_ms: i64) -> Result<InstanceSet<'_>, RingError> {
+    pub fn replica_set(&self, token: u32, op: Operation, now_ms: i64) -> Result<InstanceSet<'_>, RingError> {
         let mut buf = ReplicaBuf::default();
         let min_success = self.replicas_into(token, op, now_ms, &mut buf)?;
         Ok(InstanceSet {

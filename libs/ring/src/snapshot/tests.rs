@@ -154,7 +154,7 @@ fn table_cases() {
         let mut v = view(case.instances);
         v.unreachable = case.unreachable.iter().map(|s| s.to_string()).collect();
         let snap = RingSnapshot::new(&v, cfg(3, false));
-        match (snap.instance_set(case.token, case.op, NOW), case.want) {
+        match (snap.replica_set(case.token, case.op, NOW), case.want) {
             (Ok(set), Ok((want_ids, want_q))) => {
                 assert_eq!(ids(&set), want_ids, "{}", case.name);
                 assert_eq!(set.min_success, want_q, "{}", case.name);
@@ -173,7 +173,7 @@ fn table_cases() {
 fn empty_ring_is_an_error() {
     let snap = RingSnapshot::new(&MembershipView::default(), cfg(3, false));
     assert!(matches!(
-        snap.instance_set(1, Operation::Write, NOW),
+        snap.replica_set(1, Operation::Write, NOW),
         Err(RingError::Empty)
     ));
     assert!(matches!(
@@ -185,14 +185,11 @@ fn empty_ring_is_an_error() {
 #[test]
 fn fewer_instances_than_rf_take_all_and_need_a_majority_of_rf() {
     let snap = RingSnapshot::new(&view(five([InstanceState::Active; 5])[..2].to_vec()), cfg(3, false));
-    let set = snap.instance_set(0, Operation::Write, NOW).unwrap();
+    let set = snap.replica_set(0, Operation::Write, NOW).unwrap();
     assert_eq!(ids(&set), ["a", "b"]);
     assert_eq!(set.min_success, 2);
     let single = RingSnapshot::new(&view(five([InstanceState::Active; 5])[..1].to_vec()), cfg(1, false));
-    assert_eq!(
-        single.instance_set(12345, Operation::Write, NOW).unwrap().min_success,
-        1
-    );
+    assert_eq!(single.replica_set(12345, Operation::Write, NOW).unwrap().min_success, 1);
 }
 
 #[test]
@@ -207,12 +204,12 @@ fn zone_awareness_takes_one_per_zone_and_survives_losing_a_zone() {
         instance("c1", "zc", Active, vec![50]),
     ];
     let snap = RingSnapshot::new(&view(instances.clone()), cfg(3, true));
-    let set = snap.instance_set(0, Operation::Write, NOW).unwrap();
+    let set = snap.replica_set(0, Operation::Write, NOW).unwrap();
     assert_eq!(ids(&set), ["a1", "b1", "c1"]);
     let mut v = view(instances);
     v.unreachable = ["a1".to_string(), "a2".to_string()].into();
     let snap = RingSnapshot::new(&v, cfg(3, true));
-    let set = snap.instance_set(0, Operation::Write, NOW).unwrap();
+    let set = snap.replica_set(0, Operation::Write, NOW).unwrap();
     assert_eq!(ids(&set), ["b1", "c1"], "zone za down: the other two zones");
     assert_eq!(set.min_success, 2);
 }
@@ -243,7 +240,7 @@ fn duplicated_token_goes_to_the_earlier_registration() {
     late.registered_at_ms = 2;
     let snap = RingSnapshot::new(&view(vec![early, late]), cfg(1, false));
     assert_eq!(snap.tokens().len(), 2);
-    assert_eq!(ids(&snap.instance_set(50, Operation::Write, NOW).unwrap()), ["z-early"]);
+    assert_eq!(ids(&snap.replica_set(50, Operation::Write, NOW).unwrap()), ["z-early"]);
 }
 
 fn random_ring(n: usize, tokens: usize, zones: usize, seed: u64) -> Vec<InstanceDesc> {
@@ -287,7 +284,7 @@ proptest! {
         let zones = if zone_aware { rf } else { 0 };
         let snap = RingSnapshot::new(&view(random_ring(n, 16, zones, seed)), cfg(rf, zone_aware));
         for key in keys {
-            let set = snap.instance_set(key, Operation::Write, NOW).unwrap();
+            let set = snap.replica_set(key, Operation::Write, NOW).unwrap();
             let distinct: HashSet<&str> = set.instances.iter().map(|i| i.id.as_str()).collect();
             prop_assert_eq!(set.instances.len(), rf, "key {}", key);
             prop_assert_eq!(distinct.len(), rf, "key {}", key);
@@ -306,7 +303,7 @@ proptest! {
         v.unreachable = instances.iter().take(dead).map(|i| i.id.clone()).collect();
         let snap = RingSnapshot::new(&v, cfg(3, false));
         for key in keys {
-            let set = snap.instance_set(key, Operation::Write, NOW).unwrap();
+            let set = snap.replica_set(key, Operation::Write, NOW).unwrap();
             prop_assert_eq!(set.instances.len(), 3);
             prop_assert!(set.instances.iter().all(|i| !v.unreachable.contains(&i.id)));
         }
