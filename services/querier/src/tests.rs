@@ -573,3 +573,71 @@ async fn streamed_body_is_produced_series_by_series() {
     // Three series, each in its own body chunk of whole frames: encoded as the body is polled.
     assert_eq!(pieces, [1, 1, 1]);
 }
+
+#[tokio::test]
+async fn streamed_failure_after_a_frame_was_ready_cuts_the_body_short() {
+    // Each series is ~9 KiB of frames, over a 4 KiB frame: the status line goes out after the first series,
+    // and the limit, passed at the second, can then only cut the body short.
+    let cfg = QuerierConfig {
+        max_bytes_in_frame: 4096,
+        max_samples_per_query: 1500,
+        ..Default::default()
+    };
+    let h = harness(cfg, vec![Arc::new(standard_ingester())], 0);
+    let m = vec![matcher(Type::Re, "job", "a|b")];
+    let req = read_request(vec![query(0, 100_000, m)], &[ResponseType::StreamedXorChunks]);
+    let resp = h.app.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.into_body();
+    let mut series = Vec::new();
+    let mut failed = false;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    for f in decode_chunked_frames(&data).unwrap() {
+                        series.push(label_string(&f.chunked_series[0].labels));
+                    }
+                }
+            }
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    series.dedup();
+    assert_eq!(series, ["__name__=other,job=a"], "only the series before the limit");
+    assert!(failed, "the body ends with an error the client sees");
+}
+
+#[tokio::test]
+async fn streamed_answer_goes_out_before_the_ingester_stream_ends() {
+    // The ingester sends two series, then stalls: the answer must not wait for the end of its stream.
+    let cfg = QuerierConfig {
+        max_bytes_in_frame: 4096,
+        ..Default::default()
+    };
+    let stalls = standard_ingester().with_fault(Fault::StallStream { after: 2 });
+    let h = harness(cfg, vec![Arc::new(stalls)], 0);
+    let m = vec![matcher(Type::Re, "job", "a|b")];
+    let req = read_request(vec![query(0, 100_000, m)], &[ResponseType::StreamedXorChunks]);
+    let first_two = async {
+        let resp = h.app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let mut body = resp.into_body();
+        let mut series = Vec::new();
+        while series.len() < 2 {
+            let data = body.frame().await.unwrap().unwrap().into_data().unwrap();
+            for f in decode_chunked_frames(&data).unwrap() {
+                series.push(label_string(&f.chunked_series[0].labels));
+            }
+            series.dedup();
+        }
+        series
+    };
+    let series = tokio::time::timeout(Duration::from_secs(10), first_two)
+        .await
+        .expect("the merged series were held until the ingester's stream ended");
+    assert_eq!(series, ["__name__=other,job=a", "__name__=up,job=a"]);
+}
