@@ -7,8 +7,10 @@ use heddle_ingester::{Ingester, LimitsSource, SeriesLimits};
 use heddle_limits::Overrides;
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
-use heddle_querier::{IngesterSource, Querier, RingIngesterSource, StaticIngesters};
-use heddle_ring::{ClientPool, GossipMembership, InstanceState, Lifecycler, Membership, Ring};
+use heddle_querier::{IngesterReplicas, Querier};
+use heddle_ring::{
+    ClientPool, FixedReplicas, GossipMembership, InstanceState, Lifecycler, Membership, Ring, RingReplicas,
+};
 use heddle_server::{DiscardedSamples, Readiness};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -196,16 +198,16 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         ing.set_limits_source(Arc::new(OverridesLimits(overrides.clone())));
     }
 
-    let (ring, source): (Arc<dyn IngesterRing>, Arc<dyn IngesterSource>) = match (&cluster, &ingester) {
+    let (ring, source): (Arc<dyn IngesterRing>, Arc<IngesterReplicas>) = match (&cluster, &ingester) {
         (Some(c), _) => (
             Arc::new(RingIngesters::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
-            Arc::new(RingIngesterSource::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
+            Arc::new(RingReplicas::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
         ),
         (None, Some(ing)) => {
             let client: Arc<dyn IngesterClient> = ing.clone();
             (
                 Arc::new(SingleIngesterRing::new("local", client.clone())),
-                Arc::new(StaticIngesters::new(vec![client])),
+                Arc::new(FixedReplicas::single("local", client)),
             )
         }
         (None, None) => bail!("--target={:?} without an ingester needs the cluster ring", cfg.target),
