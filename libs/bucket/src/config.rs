@@ -1,6 +1,6 @@
 //! Bucket configuration: Mimir's keys under `blocks_storage:` (`backend`, `filesystem.dir`, `s3.*`).
 
-use heddle_server::{FlagKind, FlagSpec};
+use heddle_config::{FlagKind, FlagSpec};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -336,7 +336,7 @@ mod tests {
             "--blocks-storage.filesystem.dir=/data/blocks",
         ];
         let (root, _) =
-            heddle_server::load::<Root>("heddle", "test", BUCKET_FLAGS, args.map(String::from)).expect("flags parse");
+            heddle_config::load::<Root>("heddle", "test", BUCKET_FLAGS, args.map(String::from)).expect("flags parse");
         let want = BucketConfig {
             backend: Backend::S3,
             filesystem: FilesystemConfig {
@@ -353,7 +353,7 @@ mod tests {
         };
         assert_eq!(root.blocks_storage, want);
         let (root, _) =
-            heddle_server::load::<Root>("heddle", "test", BUCKET_FLAGS, ["heddle".to_owned()]).expect("defaults");
+            heddle_config::load::<Root>("heddle", "test", BUCKET_FLAGS, ["heddle".to_owned()]).expect("defaults");
         assert_eq!(root.blocks_storage, BucketConfig::default());
     }
 }

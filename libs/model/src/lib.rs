@@ -1,15 +1,19 @@
-//! Heddle's data model: tenant ids, label sets, samples, label matchers and the series hash that shards
-//! series onto the ring.
+//! Heddle's data model: tenant ids, label sets, samples, label matchers, the series hash that shards
+//! series onto the ring, and the injectable wall [`Clock`].
 //!
-//! This crate owns the vocabulary every other crate speaks. It does no I/O, has no async code and knows
-//! nothing of protobuf: services map wire types to these at the edge.
+//! This crate owns the vocabulary every other crate speaks, including the catalogue of error ids
+//! ([`error_id`]). It does no I/O (beyond reading the system clock), has no async code and knows nothing of
+//! protobuf: services map wire types to these at the edge.
 
+mod clock;
+pub mod error_id;
 mod hash;
 mod labels;
 mod matcher;
 mod sample;
 mod tenant;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use hash::{FNV32A_OFFSET, fnv32a_add, series_token};
 pub use labels::{Label, LabelRef, Labels, LabelsError, METRIC_NAME, is_valid_label_name, is_valid_metric_name};
 pub use matcher::{MatchType, Matcher, MatcherError};

@@ -2,8 +2,9 @@
 //!
 //! Owns the generated prost/tonic code for `proto/` (Prometheus remote write/read, `heddle.ingester.v1`, `heddle.admin.v1`), the
 //! zero-copy arena decoder for `prometheus.WriteRequest` ([`arena`]), snappy helpers, and the
-//! [`IngesterClient`] trait with its gRPC transport ([`GrpcIngesterClient`], [`ingester_service`]). It does
-//! not validate series (the distributor does) nor store anything.
+//! [`IngesterClient`] trait with its gRPC transport ([`GrpcIngesterClient`], [`ingester_service`]), and,
+//! behind the `test-util` feature, the one fake ingester every crate's tests use (`testing::FakeIngester`).
+//! It does not validate series (the distributor does) nor store anything.
 
 /// Prometheus remote-write/read messages (`prometheus` package).
 pub mod prometheus {
@@ -38,6 +39,8 @@ mod client;
 mod codec;
 mod convert;
 mod error;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 pub mod transport;
 
 pub use arena::{

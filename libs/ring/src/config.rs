@@ -4,7 +4,7 @@ use crate::error::RingError;
 use crate::gossip::GossipConfig;
 use crate::lifecycler::LifecyclerConfig;
 use crate::replication::ReplicationConfig;
-use heddle_server::{FlagKind, FlagSpec, serde_duration};
+use heddle_config::{FlagKind, FlagSpec, serde_duration};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;

@@ -1,11 +1,12 @@
 //! The ingester hash ring (dskit's `ring` package, one concept per file).
 //!
 //! Owns: the ring model ([`InstanceDesc`], [`RingDesc`]), tokens and the tokens file, the sorted token table
-//! and replica-set selection ([`RingSnapshot`], [`Operation`]), the lock-free [`Ring`] handle, membership
-//! backends (in-memory and gossip over chitchat), the [`SharedState`] other components gossip through, the
-//! ingester [`Lifecycler`] and their configuration.
-//! Does not own: gRPC clients to the instances (only a generic per-address [`ClientPool`]), or what the
-//! distributor and querier do with replica sets.
+//! and replica-set selection ([`RingSnapshot`], [`Operation`]), the lock-free [`Ring`] handle, the one
+//! replica seam writers and readers share ([`Replicas`]: a fixed list or the ring, with a client per
+//! replica), membership backends (in-memory and gossip over chitchat), the [`SharedState`] other components
+//! gossip through, the ingester [`Lifecycler`] and their configuration.
+//! Does not own: gRPC clients to the instances (the seam is generic over the client type, with a
+//! per-address [`ClientPool`]), or what the distributor and querier do with replica sets.
 
 mod config;
 mod desc;
@@ -16,6 +17,7 @@ mod lifecycler;
 mod membership;
 mod memory;
 mod pool;
+mod replicas;
 mod replication;
 mod ring;
 mod shared;
@@ -28,13 +30,14 @@ pub use desc::{MembershipView, RingDesc};
 pub use error::RingError;
 pub use gossip::{GossipConfig, GossipMembership};
 pub use instance::{InstanceDesc, InstanceState};
-pub use lifecycler::{Clock, Lifecycler, LifecyclerConfig, system_clock};
+pub use lifecycler::{Lifecycler, LifecyclerConfig, system_clock};
 pub use membership::Membership;
 pub use memory::MemoryMembership;
 pub use pool::{ClientFactory, ClientPool};
+pub use replicas::{FixedReplicas, InstanceId, ReadSet, Replica, Replicas, RingReplicas, WriteSet};
 pub use replication::{Operation, ReplicaBuf, ReplicationConfig, min_success};
 pub use ring::{Ring, now_ms};
 pub use shared::{MemoryMember, MemorySharedState, SharedEntry, SharedState};
-pub use snapshot::{ReadSet, ReplicaSet, RingSnapshot};
+pub use snapshot::{InstanceSet, ReadInstances, RingSnapshot};
 pub use token_table::TokenTable;
 pub use tokens::{generate_tokens, load_tokens, store_tokens};

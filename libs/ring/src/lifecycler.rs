@@ -5,6 +5,7 @@ use crate::error::RingError;
 use crate::instance::{InstanceDesc, InstanceState};
 use crate::membership::Membership;
 use crate::tokens::{generate_tokens, load_tokens, store_tokens};
+use heddle_model::{Clock, SystemClock};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,12 +13,10 @@ use std::time::Duration;
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 
-/// The wall clock in unix milliseconds; injected so tests control heartbeat timestamps.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-/// The system clock.
-pub fn system_clock() -> Clock {
-    Arc::new(crate::ring::now_ms)
+/// The system clock, as [`Lifecycler::start`] takes it (tests pass a `heddle_model::ManualClock` to control
+/// heartbeat timestamps).
+pub fn system_clock() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
 }
 
 /// What the lifecycler registers and how often it heartbeats.
@@ -38,7 +37,7 @@ pub struct LifecyclerConfig {
 struct Inner {
     cfg: LifecyclerConfig,
     membership: Arc<dyn Membership>,
-    clock: Clock,
+    clock: Arc<dyn Clock>,
     desc: Mutex<InstanceDesc>,
     state_tx: watch::Sender<InstanceState>,
 }
@@ -65,7 +64,7 @@ impl Lifecycler {
     pub async fn start(
         cfg: LifecyclerConfig,
         membership: Arc<dyn Membership>,
-        clock: Clock,
+        clock: Arc<dyn Clock>,
     ) -> Result<Self, RingError> {
         let view = Arc::clone(&membership.watch().borrow());
         let from_file = match &cfg.tokens_file_path {
@@ -84,7 +83,7 @@ impl Lifecycler {
         if let Some(path) = &cfg.tokens_file_path {
             store_tokens(path, &tokens)?;
         }
-        let now = clock();
+        let now = clock.now_ms();
         let desc = InstanceDesc {
             id: cfg.instance_id.clone(),
             addr: cfg.instance_addr.clone(),
@@ -131,7 +130,7 @@ impl Lifecycler {
     pub async fn set_state(&self, state: InstanceState) -> Result<(), RingError> {
         let mut desc = self.inner.desc.lock().await;
         desc.state = state;
-        desc.heartbeat_ms = (self.inner.clock)();
+        desc.heartbeat_ms = self.inner.clock.now_ms();
         self.inner.membership.publish(&desc).await?;
         self.inner.state_tx.send_replace(state);
         tracing::info!(instance = %desc.id, state = %state, "ring state changed");
@@ -177,7 +176,7 @@ async fn heartbeat_loop(inner: Arc<Inner>, stop: CancellationToken) {
             _ = tick.tick() => {}
         }
         let mut desc = inner.desc.lock().await;
-        desc.heartbeat_ms = (inner.clock)();
+        desc.heartbeat_ms = inner.clock.now_ms();
         // Re-publishing the whole entry also restores it after an operator forgot this live instance.
         if let Err(e) = inner.membership.publish(&desc).await {
             tracing::warn!(instance = %desc.id, error = %e, "ring heartbeat failed");

@@ -23,9 +23,9 @@ pub struct RingSnapshot {
     table: TokenTable,
 }
 
-/// One token's replicas, borrowed from the snapshot.
+/// One token's replica instances, borrowed from the snapshot ([`crate::Replicas`] pairs them with clients).
 #[derive(Debug, Clone)]
-pub struct ReplicaSet<'a> {
+pub struct InstanceSet<'a> {
     /// The instances to send to, in walk order.
     pub instances: Vec<&'a InstanceDesc>,
     /// Acknowledgements needed.
@@ -34,7 +34,7 @@ pub struct ReplicaSet<'a> {
 
 /// The instances a query must ask, and how many may fail (dskit's `GetReplicationSetForOperation`).
 #[derive(Debug, Clone)]
-pub struct ReadSet<'a> {
+pub struct ReadInstances<'a> {
     pub instances: Vec<&'a InstanceDesc>,
     pub max_errors: usize,
 }
@@ -197,10 +197,10 @@ impl RingSnapshot {
     }
 
     /// The replicas of `token` for `op`, as instance descriptions. Allocates; see [`Self::replicas_into`].
-    pub fn replica_set(&self, token: u32, op: Operation, now_ms: i64) -> Result<ReplicaSet<'_>, RingError> {
+    pub fn replica_set(&self, token: u32, op: Operation, now_ms: i64) -> Result<InstanceSet<'_>, RingError> {
         let mut buf = ReplicaBuf::default();
         let min_success = self.replicas_into(token, op, now_ms, &mut buf)?;
-        Ok(ReplicaSet {
+        Ok(InstanceSet {
             instances: buf.healthy.iter().map(|&i| self.instance(i)).collect(),
             min_success,
         })
@@ -209,7 +209,7 @@ impl RingSnapshot {
     /// Every instance a query must ask for `op`, and how many of them may fail: with RF replicas written at
     /// quorum, any RF/2 instances may be missing (dskit's `GetReplicationSetForOperation`, without its
     /// zone-by-zone variant: with zones the same count of failures is tolerated).
-    pub fn read_set(&self, op: Operation, now_ms: i64) -> Result<ReadSet<'_>, RingError> {
+    pub fn read_instances(&self, op: Operation, now_ms: i64) -> Result<ReadInstances<'_>, RingError> {
         if self.instances.is_empty() {
             return Err(RingError::Empty);
         }
@@ -230,7 +230,7 @@ impl RingSnapshot {
                 unhealthy: unhealthy.join(","),
             });
         }
-        Ok(ReadSet {
+        Ok(ReadInstances {
             max_errors: healthy.len() - required,
             instances: healthy,
         })

@@ -1,12 +1,9 @@
 //! What every Heddle role shares to run as a server.
 //!
-//! Owns config loading (YAML plus one flag per YAML key, from one table), logging and OpenTelemetry trace
-//! export setup, the metrics registry and its exposition, the HTTP scaffolding every process serves (`/ready`,
-//! `/metrics`, tenant resolution, trace context), and shutdown signalling. It knows nothing of what the roles do with requests.
+//! Owns logging and OpenTelemetry trace export setup, the metrics registry and its exposition, the HTTP
+//! scaffolding every process serves (`/ready`, `/metrics`, tenant resolution, trace context), and shutdown
+//! signalling. It knows nothing of what the roles do with requests; config loading is `heddle-config`.
 
-mod config;
-mod duration;
-mod error;
 mod html;
 mod http;
 mod metrics;
@@ -14,9 +11,6 @@ mod otel;
 mod shutdown;
 mod telemetry;
 
-pub use config::{ConfigSource, FlagKind, FlagSpec, LoadError, load, render_reference, uncovered_keys};
-pub use duration::{format_duration, parse_duration, serde_duration};
-pub use error::ConfigError;
 pub use html::{format_age_ms, html_escape};
 pub use http::{Readiness, metrics_and_ready_routes, serve_http, tenant_layer};
 pub use metrics::{DiscardLabels, DiscardedSamples, encode_metrics};

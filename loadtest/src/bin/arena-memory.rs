@@ -13,7 +13,7 @@
 //!
 //! ```text
 //! cargo build --release -p heddle -p heddle-loadtest
-//! target/release/arena-memory --out docs/arena-memory [--baseline-secs 40 --mixed-secs 90 --recovery-secs 60]
+//! target/release/arena-memory --out docs/perf/arena-memory [--baseline-secs 40 --mixed-secs 90 --recovery-secs 60]
 //! ```
 
 use anyhow::{Context, bail};

@@ -1,28 +1,40 @@
-//! The distributor: receives a remote-write body, validates and limits it, shards it and forwards it.
+//! The distributor's core: one remote-write request through the write path's stages, in order.
 //!
-//! [`Distributor::push`] runs DESIGN.md §2 steps 1-5. Decoding, validation and sharding happen synchronously
-//! inside one pooled arena ([`prepare`]); the per-ingester bodies it produces are owned bytes, so the arena is
-//! back in the pool before the first network call ([`forward`]).
+//! [`Distributor::push`] runs DESIGN.md §2 steps 2-5 as named stages, each in its own module:
+//! [`decode`] (snappy + arena decode), [`ha_dedupe`] (Prometheus HA pairs), [`validate`] (labels and
+//! timestamps), [`limit`] (ingestion rate), [`shard`] (token, replica set, one body per ingester) and
+//! [`forward`] (fan-out and quorum). The first five run synchronously inside one pooled arena; what
+//! [`shard`] returns owns its bytes, so the arena is back in the pool before the first network call.
+//!
+//! The core takes a tenant and a body. HTTP (headers, body size, reading the body) is [`crate::router`]'s.
 
+mod decode;
 mod forward;
-mod prepare;
+mod ha_dedupe;
+mod limit;
+mod shard;
+mod validate;
 
-use crate::clock::{Clock, SystemClock};
-use crate::config::{DistributorConfig, Limits};
+use crate::config::DistributorConfig;
 use crate::error::PushError;
 use crate::ha_tracker::HaTracker;
+use crate::log_limiter::LogLimiter;
 use crate::metrics::Metrics;
-use crate::outcome::PushOutcome;
-use crate::overrides::Overrides;
-use crate::rate_limit::{IngestionRateLimiter, LogLimiter};
+use crate::outcome::{PushOutcome, Rejection};
 use crate::ring::IngesterRing;
-use axum::http::{HeaderMap, header};
-use heddle_model::TenantId;
+use bumpalo::Bump;
+use ha_dedupe::HaVerdict;
+use heddle_limits::{Limits, Overrides};
+use heddle_model::{Clock, SystemClock, TenantId};
 use heddle_proto::ArenaPool;
 use heddle_server::DiscardedSamples;
+use limit::IngestionRateLimiter;
 use prometheus_client::registry::Registry;
+use shard::Sharded;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
+use validate::Discards;
 
 /// Warning lines about discarded series let through per second; the rest are counted in the next line.
 const WARN_LINES_PER_SECOND: u32 = 10;
@@ -39,6 +51,17 @@ pub struct Distributor {
     warn_limiter: LogLimiter,
     metrics: Metrics,
     clock: Arc<dyn Clock>,
+}
+
+/// What the arena stages leave for [`forward`]: owned, nothing borrowed from the request.
+#[derive(Debug, Default)]
+struct Prepared {
+    series_received: usize,
+    /// The request came from a non-elected HA replica and was dropped: the 202 message.
+    deduplicated: Option<String>,
+    /// Series (or some of their samples) refused by validation.
+    rejections: Vec<Rejection>,
+    sharded: Sharded,
 }
 
 impl Distributor {
@@ -82,7 +105,7 @@ impl Distributor {
         self
     }
 
-    /// Replaces the clock (tests).
+    /// Replaces the wall clock (tests). Monotonic time (latency, rate-limit refill) is tokio's.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
@@ -94,7 +117,7 @@ impl Distributor {
         self.ha_tracker.as_ref()
     }
 
-    /// The clock in use.
+    /// The wall clock in use.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }
@@ -104,112 +127,120 @@ impl Distributor {
         &self.cfg
     }
 
-    /// Handles one remote-write request. `body` is the snappy-compressed `WriteRequest`; `headers` are the
-    /// request's (Content-Encoding, Content-Type and Content-Length are checked).
+    /// Handles one remote-write request of `tenant`: `body` is a snappy-compressed remote write 1.0
+    /// `WriteRequest` whose size and headers the caller (the HTTP layer) already checked.
     ///
     /// `Err` refuses the whole request and nothing was forwarded. `Ok` means it was decoded and its valid
     /// series forwarded; [`PushOutcome::status`] says how that went (200, 400 for refused series, 5xx when
     /// some series did not reach quorum).
     #[tracing::instrument(skip_all, fields(tenant = %tenant))]
-    pub async fn push(&self, tenant: &TenantId, body: &[u8], headers: &HeaderMap) -> Result<PushOutcome, PushError> {
-        let start = self.clock.instant();
+    pub async fn push(&self, tenant: &TenantId, body: &[u8]) -> Result<PushOutcome, PushError> {
+        let start = Instant::now();
         self.metrics.received_bytes(body.len());
-        let result = self.push_inner(tenant, body, headers).await;
+        let result = self.run(tenant, body).await;
         let status = match &result {
             Ok(outcome) => outcome.status(),
             Err(e) => e.status(),
         };
-        self.metrics
-            .request(status, self.clock.instant().saturating_duration_since(start));
+        self.metrics.request(status, start.elapsed());
         if let Err(e) = &result {
             tracing::debug!(error = %e, status = status.as_u16(), "push refused");
         }
         result
     }
 
-    async fn push_inner(&self, tenant: &TenantId, body: &[u8], headers: &HeaderMap) -> Result<PushOutcome, PushError> {
-        check_headers(headers, &self.cfg)?;
-        if body.len() > self.cfg.max_recv_msg_size {
-            return Err(PushError::BodyTooLarge {
-                size: body.len() as u64,
-                limit: self.cfg.max_recv_msg_size,
-            });
-        }
+    /// The pipeline: the arena stages, then forward.
+    async fn run(&self, tenant: &TenantId, body: &[u8]) -> Result<PushOutcome, PushError> {
         let prepared = self.prepare(tenant, body);
         // The arena is back in the pool (or freed) once `prepare` returns, whatever it returned.
         self.metrics
             .arena_retained_bytes
             .set(i64::try_from(self.arenas.retained_bytes()).unwrap_or(i64::MAX));
-        Ok(self.forward(tenant, prepared?).await)
+        let Prepared {
+            series_received,
+            deduplicated,
+            mut rejections,
+            sharded,
+        } = prepared?;
+        if deduplicated.is_some() {
+            return Ok(PushOutcome {
+                series_received,
+                deduplicated,
+                ..PushOutcome::default()
+            });
+        }
+        let acked = forward::forward(
+            tenant,
+            sharded,
+            self.cfg.remote_timeout,
+            &self.metrics,
+            &self.warn_limiter,
+        )
+        .await;
+        rejections.extend(acked.rejections);
+        Ok(PushOutcome {
+            series_received,
+            deduplicated: None,
+            samples_ingested: acked.samples_ingested,
+            rejections,
+            failure: acked.failure,
+        })
     }
 
-    /// Monotonic now, from the distributor's clock.
-    pub(crate) fn instant(&self) -> tokio::time::Instant {
-        self.clock.instant()
+    /// Decode, HA dedupe, validate, limit and shard, inside one pooled arena.
+    fn prepare(&self, tenant: &TenantId, body: &[u8]) -> Result<Prepared, PushError> {
+        let arena = self.arenas.get();
+        let arena: &Bump = &arena;
+        let series = decode::decode(arena, body, self.cfg.max_decompressed_size)?;
+        let limits = self.overrides.get(tenant.as_str());
+        let now_ms = self.clock.now_ms();
+        let discarded = &self.metrics.discarded;
+        let drop_label =
+            match ha_dedupe::dedupe(self.ha_tracker.as_deref(), tenant, &limits, series, now_ms, discarded)? {
+                HaVerdict::Ingest { drop_label } => drop_label,
+                HaVerdict::Deduplicated(message) => {
+                    return Ok(Prepared {
+                        series_received: series.len(),
+                        deduplicated: Some(message),
+                        ..Prepared::default()
+                    });
+                }
+            };
+        let discards = Discards {
+            tenant,
+            metrics: &self.metrics,
+            warn: &self.warn_limiter,
+        };
+        let valid = validate::validate(arena, &limits, series, drop_label, now_ms, discards);
+        limit::admit(
+            &self.rate_limiter,
+            tenant,
+            &limits,
+            valid.samples,
+            Instant::now(),
+            discarded,
+        )?;
+        self.metrics.received_samples(tenant.as_str(), valid.samples);
+        let sharded = shard::shard(arena, tenant, &*self.ring, &valid.accepted, valid.max_ms);
+        Ok(Prepared {
+            series_received: series.len(),
+            deduplicated: None,
+            rejections: valid.rejections,
+            sharded,
+        })
     }
 
-    /// Records a request refused before [`Distributor::push`] was reached (by the HTTP layer).
-    pub(crate) fn record_early_refusal(&self, e: &PushError, start: tokio::time::Instant) {
+    /// Records a request refused before [`Distributor::push`] was reached (by the HTTP layer), `start` being
+    /// when the HTTP layer began handling it.
+    pub(crate) fn record_early_refusal(&self, e: &PushError, start: Instant) {
         tracing::debug!(error = %e, status = e.status().as_u16(), "push refused");
-        self.metrics
-            .request(e.status(), self.clock.instant().saturating_duration_since(start));
+        self.metrics.request(e.status(), start.elapsed());
     }
-}
-
-/// Checks the headers that can refuse a request before its body is read: Content-Length against
-/// `max_recv_msg_size` (413), Content-Encoding (snappy or absent, else 415), Content-Type
-/// (`application/x-protobuf` or absent, else 415).
-pub(crate) fn check_headers(headers: &HeaderMap, cfg: &DistributorConfig) -> Result<(), PushError> {
-    if let Some(len) = headers.get(header::CONTENT_LENGTH)
-        && let Some(len) = len.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())
-        && len > cfg.max_recv_msg_size as u64
-    {
-        return Err(PushError::BodyTooLarge {
-            size: len,
-            limit: cfg.max_recv_msg_size,
-        });
-    }
-    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
-        let text = enc.to_str().unwrap_or("<not ascii>").trim();
-        if !text.eq_ignore_ascii_case("snappy") {
-            return Err(PushError::UnsupportedContentEncoding {
-                encoding: text.to_owned(),
-            });
-        }
-    }
-    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
-        let text = ct.to_str().unwrap_or("<not ascii>");
-        if !is_remote_write_v1(text) {
-            return Err(PushError::UnsupportedContentType {
-                content_type: text.to_owned(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// `application/x-protobuf`, parameters ignored except `proto=`: remote write 2.0 sends
-/// `proto=io.prometheus.write.v2.Request`, which must get 415 (the 2.0 spec says so, and the sender then
-/// falls back to 1.0) rather than be misread as a 1.0 body.
-fn is_remote_write_v1(content_type: &str) -> bool {
-    let mut parts = content_type.split(';');
-    let media = parts.next().unwrap_or("").trim();
-    if !media.eq_ignore_ascii_case("application/x-protobuf") {
-        return false;
-    }
-    parts.all(|param| match param.split_once('=') {
-        Some((k, v)) if k.trim().eq_ignore_ascii_case("proto") => {
-            v.trim().trim_matches('"') == "prometheus.WriteRequest"
-        }
-        _ => true,
-    })
 }
 
 #[cfg(test)]
 mod corpus_tests;
 #[cfg(test)]
-mod limits_tests;
-#[cfg(test)]
 mod proptests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

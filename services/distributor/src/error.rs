@@ -3,7 +3,7 @@
 //! Every user-facing message starts with a stable id (`err-heddle-...`), the same string used as the `reason`
 //! label of `heddle_discarded_samples_total`, and ends by saying what to change.
 
-use axum::http::StatusCode;
+use http::StatusCode;
 
 /// A refusal of the whole request: nothing of it was forwarded to an ingester.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -200,26 +200,6 @@ impl InvalidSeries {
             ),
         }
     }
-}
-
-/// Why a runtime config file was refused (the previous overrides stay in force).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RuntimeConfigError {
-    #[error("cannot read runtime config file {path}: {detail}")]
-    Read { path: String, detail: String },
-    #[error("runtime config is not valid YAML of the form `overrides: {{<tenant>: {{<limit>: <value>}}}}`: {detail}")]
-    Parse { detail: String },
-    #[error("runtime config overrides of tenant {tenant} are invalid: {detail}")]
-    Tenant { tenant: String, detail: String },
-}
-
-/// An invalid configuration value, naming its YAML key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid `{key}`: {reason}")]
-pub struct ConfigError {
-    /// Dotted YAML key, e.g. `limits.ingestion_rate`.
-    pub key: &'static str,
-    pub reason: String,
 }
 
 #[cfg(test)]

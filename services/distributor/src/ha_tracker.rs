@@ -23,8 +23,8 @@ mod sync;
 
 pub use page::router as ha_tracker_router;
 
-use crate::error::ConfigError;
-use heddle_server::{FlagKind, FlagSpec, serde_duration};
+use heddle_config::InvalidKey;
+use heddle_config::{FlagKind, FlagSpec, serde_duration};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -91,9 +91,9 @@ impl Default for HaTrackerConfig {
 impl HaTrackerConfig {
     /// Checks the timeouts (Mimir's rule: the failover timeout exceeds the update timeout plus its jitter
     /// by at least a second, or a live replica could lose its election between two updates) and the store.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), InvalidKey> {
         if !matches!(self.kvstore.store.as_str(), "memberlist" | "inmemory") {
-            return Err(ConfigError {
+            return Err(InvalidKey {
                 key: "distributor.ha_tracker.kvstore.store",
                 reason: format!("{:?} is not supported: use memberlist or inmemory", self.kvstore.store),
             });
@@ -103,7 +103,7 @@ impl HaTrackerConfig {
         }
         let min = self.ha_tracker_update_timeout + self.ha_tracker_update_timeout_jitter_max + Duration::from_secs(1);
         if self.ha_tracker_failover_timeout < min {
-            return Err(ConfigError {
+            return Err(InvalidKey {
                 key: "distributor.ha_tracker.ha_tracker_failover_timeout",
                 reason: format!(
                     "{:?} must be at least update timeout + jitter max + 1s = {min:?}, or a replica that still \

@@ -1,11 +1,13 @@
 //! The remote-write HTTP endpoints: `POST /api/v1/push` (Mimir's path) and `POST /api/v1/write`.
 //!
-//! The handler refuses what it can before reading the body (declared length, encoding, type), reads the body
-//! with the size limit enforced as it streams in, and hands it to [`Distributor::push`]. The tenant comes
-//! from the `TenantId` extension that `heddle_server::tenant_layer` adds; this router does not read
-//! `X-Scope-OrgID` itself.
+//! The edge of the write path (DESIGN.md §2 step 1), and the only place the distributor reads HTTP: the
+//! handler refuses what it can before reading the body (declared length, encoding, type), reads the body
+//! with the size limit enforced as it streams in, and hands the tenant and the body to
+//! [`Distributor::push`]. The tenant comes from the `TenantId` extension that `heddle_server::tenant_layer`
+//! adds; this router does not read `X-Scope-OrgID` itself.
 
-use crate::distributor::{Distributor, check_headers};
+use crate::config::DistributorConfig;
+use crate::distributor::Distributor;
 use crate::error::PushError;
 use crate::outcome::PushOutcome;
 use axum::Router;
@@ -32,7 +34,7 @@ async fn push_handler(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let start = d.instant();
+    let start = tokio::time::Instant::now();
     let Some(Extension(tenant)) = tenant else {
         return early_refusal(&d, PushError::NoTenant, start);
     };
@@ -48,7 +50,7 @@ async fn push_handler(
         Ok(body) => body,
         Err(e) => return early_refusal(&d, e, start),
     };
-    match d.push(&tenant, &body, &headers).await {
+    match d.push(&tenant, &body).await {
         Ok(outcome) => outcome.into_response(),
         Err(e) => e.into_response(),
     }
@@ -63,6 +65,55 @@ fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::Instant) -> 
     r.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     r
+}
+
+/// Checks the headers that can refuse a request before its body is read: Content-Length against
+/// `max_recv_msg_size` (413), Content-Encoding (snappy or absent, else 415), Content-Type
+/// (`application/x-protobuf` or absent, else 415).
+fn check_headers(headers: &HeaderMap, cfg: &DistributorConfig) -> Result<(), PushError> {
+    if let Some(len) = headers.get(header::CONTENT_LENGTH)
+        && let Some(len) = len.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())
+        && len > cfg.max_recv_msg_size as u64
+    {
+        return Err(PushError::BodyTooLarge {
+            size: len,
+            limit: cfg.max_recv_msg_size,
+        });
+    }
+    if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
+        let text = enc.to_str().unwrap_or("<not ascii>").trim();
+        if !text.eq_ignore_ascii_case("snappy") {
+            return Err(PushError::UnsupportedContentEncoding {
+                encoding: text.to_owned(),
+            });
+        }
+    }
+    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+        let text = ct.to_str().unwrap_or("<not ascii>");
+        if !is_remote_write_v1(text) {
+            return Err(PushError::UnsupportedContentType {
+                content_type: text.to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `application/x-protobuf`, parameters ignored except `proto=`: remote write 2.0 sends
+/// `proto=io.prometheus.write.v2.Request`, which must get 415 (the 2.0 spec says so, and the sender then
+/// falls back to 1.0) rather than be misread as a 1.0 body.
+fn is_remote_write_v1(content_type: &str) -> bool {
+    let mut parts = content_type.split(';');
+    let media = parts.next().unwrap_or("").trim();
+    if !media.eq_ignore_ascii_case("application/x-protobuf") {
+        return false;
+    }
+    parts.all(|param| match param.split_once('=') {
+        Some((k, v)) if k.trim().eq_ignore_ascii_case("proto") => {
+            v.trim().trim_matches('"') == "prometheus.WriteRequest"
+        }
+        _ => true,
+    })
 }
 
 /// Reads the whole body, failing with 413 as soon as more than `limit` bytes have arrived, and with 503 when it

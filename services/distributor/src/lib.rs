@@ -1,36 +1,32 @@
 //! The distributor: Heddle's remote-write receiver.
 //!
-//! Owns the write path up to the ingesters (DESIGN.md §2 steps 1-5): the `POST /api/v1/push` endpoint,
-//! request size and format checks, decoding into a pooled per-request arena, per-series validation and
-//! per-tenant limits, sharding series by token onto replica sets, forwarding one request per ingester and
-//! deciding each series by quorum. It does not store samples (the ingester does), resolve tenants (the
-//! server layer does) or maintain ring membership (it asks an [`IngesterRing`]).
+//! Owns the write path up to the ingesters (DESIGN.md §2 steps 1-5). [`router`] is the HTTP edge: the
+//! `POST /api/v1/push` endpoint, its header and body-size checks, reading the body. [`Distributor::push`] is
+//! the core: a tenant and a body through named stages (decode into a pooled per-request arena, HA dedupe,
+//! validate, limit the ingestion rate, shard by token onto replica sets, forward one request per ingester and
+//! decide each series by quorum). It does not store samples (the ingester does), resolve tenants (the server
+//! layer does), own per-tenant limits (`heddle_limits` does) or maintain ring membership (it asks an
+//! [`IngesterRing`]).
 
-mod clock;
 mod config;
 mod distributor;
 mod error;
 mod ha_tracker;
 mod http;
+mod log_limiter;
 mod metrics;
 mod outcome;
-mod overrides;
-mod rate_limit;
 mod ring;
-mod validation;
 
 #[cfg(test)]
 mod testutil;
 
-pub use clock::{Clock, SystemClock};
-pub use config::{DISTRIBUTOR_FLAGS, DistributorConfig, LIMITS_FLAGS, Limits};
+pub use config::{DISTRIBUTOR_FLAGS, DistributorConfig};
 pub use distributor::Distributor;
-pub use error::{ConfigError, InvalidSeries, PushError, RuntimeConfigError};
+pub use error::{InvalidSeries, PushError};
 pub use ha_tracker::{
     Election, HA_TRACKER_FLAGS, HaDecision, HaKvStoreConfig, HaTracker, HaTrackerConfig, ha_tracker_router,
 };
 pub use http::router;
 pub use outcome::{ForwardFailure, MAX_RESPONSE_BODY, PushOutcome, Rejection};
-pub use overrides::{Overrides, RUNTIME_CONFIG_FLAGS, RuntimeConfigConfig};
-pub use rate_limit::IngestionRateLimiter;
 pub use ring::{IngesterRing, InstanceId, ReplicaSet, RingIngesters, SingleIngesterRing};

@@ -1,7 +1,7 @@
 //! The distributor's metrics, registered on the registry passed to [`crate::Distributor::new`].
 
-use axum::http::StatusCode;
 use heddle_server::DiscardedSamples;
+use http::StatusCode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

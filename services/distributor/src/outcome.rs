@@ -1,7 +1,7 @@
 //! What became of a forwarded request: per-series rejections, quorum failures, and the one HTTP status
 //! and body that summarise them (the worst outcome wins).
 
-use axum::http::StatusCode;
+use http::StatusCode;
 
 /// Most bytes of messages in a response body; the rest is summarised as "and N more".
 pub const MAX_RESPONSE_BODY: usize = 8 * 1024;
@@ -100,8 +100,8 @@ mod tests {
 
     fn rejection(i: usize) -> Rejection {
         Rejection {
-            reason: "err-heddle-x".into(),
-            message: format!("err-heddle-x: message number {i:04} {}", "x".repeat(80)),
+            reason: "err-heddle-invalid-label".into(),
+            message: format!("err-heddle-invalid-label: message number {i:04} {}", "x".repeat(80)),
         }
     }
 

@@ -1,8 +1,8 @@
 //! Test doubles shared by the unit tests: fake ingesters, a fixed ring, a manual clock, request builders.
 
-use crate::clock::Clock;
 use crate::ring::{IngesterRing, ReplicaSet};
 use bytes::Bytes;
+pub(crate) use heddle_model::ManualClock;
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
 use heddle_proto::QueryStream;
@@ -13,7 +13,6 @@ use heddle_proto::ingester::{
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
 use prometheus_client::registry::Registry;
 use prost::Message as _;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -155,24 +154,9 @@ impl IngesterRing for StaticRing {
     }
 }
 
-/// Wall clock fixed at [`NOW_MS`]; monotonic time is tokio's (pause it to control it).
-#[derive(Debug)]
-pub(crate) struct ManualClock(pub(crate) AtomicI64);
-
-impl ManualClock {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self(AtomicI64::new(NOW_MS)))
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_ms(&self) -> i64 {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    fn instant(&self) -> tokio::time::Instant {
-        tokio::time::Instant::now()
-    }
+/// Wall clock fixed at [`NOW_MS`] until a test moves it; monotonic time is tokio's (pause it to control it).
+pub(crate) fn manual_clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(NOW_MS))
 }
 
 /// A series with these labels (in the given order) and samples `(t, v)`.

@@ -1,10 +1,12 @@
 //! The whole process's configuration: one struct per component, and the flag table covering every key.
 
-use heddle_distributor::{DistributorConfig, Limits, RuntimeConfigConfig};
+use heddle_config::{FlagKind, FlagSpec};
+use heddle_distributor::DistributorConfig;
 use heddle_ingester::{IngesterConfig, TsdbConfig};
+use heddle_limits::{Limits, RuntimeConfigConfig};
 use heddle_querier::QuerierConfig;
 use heddle_ring::MemberlistConfig;
-use heddle_server::{FlagKind, FlagSpec, LogFormat};
+use heddle_server::LogFormat;
 use serde::{Deserialize, Serialize};
 
 mod tls;
@@ -57,11 +59,11 @@ pub struct ServerConfig {
     pub log_level: String,
     pub log_format: LogFormat,
     /// Longest wait for in-flight requests and head closing after SIGTERM.
-    #[serde(with = "heddle_server::serde_duration")]
+    #[serde(with = "heddle_config::serde_duration")]
     pub graceful_shutdown_timeout: std::time::Duration,
     /// Longest time a remote-write body may take to arrive (Mimir's `http_server_read_timeout`); a slower sender
     /// gets 503 and a closed connection.
-    #[serde(with = "heddle_server::serde_duration")]
+    #[serde(with = "heddle_config::serde_duration")]
     pub http_server_read_timeout: std::time::Duration,
     /// Where the Admin gRPC service listens when it has its own port; empty for every interface.
     pub admin_grpc_listen_address: String,
@@ -134,7 +136,7 @@ impl BlocksStorageConfig {
 pub struct BucketStoreConfig {
     /// How often a querier lists a tenant's blocks again (Mimir's default is 15m; Heddle's 1m, so a block
     /// shipped by a flush is queryable from the bucket within a minute).
-    #[serde(with = "heddle_server::serde_duration")]
+    #[serde(with = "heddle_config::serde_duration")]
     pub sync_interval: std::time::Duration,
 }
 
@@ -253,8 +255,8 @@ pub fn flags() -> Vec<FlagSpec> {
         heddle_ingester::INSTANCE_LIMITS_FLAGS,
         heddle_distributor::DISTRIBUTOR_FLAGS,
         heddle_distributor::HA_TRACKER_FLAGS,
-        heddle_distributor::LIMITS_FLAGS,
-        heddle_distributor::RUNTIME_CONFIG_FLAGS,
+        heddle_limits::LIMITS_FLAGS,
+        heddle_limits::RUNTIME_CONFIG_FLAGS,
         heddle_querier::QUERIER_FLAGS,
         heddle_ring::RING_FLAGS,
         heddle_ring::MEMBERLIST_FLAGS,
@@ -290,7 +292,7 @@ mod tests {
     #[test]
     fn every_yaml_key_has_exactly_one_flag() {
         let specs = flags();
-        let (missing, dangling) = heddle_server::uncovered_keys::<Config>(&specs);
+        let (missing, dangling) = heddle_config::uncovered_keys::<Config>(&specs);
         assert!(missing.is_empty(), "YAML keys without a flag: {missing:?}");
         assert!(dangling.is_empty(), "flags naming no YAML key: {dangling:?}");
         let mut names: Vec<_> = specs.iter().map(|s| s.flag).collect();
@@ -307,7 +309,7 @@ mod tests {
 
     #[test]
     fn reference_doc_is_current() {
-        let generated = heddle_server::render_reference::<Config>(&flags());
+        let generated = heddle_config::render_reference::<Config>(&flags());
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
         let on_disk = std::fs::read_to_string(path).unwrap_or_default();
         if std::env::var_os("HEDDLE_UPDATE_DOCS").is_some() {

@@ -14,26 +14,26 @@ use std::process::ExitCode;
 /// jemalloc instead of glibc malloc: a head holds millions of small chunk buffers that all grow at once, and
 /// glibc leaves the ones they outgrew as holes (about 10 % more RSS per series at full open chunks, and the pages
 /// of chunks freed at a cut are kept); jemalloc also hands freed request memory back to the OS without tuning
-/// (docs/ARCHITECTURE.md "Allocator").
+/// (docs/ARCHITECTURE.md "jemalloc as the binary's allocator").
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let specs = config::flags();
-    let (cfg, source) = match heddle_server::load::<Config>(
+    let (cfg, source) = match heddle_config::load::<Config>(
         "heddle",
         "Heddle: a horizontally sharded Prometheus remote-write ingester (distributor, ingester, querier)",
         &specs,
         std::env::args(),
     ) {
         Ok(loaded) => loaded,
-        Err(heddle_server::LoadError::Cli(e)) => e.exit(),
-        Err(heddle_server::LoadError::PrintConfig { yaml }) => {
+        Err(heddle_config::LoadError::Cli(e)) => e.exit(),
+        Err(heddle_config::LoadError::PrintConfig { yaml }) => {
             print!("{yaml}");
             return ExitCode::SUCCESS;
         }
-        Err(heddle_server::LoadError::Config(e)) => {
+        Err(heddle_config::LoadError::Config(e)) => {
             eprintln!("heddle: {e}");
             return ExitCode::from(2);
         }

@@ -2,12 +2,15 @@
 
 use crate::config::{Config, Target};
 use anyhow::{Context, bail};
-use heddle_distributor::{Distributor, IngesterRing, Overrides, RingIngesters, SingleIngesterRing};
+use heddle_distributor::{Distributor, IngesterRing, RingIngesters, SingleIngesterRing};
 use heddle_ingester::{Ingester, LimitsSource, SeriesLimits, Topology, TopologySource};
+use heddle_limits::Overrides;
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
-use heddle_querier::{IngesterSource, Querier, RingIngesterSource, StaticIngesters};
-use heddle_ring::{ClientPool, GossipMembership, InstanceState, Lifecycler, Membership, Ring};
+use heddle_querier::{IngesterReplicas, Querier};
+use heddle_ring::{
+    ClientPool, FixedReplicas, GossipMembership, InstanceState, Lifecycler, Membership, Ring, RingReplicas,
+};
 use heddle_server::{DiscardedSamples, Readiness};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -235,16 +238,16 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
 
-    let (ring, source): (Arc<dyn IngesterRing>, Arc<dyn IngesterSource>) = match (&cluster, &ingester) {
+    let (ring, source): (Arc<dyn IngesterRing>, Arc<IngesterReplicas>) = match (&cluster, &ingester) {
         (Some(c), _) => (
             Arc::new(RingIngesters::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
-            Arc::new(RingIngesterSource::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
+            Arc::new(RingReplicas::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
         ),
         (None, Some(ing)) => {
             let client: Arc<dyn IngesterClient> = ing.clone();
             (
                 Arc::new(SingleIngesterRing::new("local", client.clone())),
-                Arc::new(StaticIngesters::new(vec![client])),
+                Arc::new(FixedReplicas::single("local", client)),
             )
         }
         (None, None) => bail!("--target={:?} without an ingester needs the cluster ring", cfg.target),

@@ -1,7 +1,7 @@
 //! Ingester and TSDB configuration (`ingester:` and `blocks_storage.tsdb:` in YAML).
 
 use crate::limits::InstanceLimitsConfig;
-use heddle_server::{FlagKind, FlagSpec};
+use heddle_config::{FlagKind, FlagSpec};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -51,16 +51,16 @@ pub struct TsdbConfig {
     #[serde(with = "block_range")]
     pub block_ranges_period: Duration,
     /// Local blocks are deleted once shipped and older than this (their end before now minus it).
-    #[serde(with = "heddle_server::serde_duration")]
+    #[serde(with = "heddle_config::serde_duration")]
     pub retention_period: Duration,
     /// How often new blocks are uploaded to the bucket; 0 disables shipping (blocks stay local).
-    #[serde(with = "heddle_server::serde_duration")]
+    #[serde(with = "heddle_config::serde_duration")]
     pub ship_interval: Duration,
     /// How often heads are checked for a block range that is due.
-    #[serde(with = "heddle_server::serde_duration")]
+    #[serde(with = "heddle_config::serde_duration")]
     pub head_compaction_interval: Duration,
     /// A head that received nothing for this long is compacted whole (and shipped); 0 disables it.
-    #[serde(with = "heddle_server::serde_duration")]
+    #[serde(with = "heddle_config::serde_duration")]
     pub head_compaction_idle_timeout: Duration,
     /// Compact every head into blocks and ship them on shutdown (Mimir's `flush_blocks_on_shutdown`).
     pub flush_blocks_on_shutdown: bool,
@@ -202,7 +202,7 @@ mod block_range {
     use std::time::Duration;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        heddle_server::serde_duration::serialize(d, s)
+        heddle_config::serde_duration::serialize(d, s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -222,6 +222,6 @@ mod block_range {
                 )));
             }
         };
-        heddle_server::parse_duration(&s).map_err(serde::de::Error::custom)
+        heddle_config::parse_duration(&s).map_err(serde::de::Error::custom)
     }
 }

@@ -17,8 +17,8 @@
 mod instance;
 mod series;
 
+use heddle_config::{FlagKind, FlagSpec};
 use heddle_model::TenantId;
-use heddle_server::{FlagKind, FlagSpec};
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, RwLock};

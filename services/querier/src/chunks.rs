@@ -1,58 +1,47 @@
-//! The seam to `heddle_tsdb::chunkenc`: decoding wire chunks into samples and encoding samples back into
-//! XOR chunks. Nothing else in the crate touches the codec.
+//! The seam to `heddle_tsdb::chunkenc`: decoding XOR chunks into samples and encoding samples back into
+//! XOR chunks. Nothing else in the crate touches the codec. Chunks are the model's [`ChunkData`] (XOR only:
+//! the wire encoding is checked where chunks enter, in `convert`).
 
 use crate::error::QuerierError;
+use bytes::Bytes;
 use heddle_model::Sample;
-use heddle_proto::prometheus::{Chunk, chunk::Encoding};
+use heddle_tsdb::ChunkData;
 use heddle_tsdb::chunkenc::{XorChunk, decode_xor};
 
 /// Samples per re-encoded chunk: Prometheus' target chunk size, small enough to stay near 1 KiB.
 pub(crate) const SAMPLES_PER_CHUNK: usize = 120;
 
-fn check_xor(chunk: &Chunk) -> Result<(), QuerierError> {
-    if chunk.r#type == Encoding::Xor as i32 {
-        Ok(())
-    } else {
-        Err(QuerierError::InvalidIngesterData(format!(
-            "chunk [{}, {}] has encoding {}; only XOR (1) is supported",
-            chunk.min_time_ms, chunk.max_time_ms, chunk.r#type
-        )))
-    }
-}
-
 /// The number of samples in an XOR chunk, read from its 2-byte big-endian header without decoding it.
-pub(crate) fn num_samples(chunk: &Chunk) -> Result<usize, QuerierError> {
-    check_xor(chunk)?;
+pub(crate) fn num_samples(chunk: &ChunkData) -> Result<usize, QuerierError> {
     match chunk.data.get(..2) {
         Some(&[hi, lo]) => Ok(usize::from(u16::from_be_bytes([hi, lo]))),
         _ => Err(QuerierError::InvalidIngesterData(format!(
             "chunk [{}, {}] is {} bytes long, shorter than the 2-byte XOR header",
-            chunk.min_time_ms,
-            chunk.max_time_ms,
+            chunk.min_time,
+            chunk.max_time,
             chunk.data.len()
         ))),
     }
 }
 
 /// Every sample of an XOR chunk, in time order.
-pub(crate) fn decode(chunk: &Chunk) -> Result<Vec<Sample>, QuerierError> {
-    check_xor(chunk)?;
+pub(crate) fn decode(chunk: &ChunkData) -> Result<Vec<Sample>, QuerierError> {
     decode_xor(&chunk.data).map_err(|e| {
         QuerierError::InvalidIngesterData(format!(
             "chunk [{}, {}] does not decode: {e}",
-            chunk.min_time_ms, chunk.max_time_ms
+            chunk.min_time, chunk.max_time
         ))
     })
 }
 
 /// Encodes time-ordered samples with strictly increasing timestamps into XOR chunks of at most
 /// [`SAMPLES_PER_CHUNK`] samples each.
-pub(crate) fn encode(samples: &[Sample]) -> Result<Vec<Chunk>, QuerierError> {
+pub(crate) fn encode(samples: &[Sample]) -> Result<Vec<ChunkData>, QuerierError> {
     samples.chunks(SAMPLES_PER_CHUNK).map(encode_one).collect()
 }
 
 /// Encodes time-ordered samples with strictly increasing timestamps into one XOR chunk.
-pub(crate) fn encode_one(samples: &[Sample]) -> Result<Chunk, QuerierError> {
+pub(crate) fn encode_one(samples: &[Sample]) -> Result<ChunkData, QuerierError> {
     let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
         return Err(QuerierError::InvalidIngesterData("cannot encode an empty chunk".into()));
     };
@@ -65,11 +54,10 @@ pub(crate) fn encode_one(samples: &[Sample]) -> Result<Chunk, QuerierError> {
         xor.append(s.t, s.v)
             .map_err(|e| QuerierError::InvalidIngesterData(format!("cannot re-encode sample at t={}: {e}", s.t)))?;
     }
-    Ok(Chunk {
-        min_time_ms: first.t,
-        max_time_ms: last.t,
-        r#type: Encoding::Xor as i32,
-        data: xor.into_bytes(),
+    Ok(ChunkData {
+        min_time: first.t,
+        max_time: last.t,
+        data: Bytes::from(xor.into_bytes()),
     })
 }
 
@@ -82,8 +70,8 @@ mod tests {
         let samples: Vec<Sample> = (0..250).map(|i| Sample::new(i * 15_000, i as f64 * 0.5)).collect();
         let chunks = encode(&samples).unwrap();
         assert_eq!(chunks.len(), 3);
-        assert_eq!(chunks[0].min_time_ms, 0);
-        assert_eq!(chunks[0].max_time_ms, 119 * 15_000);
+        assert_eq!(chunks[0].min_time, 0);
+        assert_eq!(chunks[0].max_time, 119 * 15_000);
         assert_eq!(num_samples(&chunks[2]).unwrap(), 10);
         let back: Vec<Sample> = chunks.iter().flat_map(|c| decode(c).unwrap()).collect();
         assert_eq!(back, samples);
@@ -91,13 +79,14 @@ mod tests {
 
     #[test]
     fn non_xor_and_short_chunks_are_errors() {
-        let mut c = encode_one(&[Sample::new(1, 1.0)]).unwrap();
-        c.r#type = Encoding::Histogram as i32;
-        assert!(decode(&c).is_err());
-        let short = Chunk {
-            r#type: Encoding::Xor as i32,
-            data: vec![0],
-            ..Default::default()
+        // Non-XOR chunks are refused where they enter from the wire.
+        let mut c = crate::convert::chunk_to_proto(&encode_one(&[Sample::new(1, 1.0)]).unwrap());
+        c.r#type = heddle_proto::prometheus::chunk::Encoding::Histogram as i32;
+        assert!(crate::convert::chunk_from_proto(c).is_err());
+        let short = ChunkData {
+            min_time: 0,
+            max_time: 0,
+            data: Bytes::from_static(&[0]),
         };
         assert!(num_samples(&short).is_err());
         assert!(encode_one(&[]).is_err());

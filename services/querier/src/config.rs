@@ -1,6 +1,6 @@
 //! The querier's configuration (YAML section `querier`).
 
-use heddle_server::{FlagKind, FlagSpec};
+use heddle_config::{FlagKind, FlagSpec};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ pub struct QuerierConfig {
     /// header is not counted). Prometheus recommends 1 MiB (`--storage.remote.read-max-bytes-in-frame`).
     pub max_bytes_in_frame: usize,
     /// How long a query may run before it fails with 503 (Mimir: `querier.timeout`).
-    #[serde(with = "heddle_server::serde_duration")]
+    #[serde(with = "heddle_config::serde_duration")]
     pub query_timeout: Duration,
     /// Most samples one remote-read request may return, after replicas are merged; 0 = unlimited.
     /// Prometheus' own default for `--storage.remote.read-sample-limit` is 5e7.
@@ -32,7 +32,7 @@ impl Default for QuerierConfig {
     }
 }
 
-/// Flags for [`QuerierConfig`], keyed under `querier.`; the binary hands them to `heddle_server::load`.
+/// Flags for [`QuerierConfig`], keyed under `querier.`; the binary hands them to `heddle_config::load`.
 pub const QUERIER_FLAGS: &[FlagSpec] = &[
     FlagSpec {
         flag: "querier.max-bytes-in-frame",
@@ -113,7 +113,7 @@ mod tests {
         struct Root {
             querier: QuerierConfig,
         }
-        let (keys_without_flag, flags_without_key) = heddle_server::uncovered_keys::<Root>(QUERIER_FLAGS);
+        let (keys_without_flag, flags_without_key) = heddle_config::uncovered_keys::<Root>(QUERIER_FLAGS);
         assert!(
             keys_without_flag.is_empty(),
             "keys without a flag: {keys_without_flag:?}"

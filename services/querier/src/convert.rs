@@ -1,12 +1,61 @@
-//! Mapping between wire types (`heddle_proto::prometheus`) and the model (`heddle_model`) at the edge.
+//! Mapping between wire types (`heddle_proto::prometheus`) and the model at the edges, and only here:
+//! series from ingester streams become [`SeriesChunks`] once, as they arrive; series go back to the wire
+//! once, where a response is encoded. Bucket blocks are read as model types and never pass through here.
 //!
-//! The conversions live in `heddle_proto`; this maps their errors to the querier's.
+//! The matcher and label conversions live in `heddle_proto`; this maps their errors to the querier's.
 
 use crate::error::QuerierError;
-use heddle_model::Matcher;
-use heddle_proto::prometheus::LabelMatcher;
+use bytes::Bytes;
+use heddle_model::{Labels, Matcher};
+use heddle_proto::prometheus::{Chunk, ChunkedSeries, Label, LabelMatcher, chunk::Encoding};
+use heddle_tsdb::{ChunkData, SeriesChunks};
 
 pub(crate) use heddle_proto::{labels_to_proto, matcher_to_proto};
+
+/// Converts wire labels (any order) into a [`Labels`] set. An ingester that sends duplicate or empty label
+/// names is reported, not trusted.
+pub(crate) fn labels_from_proto(labels: &[Label]) -> Result<Labels, QuerierError> {
+    Labels::from_unsorted(labels.iter().map(|l| (l.name.as_str(), l.value.as_str())))
+        .map_err(|e| QuerierError::InvalidIngesterData(format!("bad label set: {e}")))
+}
+
+/// A wire chunk as the model's XOR chunk; other encodings are refused (the querier could not merge them,
+/// nor could a remote-read client read them).
+pub(crate) fn chunk_from_proto(chunk: Chunk) -> Result<ChunkData, QuerierError> {
+    if chunk.r#type != Encoding::Xor as i32 {
+        return Err(QuerierError::InvalidIngesterData(format!(
+            "chunk [{}, {}] has encoding {}; only XOR (1) is supported",
+            chunk.min_time_ms, chunk.max_time_ms, chunk.r#type
+        )));
+    }
+    Ok(ChunkData {
+        min_time: chunk.min_time_ms,
+        max_time: chunk.max_time_ms,
+        data: Bytes::from(chunk.data),
+    })
+}
+
+/// A series from an ingester's stream as the model's series.
+pub(crate) fn series_from_proto(series: ChunkedSeries) -> Result<SeriesChunks, QuerierError> {
+    Ok(SeriesChunks {
+        labels: labels_from_proto(&series.labels)?,
+        chunks: series
+            .chunks
+            .into_iter()
+            .map(chunk_from_proto)
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// A model chunk on the wire (remote read's `STREAMED_XOR_CHUNKS` frames).
+pub(crate) fn chunk_to_proto(chunk: &ChunkData) -> Chunk {
+    Chunk {
+        min_time_ms: chunk.min_time,
+        max_time_ms: chunk.max_time,
+        r#type: Encoding::Xor as i32,
+        data: chunk.data.to_vec(),
+    }
+}
 
 /// A remote-read matcher as a model matcher; a bad one is the caller's fault (400).
 pub(crate) fn matcher_from_proto(m: &LabelMatcher) -> Result<Matcher, QuerierError> {
@@ -32,5 +81,49 @@ mod tests {
             assert!(matches!(err, QuerierError::BadData(_)), "case {name}");
             assert!(err.to_string().contains(want), "case {name}: {err}");
         }
+    }
+
+    #[test]
+    fn series_enter_as_model_types_and_leave_unchanged() {
+        let wire = ChunkedSeries {
+            // Unsorted on the wire; sorted in the model.
+            labels: vec![
+                Label {
+                    name: "job".into(),
+                    value: "a".into(),
+                },
+                Label {
+                    name: "__name__".into(),
+                    value: "up".into(),
+                },
+            ],
+            chunks: vec![Chunk {
+                min_time_ms: 1,
+                max_time_ms: 2,
+                r#type: Encoding::Xor as i32,
+                data: vec![0, 1, 2],
+            }],
+        };
+        let series = series_from_proto(wire.clone()).unwrap();
+        assert_eq!(series.labels.to_string(), r#"{__name__="up", job="a"}"#);
+        assert_eq!(chunk_to_proto(&series.chunks[0]), wire.chunks[0]);
+
+        let dup = ChunkedSeries {
+            labels: vec![
+                Label {
+                    name: "a".into(),
+                    value: "1".into(),
+                },
+                Label {
+                    name: "a".into(),
+                    value: "2".into(),
+                },
+            ],
+            chunks: vec![],
+        };
+        assert!(matches!(
+            series_from_proto(dup),
+            Err(QuerierError::InvalidIngesterData(_))
+        ));
     }
 }

@@ -32,6 +32,9 @@ pub enum QuerierError {
         max_errors: usize,
         last: Box<tonic::Status>,
     },
+    /// The ring cannot name enough healthy ingesters to answer completely (its error, with its stable id).
+    #[error("no ingesters to ask: {0}")]
+    Ring(String),
     /// An ingester sent data the querier cannot interpret (bad labels, an undecodable chunk).
     #[error("invalid data from an ingester: {0}")]
     InvalidIngesterData(String),
@@ -53,6 +56,7 @@ impl QuerierError {
                 tonic::Code::DeadlineExceeded | tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
+            QuerierError::Ring(_) => StatusCode::SERVICE_UNAVAILABLE,
             QuerierError::InvalidIngesterData(_) => StatusCode::INTERNAL_SERVER_ERROR,
             QuerierError::Store { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -118,6 +122,12 @@ mod tests {
                 "bad_data",
             ),
             ("ingester bug", ingesters(tonic::Code::Internal), 500, "internal"),
+            (
+                "ring",
+                QuerierError::Ring("err-heddle-ring-empty: the ingester ring has no instances with tokens".into()),
+                503,
+                "unavailable",
+            ),
         ];
         for (name, err, status, kind) in cases {
             assert_eq!(err.status().as_u16(), status, "case {name}");

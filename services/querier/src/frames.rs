@@ -12,9 +12,11 @@
 //! chunk too big for a frame is split by re-encoding halves of its samples.
 
 use crate::chunks;
+use crate::convert::chunk_to_proto;
 use crate::error::QuerierError;
 use bytes::{BufMut, Bytes, BytesMut};
 use heddle_proto::prometheus::{Chunk, ChunkedReadResponse, ChunkedSeries, Label};
+use heddle_tsdb::ChunkData;
 use prost::Message;
 use prost::encoding::encoded_len_varint;
 
@@ -69,10 +71,11 @@ fn put_uvarint(buf: &mut [u8; 10], mut v: u64) -> usize {
 }
 
 /// Every frame of one series: its chunks, already sorted and disjoint, packed into as few frames of at most
-/// `max_bytes_in_frame` message bytes as possible. Returns the frames concatenated.
+/// `max_bytes_in_frame` message bytes as possible. Returns the frames concatenated. This is where a merged
+/// series becomes wire messages: each chunk is converted once, as it is packed.
 pub(crate) fn series_frames(
     labels: Vec<Label>,
-    chunks: Vec<Chunk>,
+    chunks: Vec<ChunkData>,
     query_index: i64,
     max_bytes_in_frame: usize,
 ) -> Result<Bytes, QuerierError> {
@@ -93,8 +96,9 @@ pub(crate) fn series_frames(
         write_frame(&msg, out);
     };
 
-    let mut queue: std::collections::VecDeque<Chunk> = chunks.into();
-    while let Some(chunk) = queue.pop_front() {
+    let mut queue: std::collections::VecDeque<ChunkData> = chunks.into();
+    while let Some(model) = queue.pop_front() {
+        let chunk = chunk_to_proto(&model);
         let size = field_len(chunk.encoded_len());
         // The varint length of the series field grows with the series, so check against the exact total.
         if message_len(pending_bytes + size, query_index) <= max_bytes_in_frame {
@@ -105,12 +109,12 @@ pub(crate) fn series_frames(
         if !pending.is_empty() {
             flush(&mut pending, &mut out);
             pending_bytes = labels_bytes;
-            queue.push_front(chunk);
+            queue.push_front(model);
             continue;
         }
         // Alone in a frame and still too big: split it. A single sample always fits once `fits_in_frame`
         // held, so this ends; if it did not hold, send the oversized sample rather than lose it.
-        let samples = chunks::decode(&chunk)?;
+        let samples = chunks::decode(&model)?;
         if samples.len() <= 1 {
             pending_bytes += size;
             pending.push(chunk);
@@ -174,6 +178,10 @@ mod tests {
             .collect()
     }
 
+    fn decode_proto(c: &Chunk) -> Vec<Sample> {
+        chunks::decode(&crate::convert::chunk_from_proto(c.clone()).unwrap()).unwrap()
+    }
+
     fn samples(n: i64) -> Vec<Sample> {
         (0..n).map(|i| Sample::new(i * 15_000, (i * i) as f64 / 7.0)).collect()
     }
@@ -216,7 +224,8 @@ mod tests {
             assert_eq!(m.chunked_series[0].labels, labels(3));
             got.extend(m.chunked_series[0].chunks.iter().cloned());
         }
-        assert_eq!(got, chunks, "chunks in order, untouched");
+        let want: Vec<Chunk> = chunks.iter().map(chunk_to_proto).collect();
+        assert_eq!(got, want, "chunks in order, untouched");
     }
 
     #[test]
@@ -227,13 +236,13 @@ mod tests {
             .collect();
         let chunk = chunks::encode_one(&big).unwrap();
         let max = 1024;
-        assert!(chunk.encoded_len() > max);
+        assert!(chunk_to_proto(&chunk).encoded_len() > max);
         let msgs = decode_frames(&series_frames(labels(2), vec![chunk], 0, max).unwrap()).unwrap();
         let mut got = Vec::new();
         for m in &msgs {
             assert!(m.encoded_len() <= max, "frame of {} bytes", m.encoded_len());
             for c in &m.chunked_series[0].chunks {
-                got.extend(chunks::decode(c).unwrap());
+                got.extend(decode_proto(c));
             }
         }
         assert_eq!(got, big);
@@ -256,7 +265,7 @@ mod tests {
                 prop_assert!(m.encoded_len() <= max);
                 prop_assert_eq!(m.query_index, index);
                 for c in &m.chunked_series[0].chunks {
-                    got.extend(chunks::decode(c).unwrap());
+                    got.extend(decode_proto(c));
                 }
             }
             prop_assert_eq!(got, samples(n));

@@ -1,7 +1,7 @@
-//! Merging the answers of replica ingesters.
+//! Merging the copies of one series.
 //!
-//! Replicas of a series arrive from several ingesters with the same label set. They are grouped by labels
-//! (sorted, as remote read requires), then per series:
+//! Replicas of a series arrive from several ingesters (and bucket blocks) with the same label set; the
+//! k-way merge in `select` brings them together, and then per series:
 //! - byte-identical chunks (the common case: replicas cut chunks at the same samples) are kept once, undecoded;
 //! - chunks that overlap in time are decoded, merged by timestamp with duplicates (same `t`) dropped, and
 //!   re-encoded;
@@ -14,38 +14,17 @@
 
 use crate::chunks;
 use crate::error::QuerierError;
-use heddle_model::{Labels, Sample};
-use heddle_proto::prometheus::{Chunk, ChunkedSeries};
-use std::collections::BTreeMap;
-
-/// Chunks of every series, grouped by label set and sorted by labels.
-pub(crate) type SeriesChunks = BTreeMap<Labels, Vec<Chunk>>;
-
-/// Groups the series answered by each ingester by label set. Label sets are validated here: an ingester that
-/// sends duplicate or empty label names is reported, not trusted.
-pub(crate) fn group_by_labels(replies: Vec<Vec<ChunkedSeries>>) -> Result<SeriesChunks, QuerierError> {
-    let mut out = SeriesChunks::new();
-    for series in replies.into_iter().flatten() {
-        let labels = labels_from_proto(&series.labels)?;
-        out.entry(labels).or_default().extend(series.chunks);
-    }
-    Ok(out)
-}
-
-/// Converts wire labels (any order) into a [`Labels`] set.
-pub(crate) fn labels_from_proto(labels: &[heddle_proto::prometheus::Label]) -> Result<Labels, QuerierError> {
-    Labels::from_unsorted(labels.iter().map(|l| (l.name.as_str(), l.value.as_str())))
-        .map_err(|e| QuerierError::InvalidIngesterData(format!("bad label set: {e}")))
-}
+use heddle_model::Sample;
+use heddle_tsdb::ChunkData;
 
 /// The samples of one series' chunks inside `[start, end]`, sorted by time, one per timestamp (see the module
 /// docs for which sample wins a tie).
-pub(crate) fn merge_samples(chunks: &[Chunk], start: i64, end: i64) -> Result<Vec<Sample>, QuerierError> {
-    let mut ordered: Vec<&Chunk> = chunks.iter().collect();
-    ordered.sort_by_key(|c| c.min_time_ms);
+pub(crate) fn merge_samples(chunks: &[ChunkData], start: i64, end: i64) -> Result<Vec<Sample>, QuerierError> {
+    let mut ordered: Vec<&ChunkData> = chunks.iter().collect();
+    ordered.sort_by_key(|c| c.min_time);
     let mut out = Vec::new();
     for chunk in ordered {
-        if chunk.max_time_ms < start || chunk.min_time_ms > end {
+        if chunk.max_time < start || chunk.min_time > end {
             continue;
         }
         out.extend(
@@ -62,24 +41,24 @@ pub(crate) fn merge_samples(chunks: &[Chunk], start: i64, end: i64) -> Result<Ve
 
 /// One series' chunks from every replica, reduced to chunks that are sorted by time, do not overlap, and hold
 /// only samples inside `[start, end]`. Chunks that need none of that are passed through without decoding.
-pub(crate) fn merge_chunks(mut chunks: Vec<Chunk>, start: i64, end: i64) -> Result<Vec<Chunk>, QuerierError> {
-    chunks.retain(|c| c.max_time_ms >= start && c.min_time_ms <= end);
+pub(crate) fn merge_chunks(mut chunks: Vec<ChunkData>, start: i64, end: i64) -> Result<Vec<ChunkData>, QuerierError> {
+    chunks.retain(|c| c.max_time >= start && c.min_time <= end);
     // Stable, so chunks starting together keep the ingesters' order. Byte-identical replica chunks end up
     // next to each other (unless a third version with the same bounds sits between; it is then merged).
-    chunks.sort_by_key(|c| (c.min_time_ms, c.max_time_ms));
+    chunks.sort_by_key(|c| (c.min_time, c.max_time));
     chunks.dedup();
 
     let mut out = Vec::with_capacity(chunks.len());
-    let mut group: Vec<Chunk> = Vec::new();
+    let mut group: Vec<ChunkData> = Vec::new();
     let mut group_max = i64::MIN;
     for chunk in chunks {
-        if !group.is_empty() && chunk.min_time_ms > group_max {
+        if !group.is_empty() && chunk.min_time > group_max {
             flush_group(std::mem::take(&mut group), start, end, &mut out)?;
         }
         group_max = if group.is_empty() {
-            chunk.max_time_ms
+            chunk.max_time
         } else {
-            group_max.max(chunk.max_time_ms)
+            group_max.max(chunk.max_time)
         };
         group.push(chunk);
     }
@@ -87,7 +66,7 @@ pub(crate) fn merge_chunks(mut chunks: Vec<Chunk>, start: i64, end: i64) -> Resu
         flush_group(group, start, end, &mut out)?;
     }
     debug_assert!(
-        out.windows(2).all(|w| w[0].max_time_ms < w[1].min_time_ms),
+        out.windows(2).all(|w| w[0].max_time < w[1].min_time),
         "merged chunks must be sorted and disjoint"
     );
     Ok(out)
@@ -95,12 +74,12 @@ pub(crate) fn merge_chunks(mut chunks: Vec<Chunk>, start: i64, end: i64) -> Resu
 
 /// Emits a group of chunks whose time ranges overlap one another (transitively): as is when it is a single
 /// chunk inside the range, re-encoded otherwise.
-fn flush_group(group: Vec<Chunk>, start: i64, end: i64, out: &mut Vec<Chunk>) -> Result<(), QuerierError> {
+fn flush_group(group: Vec<ChunkData>, start: i64, end: i64, out: &mut Vec<ChunkData>) -> Result<(), QuerierError> {
     if let [only] = group.as_slice()
-        && only.min_time_ms >= start
-        && only.max_time_ms <= end
+        && only.min_time >= start
+        && only.max_time <= end
     {
-        chunks::num_samples(only)?; // rejects non-XOR chunks the client could not read either
+        chunks::num_samples(only)?; // rejects chunks too short to hold the XOR header
         out.extend(group);
         return Ok(());
     }
@@ -112,17 +91,16 @@ fn flush_group(group: Vec<Chunk>, start: i64, end: i64, out: &mut Vec<Chunk>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use heddle_proto::prometheus::Label;
 
     fn samples(ts: impl IntoIterator<Item = i64>) -> Vec<Sample> {
         ts.into_iter().map(|t| Sample::new(t, t as f64)).collect()
     }
 
-    fn chunk(ts: impl IntoIterator<Item = i64>) -> Chunk {
+    fn chunk(ts: impl IntoIterator<Item = i64>) -> ChunkData {
         chunks::encode_one(&samples(ts)).unwrap()
     }
 
-    fn all_samples(chunks: &[Chunk]) -> Vec<Sample> {
+    fn all_samples(chunks: &[ChunkData]) -> Vec<Sample> {
         chunks.iter().flat_map(|c| chunks::decode(c).unwrap()).collect()
     }
 
@@ -130,7 +108,7 @@ mod tests {
     fn merge_chunks_cases() {
         struct Case {
             name: &'static str,
-            input: Vec<Chunk>,
+            input: Vec<ChunkData>,
             start: i64,
             end: i64,
             want: Vec<Sample>,
@@ -191,14 +169,14 @@ mod tests {
             let got = merge_chunks(c.input, c.start, c.end).unwrap();
             assert_eq!(all_samples(&got), c.want, "case {}", c.name);
             assert!(
-                got.windows(2).all(|w| w[0].max_time_ms < w[1].min_time_ms),
+                got.windows(2).all(|w| w[0].max_time < w[1].min_time),
                 "case {}: chunks sorted and disjoint",
                 c.name
             );
             for g in &got {
                 let s = chunks::decode(g).unwrap();
                 assert_eq!(
-                    (g.min_time_ms, g.max_time_ms),
+                    (g.min_time, g.max_time),
                     (s[0].t, s[s.len() - 1].t),
                     "case {}: chunk bounds",
                     c.name
@@ -257,42 +235,12 @@ mod tests {
             let want: Vec<Sample> = want.into_iter().map(|t| Sample::new(t, (t as f64).sqrt())).collect();
             proptest::prop_assert_eq!(merge_samples(&input, start, end).unwrap(), want.clone());
             let merged = merge_chunks(input, start, end).unwrap();
-            proptest::prop_assert!(merged.windows(2).all(|w| w[0].max_time_ms < w[1].min_time_ms));
+            proptest::prop_assert!(merged.windows(2).all(|w| w[0].max_time < w[1].min_time));
             for c in &merged {
                 let s = chunks::decode(c).unwrap();
-                proptest::prop_assert_eq!((c.min_time_ms, c.max_time_ms), (s[0].t, s[s.len() - 1].t));
+                proptest::prop_assert_eq!((c.min_time, c.max_time), (s[0].t, s[s.len() - 1].t));
             }
             proptest::prop_assert_eq!(all_samples(&merged), want);
         }
-    }
-
-    #[test]
-    fn group_by_labels_merges_replicas_and_sorts() {
-        let lbl = |n: &str, v: &str| Label {
-            name: n.into(),
-            value: v.into(),
-        };
-        let s = |job: &str, c: Chunk| ChunkedSeries {
-            // Deliberately unsorted on the wire.
-            labels: vec![lbl("job", job), lbl("__name__", "up")],
-            chunks: vec![c],
-        };
-        let replies = vec![
-            vec![s("b", chunk(0..2)), s("a", chunk(0..2))],
-            vec![s("a", chunk(5..7))],
-        ];
-        let grouped = group_by_labels(replies).unwrap();
-        let keys: Vec<String> = grouped.keys().map(|l| l.to_string()).collect();
-        assert_eq!(keys, [r#"{__name__="up", job="a"}"#, r#"{__name__="up", job="b"}"#]);
-        assert_eq!(grouped.values().next().unwrap().len(), 2);
-
-        let dup = vec![vec![ChunkedSeries {
-            labels: vec![lbl("a", "1"), lbl("a", "2")],
-            chunks: vec![],
-        }]];
-        assert!(matches!(
-            group_by_labels(dup),
-            Err(QuerierError::InvalidIngesterData(_))
-        ));
     }
 }

@@ -2,21 +2,26 @@
 //! (`remote_read`, `api`) only parses requests and formats answers around these calls.
 
 use crate::config::QuerierConfig;
-use crate::convert::matcher_to_proto;
+use crate::convert::{labels_from_proto, matcher_to_proto};
 use crate::error::QuerierError;
-use crate::merge::{self, merge_chunks, merge_samples};
+use crate::fetch::{self, IngesterSet};
+use crate::merge::merge_samples;
 use crate::metrics::Metrics;
-use crate::source::IngesterSource;
+use crate::select::{Bounds, Merge, SelectedSeries, timeout_error};
 use crate::store::BucketStore;
-use crate::{chunks, fetch};
 use futures::future::try_join_all;
 use heddle_model::{Labels, Matcher, Sample, TenantId};
+use heddle_proto::IngesterClient;
 use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, QueryRequest, Selector, SeriesRequest};
-use heddle_proto::prometheus::{Chunk, LabelMatcher};
+use heddle_proto::prometheus::LabelMatcher;
+use heddle_ring::Replicas;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
+
+/// The ingesters a querier reads from: a fixed list (single process, tests) or the ring.
+pub type IngesterReplicas = dyn Replicas<Arc<dyn IngesterClient>>;
 
 /// One series with its samples, as [`Querier::select`] returns it.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,29 +31,22 @@ pub struct SeriesSamples {
     pub samples: Vec<Sample>,
 }
 
-/// One series with its XOR chunks: sorted by time, disjoint, holding only samples inside the query range.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SeriesChunks {
-    pub labels: Labels,
-    pub chunks: Vec<Chunk>,
-}
-
 /// Reads a tenant's series from the ingesters that hold them. Cheap to share behind an `Arc`.
 #[derive(Debug)]
 pub struct Querier {
     cfg: QuerierConfig,
-    source: Arc<dyn IngesterSource>,
+    replicas: Arc<IngesterReplicas>,
     /// Blocks in the bucket, read beside the ingesters; `None` reads ingesters only.
     store: Option<Arc<BucketStore>>,
     pub(crate) metrics: Metrics,
 }
 
 impl Querier {
-    /// A querier reading from the ingesters `source` names, with its metrics registered on `registry`.
-    pub fn new(cfg: QuerierConfig, source: Arc<dyn IngesterSource>, registry: &mut Registry) -> Self {
+    /// A querier reading from the ingesters `replicas` names, with its metrics registered on `registry`.
+    pub fn new(cfg: QuerierConfig, replicas: Arc<IngesterReplicas>, registry: &mut Registry) -> Self {
         Self {
             cfg,
-            source,
+            replicas,
             store: None,
             metrics: Metrics::new(registry),
         }
@@ -64,6 +62,11 @@ impl Querier {
         &self.cfg
     }
 
+    /// The ingesters to ask now; too few healthy ones fail the query rather than answer partially.
+    fn read_set(&self) -> Result<IngesterSet, QuerierError> {
+        self.replicas.for_read().map_err(|e| QuerierError::Ring(e.to_string()))
+    }
+
     async fn with_timeout<T>(
         &self,
         tenant: &TenantId,
@@ -71,88 +74,62 @@ impl Querier {
     ) -> Result<T, QuerierError> {
         tokio::time::timeout(self.cfg.query_timeout, fut)
             .await
-            .unwrap_or_else(|_| {
-                Err(QuerierError::Timeout {
-                    tenant: tenant.to_string(),
-                    timeout_ms: self.cfg.query_timeout.as_millis(),
-                })
-            })
+            .unwrap_or_else(|_| Err(timeout_error(tenant, self.cfg.query_timeout)))
     }
 
-    fn check_sample_limit(&self, tenant: &TenantId, selected: usize) -> Result<(), QuerierError> {
-        let limit = self.cfg.max_samples_per_query;
-        if limit > 0 && selected > limit {
-            return Err(QuerierError::TooManySamples {
-                tenant: tenant.to_string(),
-                selected,
-                limit,
-            });
-        }
-        Ok(())
-    }
-
-    /// Every series matching `matchers` in `[start, end]` from the tenant's replication set, grouped by label
-    /// set and turned into `T` by `merge`, which also says how many samples it kept. Series `merge` leaves
-    /// empty (`None`) are dropped; the sample limit is checked as the count grows.
-    async fn select_merged<T>(
+    /// Opens every source of a query (the ingesters of the read set and the bucket's blocks, concurrently)
+    /// for the series matching `matchers` in `[start, end]`.
+    async fn open(
         &self,
         tenant: &TenantId,
         start: i64,
         end: i64,
         matchers: &[Matcher],
-        merge: impl Fn(Vec<Chunk>) -> Result<Option<(T, usize)>, QuerierError>,
-    ) -> Result<Vec<(Labels, T)>, QuerierError> {
+    ) -> Result<SelectedSeries, QuerierError> {
         let req = query_request(start, end, matchers)?;
-        self.with_timeout(tenant, async {
-            let set = self.source.replication_set(tenant);
-            let mut parts = fetch::query_stream(&set, tenant, &req).await?;
-            if let Some(store) = &self.store {
-                // Blocks and ingesters may both hold a range (a block stays local until it expires): the merge
-                // treats the bucket as one more replica and de-duplicates.
-                parts.push(store.query(tenant, start, end, matchers).await?);
+        let deadline = tokio::time::Instant::now() + self.cfg.query_timeout;
+        let set = self.read_set()?;
+        let blocks = async {
+            match &self.store {
+                // Blocks and ingesters may both hold a range (a block stays local until it expires): the
+                // merge treats each block as one more replica and de-duplicates.
+                Some(store) => store.query(tenant, start, end, matchers).await,
+                None => Ok(Vec::new()),
             }
-            let grouped = merge::group_by_labels(parts)?;
-            let mut out = Vec::with_capacity(grouped.len());
-            let mut selected = 0;
-            for (labels, raw) in grouped {
-                let Some((merged, samples)) = merge(raw)? else {
-                    continue;
-                };
-                selected += samples;
-                self.check_sample_limit(tenant, selected)?;
-                out.push((labels, merged));
-            }
-            Ok(out)
-        })
-        .await
+        };
+        let opening = async {
+            let (ingesters, blocks) =
+                futures::future::try_join(Merge::open_ingesters(&set, tenant, &req), blocks).await?;
+            Ok(Merge::new(ingesters, blocks))
+        };
+        let merge = match tokio::time::timeout_at(deadline, opening).await {
+            Ok(merge) => merge?,
+            Err(_) => return Err(timeout_error(tenant, self.cfg.query_timeout)),
+        };
+        Ok(SelectedSeries::new(
+            merge,
+            Bounds {
+                tenant: tenant.clone(),
+                start,
+                end,
+                deadline,
+                timeout: self.cfg.query_timeout,
+                max_samples: self.cfg.max_samples_per_query,
+            },
+        ))
     }
 
-    /// The chunks of every series matching `matchers` in `[start, end]` (milliseconds, inclusive), replicas
-    /// merged, sorted by labels. Series without samples in the range are left out.
+    /// The series matching `matchers` in `[start, end]` (milliseconds, inclusive), replicas merged, sorted by
+    /// labels, each with its chunks (sorted, disjoint, holding only samples inside the range). Series are
+    /// produced one at a time as the caller pulls them; those without samples in the range are left out.
     pub async fn select_chunks(
         &self,
         tenant: &TenantId,
         start: i64,
         end: i64,
         matchers: &[Matcher],
-    ) -> Result<Vec<SeriesChunks>, QuerierError> {
-        let merged = self
-            .select_merged(tenant, start, end, matchers, |raw| {
-                let chunks = merge_chunks(raw, start, end)?;
-                if chunks.is_empty() {
-                    return Ok(None);
-                }
-                let mut samples = 0;
-                for c in &chunks {
-                    samples += chunks::num_samples(c)?;
-                }
-                Ok(Some((chunks, samples)))
-            })
-            .await?;
-        Ok(merged
-            .into_iter()
-            .map(|(labels, chunks)| SeriesChunks { labels, chunks })
-            .collect())
+    ) -> Result<SelectedSeries, QuerierError> {
+        self.open(tenant, start, end, matchers).await
     }
 
     /// The samples of every series matching `matchers` in `[start, end]` (milliseconds, inclusive), replicas
@@ -164,17 +141,21 @@ impl Querier {
         end: i64,
         matchers: &[Matcher],
     ) -> Result<Vec<SeriesSamples>, QuerierError> {
-        let merged = self
-            .select_merged(tenant, start, end, matchers, |raw| {
-                let samples = merge_samples(&raw, start, end)?;
-                let n = samples.len();
-                Ok((n > 0).then_some((samples, n)))
-            })
-            .await?;
-        Ok(merged
-            .into_iter()
-            .map(|(labels, samples)| SeriesSamples { labels, samples })
-            .collect())
+        let mut selected = self.open(tenant, start, end, matchers).await?;
+        let (start, end) = selected.range();
+        let mut out = Vec::new();
+        while let Some(raw) = selected.next_raw().await? {
+            let samples = merge_samples(&raw.chunks, start, end)?;
+            if samples.is_empty() {
+                continue;
+            }
+            selected.count(samples.len())?;
+            out.push(SeriesSamples {
+                labels: raw.labels,
+                samples,
+            });
+        }
+        Ok(out)
     }
 
     /// The label sets of the series matching any of `selectors` in `[start, end]`, sorted and unique.
@@ -199,10 +180,10 @@ impl Querier {
                 .collect(),
         };
         self.with_timeout(tenant, async {
-            let set = self.source.replication_set(tenant);
+            let set = self.read_set()?;
             let mut out = BTreeSet::new();
             for labels in fetch::series(&set, tenant, &req).await?.into_iter().flatten() {
-                out.insert(merge::labels_from_proto(&labels.labels)?);
+                out.insert(labels_from_proto(&labels.labels)?);
             }
             if let Some(store) = &self.store {
                 for matchers in selectors {
@@ -223,7 +204,7 @@ impl Querier {
         end: i64,
         selectors: &[Vec<Matcher>],
     ) -> Result<Vec<String>, QuerierError> {
-        let set = self.source.replication_set(tenant);
+        let set = self.read_set()?;
         let requests = per_selector(selectors).map(|matchers| LabelNamesRequest {
             start_timestamp_ms: start,
             end_timestamp_ms: end,
@@ -256,7 +237,7 @@ impl Querier {
         end: i64,
         selectors: &[Vec<Matcher>],
     ) -> Result<Vec<String>, QuerierError> {
-        let set = self.source.replication_set(tenant);
+        let set = self.read_set()?;
         let requests = per_selector(selectors).map(|matchers| LabelValuesRequest {
             name: name.to_owned(),
             start_timestamp_ms: start,

@@ -1,9 +1,14 @@
 //! `POST /prometheus/api/v1/read`: Prometheus remote read, in both response types.
 //!
 //! - `SAMPLES`: one snappy-compressed `ReadResponse` (`application/x-protobuf`, `Content-Encoding: snappy`).
-//! - `STREAMED_XOR_CHUNKS`: framed `ChunkedReadResponse` messages (see [`crate::frames`]). The series are
-//!   fetched and merged before the status line is sent, so ingester failures and limits still produce a proper
-//!   status; the frames are then encoded one series at a time as the client reads the body.
+//! - `STREAMED_XOR_CHUNKS`: framed `ChunkedReadResponse` messages (see [`crate::frames`]), produced series by
+//!   series as the merge yields them and the client reads the body: a series is pulled from the ingesters,
+//!   merged, converted and framed only when the previous one has been sent. The status line waits until a
+//!   frame's worth of bytes (`max_bytes_in_frame`) is ready or the answer is complete, so a failure early in
+//!   the answer (an ingester, a limit, the timeout) still gets its own status; a failure after that cuts the
+//!   body short, which the client detects (as with Prometheus' own server).
+//!
+//! Either way each series is converted to the wire once, here.
 //!
 //! As in Prometheus, the response type is the first of the request's `accepted_response_types` that the
 //! server supports, and `SAMPLES` when the list is empty.
@@ -12,15 +17,18 @@ use crate::convert::{labels_to_proto, matcher_from_proto};
 use crate::error::QuerierError;
 use crate::frames;
 use crate::metrics::Endpoint;
-use crate::querier::{Querier, SeriesChunks};
+use crate::querier::Querier;
+use crate::select::SelectedSeries;
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use heddle_model::{Matcher, TenantId};
 use heddle_proto::prometheus::{
     QueryResult, ReadRequest, ReadResponse, Sample as ProtoSample, TimeSeries, read_request::ResponseType,
 };
 use prost::Message;
+use std::sync::Arc;
 
 /// Content type of a streamed remote-read response, as Prometheus' client expects it.
 pub const STREAMED_CONTENT_TYPE: &str = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse";
@@ -33,12 +41,12 @@ struct ParsedQuery {
 
 /// Answers one remote-read request body (snappy-compressed `ReadRequest`).
 #[tracing::instrument(skip_all, fields(tenant = %tenant))]
-pub(crate) async fn handle(q: &Querier, tenant: &TenantId, body: &[u8]) -> Result<Response, QuerierError> {
+pub(crate) async fn handle(q: &Arc<Querier>, tenant: &TenantId, body: &[u8]) -> Result<Response, QuerierError> {
     let req = decode_request(body, q.config().max_read_request_bytes)?;
     let queries = parse_queries(&req)?;
     match negotiate(&req.accepted_response_types)? {
         ResponseType::Samples => samples_response(q, tenant, &queries).await,
-        ResponseType::StreamedXorChunks => streamed_response(q, tenant, &queries).await,
+        ResponseType::StreamedXorChunks => streamed_response(Arc::clone(q), tenant.clone(), queries).await,
     }
 }
 
@@ -139,48 +147,114 @@ async fn samples_response(q: &Querier, tenant: &TenantId, queries: &[ParsedQuery
         .into_response())
 }
 
-async fn streamed_response(q: &Querier, tenant: &TenantId, queries: &[ParsedQuery]) -> Result<Response, QuerierError> {
+async fn streamed_response(
+    q: Arc<Querier>,
+    tenant: TenantId,
+    queries: Vec<ParsedQuery>,
+) -> Result<Response, QuerierError> {
     let max_frame = q.config().max_bytes_in_frame;
-    let mut fetched: Vec<(i64, Vec<SeriesChunks>)> = Vec::with_capacity(queries.len());
-    let (mut series_count, mut sample_count) = (0, 0);
-    for (index, query) in queries.iter().enumerate() {
-        let index = i64::try_from(index).unwrap_or(i64::MAX);
-        let series = q.select_chunks(tenant, query.start, query.end, &query.matchers).await?;
-        for s in &series {
-            if !frames::fits_in_frame(&labels_to_proto(&s.labels), index, max_frame) {
-                return Err(QuerierError::BadData(format!(
-                    "the labels of series {} do not fit in a remote-read frame of {max_frame} bytes; raise \
-                     querier.max_bytes_in_frame",
-                    s.labels
-                )));
+    let mut frames = Frames {
+        q,
+        tenant,
+        queries: queries.into_iter().enumerate(),
+        current: None,
+    };
+    // Before the status line: one body chunk per series, until a frame's worth is ready.
+    let mut ready = Vec::new();
+    let mut ready_bytes = 0;
+    let mut done = false;
+    while ready_bytes < max_frame {
+        match frames.next().await? {
+            Some(series) => {
+                ready_bytes += series.bytes.len();
+                ready.push(series);
             }
-            for c in &s.chunks {
-                sample_count += crate::chunks::num_samples(c)?;
+            None => {
+                done = true;
+                break;
             }
         }
-        series_count += series.len();
-        fetched.push((index, series));
     }
-    q.metrics.returned(Endpoint::RemoteRead, series_count, sample_count);
-
-    // Encoding happens as the body is polled, one series (all its frames) per body chunk.
-    let frames = fetched.into_iter().flat_map(move |(index, series)| {
-        series
-            .into_iter()
-            .map(move |s| frames::series_frames(labels_to_proto(&s.labels), s.chunks, index, max_frame))
-    });
-    // The status line is gone by now: a failure can only cut the body short, which the client detects.
-    let frames = frames.inspect(|r| {
-        if let Err(err) = r {
-            tracing::warn!(error = %err, "streamed remote read aborted");
+    for series in &ready {
+        frames.q.metrics.returned(Endpoint::RemoteRead, 1, series.samples);
+    }
+    let ready = futures::stream::iter(ready.into_iter().map(|s| Ok::<_, QuerierError>(s.bytes)));
+    let rest = futures::stream::unfold((!done).then_some(frames), |frames| async move {
+        let mut frames = frames?;
+        match frames.next().await {
+            Ok(Some(series)) => {
+                frames.q.metrics.returned(Endpoint::RemoteRead, 1, series.samples);
+                Some((Ok(series.bytes), Some(frames)))
+            }
+            Ok(None) => None,
+            // The status line is gone by now: a failure can only cut the body short, which the client detects.
+            Err(err) => {
+                tracing::warn!(error = %err, "streamed remote read aborted");
+                Some((Err(err), None))
+            }
         }
     });
-    let body = Body::from_stream(futures::stream::iter(frames));
+    let body = Body::from_stream(ready.chain(rest));
     Ok((
         [(header::CONTENT_TYPE, HeaderValue::from_static(STREAMED_CONTENT_TYPE))],
         body,
     )
         .into_response())
+}
+
+/// One series of a streamed answer: all its frames, and the samples they hold.
+struct SeriesFrames {
+    bytes: bytes::Bytes,
+    samples: usize,
+}
+
+/// The frames of every query of a streamed answer, one series at a time; a query is opened when the one
+/// before it is finished.
+struct Frames {
+    q: Arc<Querier>,
+    tenant: TenantId,
+    queries: std::iter::Enumerate<std::vec::IntoIter<ParsedQuery>>,
+    current: Option<(i64, SelectedSeries)>,
+}
+
+impl Frames {
+    async fn next(&mut self) -> Result<Option<SeriesFrames>, QuerierError> {
+        let max_frame = self.q.config().max_bytes_in_frame;
+        loop {
+            let (index, selected) = match &mut self.current {
+                Some(current) => current,
+                None => {
+                    let Some((index, query)) = self.queries.next() else {
+                        return Ok(None);
+                    };
+                    let selected = self
+                        .q
+                        .select_chunks(&self.tenant, query.start, query.end, &query.matchers)
+                        .await?;
+                    self.current
+                        .insert((i64::try_from(index).unwrap_or(i64::MAX), selected))
+                }
+            };
+            let Some(series) = selected.next().await? else {
+                self.current = None;
+                continue;
+            };
+            let labels = labels_to_proto(&series.labels);
+            if !frames::fits_in_frame(&labels, *index, max_frame) {
+                return Err(QuerierError::BadData(format!(
+                    "the labels of series {} do not fit in a remote-read frame of {max_frame} bytes; raise \
+                     querier.max_bytes_in_frame",
+                    series.labels
+                )));
+            }
+            let mut samples = 0;
+            for c in &series.chunks {
+                samples += crate::chunks::num_samples(c)?;
+            }
+            let bytes = frames::series_frames(labels, series.chunks, *index, max_frame)?;
+            return Ok(Some(SeriesFrames { bytes, samples }));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,7 @@
 use crate::error::QuerierError;
 use heddle_bucket::Bucket;
 use heddle_model::{Labels, Matcher, TenantId};
-use heddle_proto::prometheus as pb;
-use heddle_proto::xor_chunked_series;
+use heddle_tsdb::SeriesChunks;
 use heddle_tsdb::block::BlockReader;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -133,7 +132,7 @@ impl BucketStore {
     }
 
     /// Runs `f` on every block of the tenant overlapping the range, on blocking threads (each call makes ranged
-    /// GETs), and returns one answer per block.
+    /// GETs), and returns one answer per block, oldest block first.
     async fn each_block<T: Send + 'static>(
         &self,
         tenant: &TenantId,
@@ -171,28 +170,18 @@ impl BucketStore {
         Ok(out)
     }
 
-    /// Series matching `matchers` with their chunks overlapping `[mint, maxt]`, in the shape ingesters answer.
+    /// Series matching `matchers` with their chunks overlapping `[mint, maxt]`: one list per block (oldest
+    /// block first), each sorted by labels, in the model's types (nothing is converted).
     pub(crate) async fn query(
         &self,
         tenant: &TenantId,
         mint: i64,
         maxt: i64,
         matchers: &[Matcher],
-    ) -> Result<Vec<pb::ChunkedSeries>, QuerierError> {
+    ) -> Result<Vec<Vec<SeriesChunks>>, QuerierError> {
         let m = matchers.to_vec();
-        let parts = self
-            .each_block(tenant, mint, maxt, move |b| b.select(mint, maxt, &m))
-            .await?;
-        Ok(parts
-            .into_iter()
-            .flatten()
-            .map(|s| {
-                xor_chunked_series(
-                    &s.labels,
-                    s.chunks.iter().map(|c| (c.min_time, c.max_time, &c.data[..])),
-                )
-            })
-            .collect())
+        self.each_block(tenant, mint, maxt, move |b| b.select(mint, maxt, &m))
+            .await
     }
 
     /// Label sets of the series matching `matchers` in `[mint, maxt]`.

@@ -1,18 +1,17 @@
 //! End-to-end tests of the querier's HTTP routes over fake ingesters holding real XOR chunks.
 
-mod fake;
-
-use crate::{Querier, QuerierConfig, STREAMED_CONTENT_TYPE, StaticIngesters, router};
+use crate::{Querier, QuerierConfig, STREAMED_CONTENT_TYPE, router};
 use axum::Extension;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use fake::{FakeIngester, Mode};
-use heddle_model::{Sample, TenantId};
+use heddle_model::{Labels, Sample, TenantId};
 use heddle_proto::IngesterClient;
 use heddle_proto::prometheus::{
     ChunkedReadResponse, LabelMatcher, Query, ReadRequest, ReadResponse, label_matcher::Type,
     read_request::ResponseType,
 };
+use heddle_proto::testing::{FakeIngester, Fault};
+use heddle_ring::FixedReplicas;
 use heddle_testkit::codec::decode_chunked_frames;
 use heddle_testkit::xor::decode_xor_chunk;
 use http_body_util::BodyExt;
@@ -27,10 +26,41 @@ struct Harness {
     registry: Registry,
 }
 
+/// The shared fake ingester, given series as samples cut into real XOR chunks.
+trait WithSamples {
+    /// Adds a series whose samples are cut into chunks of `per_chunk` samples.
+    fn with_samples(self, labels: &[(&str, &str)], samples: &[Sample], per_chunk: usize) -> Self;
+}
+
+impl WithSamples for FakeIngester {
+    fn with_samples(self, labels: &[(&str, &str)], samples: &[Sample], per_chunk: usize) -> Self {
+        let chunks = samples
+            .chunks(per_chunk)
+            .map(|c| crate::convert::chunk_to_proto(&crate::chunks::encode_one(c).unwrap()))
+            .collect();
+        self.with_series(Labels::from_unsorted(labels.iter().copied()).unwrap(), chunks)
+    }
+}
+
+/// Every call fails with `Unavailable`.
+fn down() -> FakeIngester {
+    FakeIngester::new().with_fault(Fault::Fail(tonic::Status::unavailable("fake ingester is down")))
+}
+
+/// Every call waits forever.
+fn hung() -> FakeIngester {
+    FakeIngester::new().with_fault(Fault::Hang)
+}
+
 fn harness(cfg: QuerierConfig, ingesters: Vec<Arc<dyn IngesterClient>>, max_errors: usize) -> Harness {
     let mut registry = Registry::default();
-    let source = Arc::new(StaticIngesters::with_max_errors(ingesters, max_errors));
-    let q = Arc::new(Querier::new(cfg, source, &mut registry));
+    let replicas = ingesters
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (format!("ingester-{i}"), c))
+        .collect();
+    let replicas = Arc::new(FixedReplicas::new(replicas).with_max_errors(max_errors));
+    let q = Arc::new(Querier::new(cfg, replicas, &mut registry));
     let app = router(q).layer(Extension(TenantId::new("team-a").unwrap()));
     Harness { app, registry }
 }
@@ -102,18 +132,18 @@ fn query(start: i64, end: i64, matchers: Vec<LabelMatcher>) -> Query {
 
 /// Two series of `up` and one of another metric, 1000 samples each at t = 0, 10, 20, ...
 fn standard_ingester() -> FakeIngester {
-    FakeIngester::new(Mode::Serve)
-        .with_series(
+    FakeIngester::new()
+        .with_samples(
             &[("__name__", "up"), ("job", "b")],
             &samples((0..1000).map(|i| i * 10)),
             120,
         )
-        .with_series(
+        .with_samples(
             &[("__name__", "up"), ("job", "a")],
             &samples((0..1000).map(|i| i * 10)),
             120,
         )
-        .with_series(
+        .with_samples(
             &[("__name__", "other"), ("job", "a")],
             &samples((0..1000).map(|i| i * 10)),
             120,
@@ -231,11 +261,11 @@ async fn replicas_are_merged_and_deduplicated() {
     let labels = [("__name__", "up"), ("job", "a")];
     // Replica 1 and 2 hold the same samples but cut chunks differently; replica 3 misses some and has
     // one extra sample the others lost.
-    let r1 = FakeIngester::new(Mode::Serve).with_series(&labels, &samples(0..300), 120);
-    let r2 = FakeIngester::new(Mode::Serve).with_series(&labels, &samples(0..300), 70);
-    let r3 = FakeIngester::new(Mode::Serve)
-        .with_series(&labels, &samples((0..300).filter(|t| t % 3 != 0).chain([300])), 120)
-        .with_series(&[("__name__", "up"), ("job", "z")], &samples(0..5), 120);
+    let r1 = FakeIngester::new().with_samples(&labels, &samples(0..300), 120);
+    let r2 = FakeIngester::new().with_samples(&labels, &samples(0..300), 70);
+    let r3 = FakeIngester::new()
+        .with_samples(&labels, &samples((0..300).filter(|t| t % 3 != 0).chain([300])), 120)
+        .with_samples(&[("__name__", "up"), ("job", "z")], &samples(0..5), 120);
     let replicas: Vec<Arc<dyn IngesterClient>> = vec![Arc::new(r1), Arc::new(r2), Arc::new(r3)];
     let h = harness(QuerierConfig::default(), replicas, 0);
     let m = vec![matcher(Type::Eq, "__name__", "up")];
@@ -277,10 +307,9 @@ async fn replicas_are_merged_and_deduplicated() {
 #[tokio::test]
 async fn failing_replicas_within_max_errors_are_tolerated() {
     let labels = [("__name__", "up")];
-    let up = || -> Arc<dyn IngesterClient> {
-        Arc::new(FakeIngester::new(Mode::Serve).with_series(&labels, &samples(0..10), 120))
-    };
-    let down = || -> Arc<dyn IngesterClient> { Arc::new(FakeIngester::new(Mode::Down)) };
+    let up =
+        || -> Arc<dyn IngesterClient> { Arc::new(FakeIngester::new().with_samples(&labels, &samples(0..10), 120)) };
+    let down = || -> Arc<dyn IngesterClient> { Arc::new(down()) };
     let m = || vec![matcher(Type::Eq, "__name__", "up")];
 
     let h = harness(QuerierConfig::default(), vec![up(), down(), up()], 1);
@@ -288,7 +317,7 @@ async fn failing_replicas_within_max_errors_are_tolerated() {
     assert_eq!(resp.results[0].timeseries[0].samples.len(), 10);
 
     // A frozen replica (no answer until the 2m query timeout) does not hold the query once the others answered.
-    let hang = || -> Arc<dyn IngesterClient> { Arc::new(FakeIngester::new(Mode::Hang)) };
+    let hang = || -> Arc<dyn IngesterClient> { Arc::new(hung()) };
     let h = harness(QuerierConfig::default(), vec![hang(), up(), up()], 1);
     let a = tokio::time::timeout(
         Duration::from_secs(10),
@@ -350,10 +379,7 @@ async fn remote_read_rejects_bad_requests() {
         let msg = String::from_utf8_lossy(&a.body);
         assert!(msg.contains(want), "case {name}: {msg:?} should contain {want:?}");
     }
-    assert!(
-        fake.tenants.lock().unwrap().is_empty(),
-        "bad requests never reach ingesters"
-    );
+    assert!(fake.tenants().is_empty(), "bad requests never reach ingesters");
 }
 
 #[tokio::test]
@@ -381,7 +407,7 @@ async fn sample_limit_and_timeout() {
         query_timeout: Duration::from_millis(20),
         ..Default::default()
     };
-    let h = harness(cfg, vec![Arc::new(FakeIngester::new(Mode::Hang))], 0);
+    let h = harness(cfg, vec![Arc::new(hung())], 0);
     let a = send(&h.app, read_request(vec![query(0, 1, m)], &[])).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(String::from_utf8_lossy(&a.body).contains("query timed out after 20ms (tenant=team-a)"));
@@ -505,11 +531,7 @@ async fn json_api_errors() {
         assert!(body.contains(want), "case {name}: {body} should contain {want}");
     }
 
-    let h = harness(
-        QuerierConfig::default(),
-        vec![Arc::new(FakeIngester::new(Mode::Down))],
-        0,
-    );
+    let h = harness(QuerierConfig::default(), vec![Arc::new(down())], 0);
     let a = send(&h.app, get("/prometheus/api/v1/labels")).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(json(&a)["errorType"], "unavailable");
@@ -550,4 +572,72 @@ async fn streamed_body_is_produced_series_by_series() {
     }
     // Three series, each in its own body chunk of whole frames: encoded as the body is polled.
     assert_eq!(pieces, [1, 1, 1]);
+}
+
+#[tokio::test]
+async fn streamed_failure_after_a_frame_was_ready_cuts_the_body_short() {
+    // Each series is ~9 KiB of frames, over a 4 KiB frame: the status line goes out after the first series,
+    // and the limit, passed at the second, can then only cut the body short.
+    let cfg = QuerierConfig {
+        max_bytes_in_frame: 4096,
+        max_samples_per_query: 1500,
+        ..Default::default()
+    };
+    let h = harness(cfg, vec![Arc::new(standard_ingester())], 0);
+    let m = vec![matcher(Type::Re, "job", "a|b")];
+    let req = read_request(vec![query(0, 100_000, m)], &[ResponseType::StreamedXorChunks]);
+    let resp = h.app.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.into_body();
+    let mut series = Vec::new();
+    let mut failed = false;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    for f in decode_chunked_frames(&data).unwrap() {
+                        series.push(label_string(&f.chunked_series[0].labels));
+                    }
+                }
+            }
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    series.dedup();
+    assert_eq!(series, ["__name__=other,job=a"], "only the series before the limit");
+    assert!(failed, "the body ends with an error the client sees");
+}
+
+#[tokio::test]
+async fn streamed_answer_goes_out_before_the_ingester_stream_ends() {
+    // The ingester sends two series, then stalls: the answer must not wait for the end of its stream.
+    let cfg = QuerierConfig {
+        max_bytes_in_frame: 4096,
+        ..Default::default()
+    };
+    let stalls = standard_ingester().with_fault(Fault::StallStream { after: 2 });
+    let h = harness(cfg, vec![Arc::new(stalls)], 0);
+    let m = vec![matcher(Type::Re, "job", "a|b")];
+    let req = read_request(vec![query(0, 100_000, m)], &[ResponseType::StreamedXorChunks]);
+    let first_two = async {
+        let resp = h.app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let mut body = resp.into_body();
+        let mut series = Vec::new();
+        while series.len() < 2 {
+            let data = body.frame().await.unwrap().unwrap().into_data().unwrap();
+            for f in decode_chunked_frames(&data).unwrap() {
+                series.push(label_string(&f.chunked_series[0].labels));
+            }
+            series.dedup();
+        }
+        series
+    };
+    let series = tokio::time::timeout(Duration::from_secs(10), first_two)
+        .await
+        .expect("the merged series were held until the ingester's stream ended");
+    assert_eq!(series, ["__name__=other,job=a", "__name__=up,job=a"]);
 }

@@ -2,67 +2,30 @@
 //! through [`GrpcIngesterClient`] and through plain generated/prost clients.
 
 use super::*;
-use crate::client::{IngesterClient, QueryStream};
+use crate::client::IngesterClient;
 use crate::ingester::ingester_client::IngesterClient as GeneratedClient;
-use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    QueryStreamResponse, SeriesError, SeriesRequest, SeriesResponse,
-};
-use crate::prometheus::{self, ChunkedSeries, Label, Labels, TimeSeries, WriteRequest};
+use crate::ingester::{LabelNamesRequest, LabelValuesRequest, PushResponse, QueryRequest, SeriesError, SeriesRequest};
+use crate::prometheus::{self, ChunkedSeries, Label, TimeSeries, WriteRequest};
+use crate::testing::{Call, FakeIngester, Fault, PushAnswer, PushFn};
 use bytes::Bytes;
 use futures::StreamExt;
 use heddle_model::TenantId;
 use prost::Message;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic::transport::server::TcpIncoming;
 
-/// Records what it receives; behaviour is chosen by tenant: "slow" never answers, "refuse" fails every call,
-/// "midstream" and "stall" break a query stream after its first message, anything else succeeds.
-#[derive(Debug, Default)]
-struct FakeIngester {
-    pushes: Mutex<Vec<(TenantId, Bytes)>>,
-    queries: Mutex<Vec<(TenantId, QueryRequest)>>,
-}
-
-fn refused() -> tonic::Status {
-    tonic::Status::resource_exhausted("tenant refuse is over its series limit (err-heddle-max-series-per-user)")
-}
-
-async fn behave(tenant: &TenantId) -> Result<(), tonic::Status> {
-    match tenant.as_str() {
-        "slow" => futures::future::pending().await,
-        "refuse" => Err(refused()),
-        _ => Ok(()),
-    }
-}
-
-fn chunked(name: &str) -> ChunkedSeries {
-    ChunkedSeries {
-        labels: vec![Label {
-            name: "__name__".into(),
-            value: name.into(),
-        }],
-        chunks: vec![prometheus::Chunk {
-            min_time_ms: 1,
-            max_time_ms: 2,
-            r#type: prometheus::chunk::Encoding::Xor as i32,
-            data: vec![0, 1, 2, 3],
-        }],
-    }
-}
-
-#[async_trait::async_trait]
-impl IngesterClient for FakeIngester {
-    async fn push(&self, tenant: &TenantId, write_request: Bytes) -> Result<PushResponse, tonic::Status> {
-        behave(tenant).await?;
-        let len = write_request.len() as u64;
-        self.pushes.lock().unwrap().push((tenant.clone(), write_request));
+/// The shared fake, made to behave by tenant: "slow" never answers, "refuse" fails every call,
+/// "midstream" and "stall" break a query stream after its first message, anything else succeeds. Pushes
+/// are answered with the body's length and a per-series error naming the tenant, so the response fields
+/// are seen to travel back.
+fn fake() -> FakeIngester {
+    let echo: PushFn = Arc::new(|tenant: &TenantId, body: &Bytes| {
         Ok(PushResponse {
-            samples_ingested: len,
+            samples_ingested: body.len() as u64,
             errors: vec![SeriesError {
                 series_index: 1,
                 reason: "err-heddle-sample-out-of-order".into(),
@@ -70,64 +33,51 @@ impl IngesterClient for FakeIngester {
                 samples_rejected: 2,
             }],
         })
+    });
+    let mut fake = FakeIngester::new()
+        .with_push_answer(PushAnswer::Custom(echo))
+        .with_tenant_fault("slow", Fault::Hang)
+        .with_tenant_fault("refuse", Fault::Fail(refused()))
+        .with_tenant_fault(
+            "midstream",
+            Fault::BreakStream {
+                after: 1,
+                error: tonic::Status::internal("chunk 7 of series m1 is corrupt"),
+            },
+        )
+        .with_tenant_fault("stall", Fault::StallStream { after: 1 });
+    for i in 0..3 {
+        let series = chunked(&format!("m{i}"));
+        let labels =
+            heddle_model::Labels::from_unsorted(series.labels.iter().map(|l| (l.name.as_str(), l.value.as_str())))
+                .unwrap();
+        fake = fake.with_series(labels, series.chunks);
     }
+    fake
+}
 
-    async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, tonic::Status> {
-        behave(tenant).await?;
-        self.queries.lock().unwrap().push((tenant.clone(), req));
-        let mut items: Vec<Result<QueryStreamResponse, tonic::Status>> = (0..3)
-            .map(|i| {
-                Ok(QueryStreamResponse {
-                    series: vec![chunked(&format!("m{i}"))],
-                })
-            })
-            .collect();
-        match tenant.as_str() {
-            "midstream" => {
-                items.truncate(1);
-                items.push(Err(tonic::Status::internal("chunk 7 of series m1 is corrupt")));
-            }
-            "stall" => {
-                items.truncate(1);
-                return Ok(futures::stream::iter(items).chain(futures::stream::pending()).boxed());
-            }
-            _ => {}
-        }
-        Ok(futures::stream::iter(items).boxed())
-    }
+fn refused() -> tonic::Status {
+    tonic::Status::resource_exhausted("tenant refuse is over its series limit (err-heddle-max-series-per-user)")
+}
 
-    async fn label_names(
-        &self,
-        tenant: &TenantId,
-        req: LabelNamesRequest,
-    ) -> Result<LabelNamesResponse, tonic::Status> {
-        behave(tenant).await?;
-        Ok(LabelNamesResponse {
-            names: vec![tenant.to_string(), req.start_timestamp_ms.to_string()],
-        })
-    }
-
-    async fn label_values(
-        &self,
-        tenant: &TenantId,
-        req: LabelValuesRequest,
-    ) -> Result<LabelValuesResponse, tonic::Status> {
-        behave(tenant).await?;
-        Ok(LabelValuesResponse {
-            values: vec![tenant.to_string(), req.name],
-        })
-    }
-
-    async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
-        behave(tenant).await?;
-        Ok(SeriesResponse {
-            series: vec![Labels {
-                labels: vec![Label {
-                    name: tenant.to_string(),
-                    value: req.selectors.len().to_string(),
-                }],
-            }],
-        })
+fn chunked(name: &str) -> ChunkedSeries {
+    ChunkedSeries {
+        labels: vec![
+            Label {
+                name: "__name__".into(),
+                value: name.into(),
+            },
+            Label {
+                name: "job".into(),
+                value: "j".into(),
+            },
+        ],
+        chunks: vec![prometheus::Chunk {
+            min_time_ms: 11,
+            max_time_ms: 12,
+            r#type: prometheus::chunk::Encoding::Xor as i32,
+            data: vec![0, 1, 2, 3],
+        }],
     }
 }
 
@@ -140,7 +90,7 @@ struct Harness {
 
 impl Harness {
     async fn start() -> Self {
-        let fake = Arc::new(FakeIngester::default());
+        let fake = Arc::new(fake());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -222,7 +172,7 @@ async fn push_passes_bytes_and_tenant_through() {
         let response = client.push(&tenant("team-a"), body.clone()).await.unwrap();
         assert_eq!(response.samples_ingested, body.len() as u64, "case {name}");
         assert_eq!(response.errors[0].message, "tenant team-a: out of order", "case {name}");
-        let (got_tenant, got_body) = h.fake.pushes.lock().unwrap().pop().unwrap();
+        let (got_tenant, got_body) = h.fake.pushes().pop().unwrap();
         assert_eq!(got_tenant.as_str(), "team-a", "case {name}");
         assert_eq!(&got_body, body, "case {name}");
     }
@@ -242,7 +192,7 @@ async fn push_is_an_ordinary_protobuf_call_on_the_wire() {
     let path = tonic::codegen::http::uri::PathAndQuery::from_static("/heddle.ingester.v1.Ingester/Push");
     let codec = tonic_prost::ProstCodec::<WriteRequest, PushResponse>::default();
     grpc.unary(request, path, codec).await.unwrap();
-    let (got_tenant, got_body) = h.fake.pushes.lock().unwrap().pop().unwrap();
+    let (got_tenant, got_body) = h.fake.pushes().pop().unwrap();
     assert_eq!(got_tenant.as_str(), "prost-client");
     assert_eq!(got_body, write_request().encode_to_vec());
     h.stop().await;
@@ -266,8 +216,7 @@ async fn query_stream_streams_every_message_and_errors_midway() {
     let names: Vec<_> = got.iter().map(|r| r.series[0].labels[0].value.as_str()).collect();
     assert_eq!(names, ["m0", "m1", "m2"]);
     assert_eq!(got[2].series[0], chunked("m2"));
-    let (got_tenant, got_req) = h.fake.queries.lock().unwrap().pop().unwrap();
-    assert_eq!((got_tenant.as_str(), got_req), ("team-b", req));
+    assert_eq!(h.fake.calls().pop().unwrap(), Call::QueryStream(tenant("team-b"), req));
 
     let mut stream = client
         .query_stream(&tenant("midstream"), QueryRequest::default())
@@ -286,40 +235,29 @@ async fn label_and_series_calls_carry_the_tenant() {
     let h = Harness::start().await;
     let client = h.client(Duration::from_secs(10));
     let t = tenant("team-c");
-    let names = client
-        .label_names(
-            &t,
-            LabelNamesRequest {
-                start_timestamp_ms: 42,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(names.names, ["team-c", "42"]);
-    let values = client
-        .label_values(
-            &t,
-            LabelValuesRequest {
-                name: "job".into(),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(values.values, ["team-c", "job"]);
-    let series = client
-        .series(
-            &t,
-            SeriesRequest {
-                selectors: vec![Default::default(); 2],
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(series.series[0].labels[0].name, "team-c");
-    assert_eq!(series.series[0].labels[0].value, "2");
+    // The fake records each request as it arrived (tenant and fields) and answers from its series.
+    let names_req = LabelNamesRequest {
+        start_timestamp_ms: 42,
+        ..Default::default()
+    };
+    let names = client.label_names(&t, names_req.clone()).await.unwrap();
+    assert_eq!(names.names, ["__name__", "job"]);
+    assert_eq!(h.fake.calls().pop().unwrap(), Call::LabelNames(t.clone(), names_req));
+    let values_req = LabelValuesRequest {
+        name: "job".into(),
+        ..Default::default()
+    };
+    let values = client.label_values(&t, values_req.clone()).await.unwrap();
+    assert_eq!(values.values, ["j"]);
+    assert_eq!(h.fake.calls().pop().unwrap(), Call::LabelValues(t.clone(), values_req));
+    let series_req = SeriesRequest {
+        selectors: vec![Default::default(); 2],
+        ..Default::default()
+    };
+    let series = client.series(&t, series_req.clone()).await.unwrap();
+    assert_eq!(series.series[0].labels, chunked("m0").labels);
+    assert_eq!(series.series.len(), 3);
+    assert_eq!(h.fake.calls().pop().unwrap(), Call::Series(t.clone(), series_req));
     h.stop().await;
 }
 
@@ -416,10 +354,7 @@ async fn missing_or_invalid_tenant_is_refused_with_a_precise_status() {
         assert_eq!(err.code(), code, "case {name}: {err:?}");
         assert!(err.message().starts_with(message), "case {name}: {:?}", err.message());
     }
-    assert!(
-        h.fake.pushes.lock().unwrap().is_empty(),
-        "no refused call reached the ingester"
-    );
+    assert!(h.fake.calls().is_empty(), "no refused call reached the ingester");
     h.stop().await;
 }
 

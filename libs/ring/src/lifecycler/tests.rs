@@ -1,6 +1,6 @@
 use super::*;
 use crate::memory::MemoryMembership;
-use std::sync::atomic::{AtomicI64, Ordering};
+use heddle_model::ManualClock;
 
 fn cfg(id: &str, tokens_file: Option<PathBuf>, unregister: bool) -> LifecyclerConfig {
     LifecyclerConfig {
@@ -14,10 +14,9 @@ fn cfg(id: &str, tokens_file: Option<PathBuf>, unregister: bool) -> LifecyclerCo
     }
 }
 
-fn manual_clock() -> (Arc<AtomicI64>, Clock) {
-    let now = Arc::new(AtomicI64::new(1_000));
-    let c = Arc::clone(&now);
-    (now, Arc::new(move || c.load(Ordering::SeqCst)))
+fn manual_clock() -> (Arc<ManualClock>, Arc<dyn Clock>) {
+    let now = Arc::new(ManualClock::new(1_000));
+    (now.clone(), now)
 }
 
 #[tokio::test(start_paused = true)]
@@ -34,7 +33,7 @@ async fn joins_activates_heartbeats_and_unregisters() {
     lc.set_active().await.unwrap();
     assert_eq!(kv.watch().borrow().desc.instances["ing-1"].state, InstanceState::Active);
 
-    now.store(20_000, Ordering::SeqCst);
+    now.set(20_000);
     tokio::time::sleep(Duration::from_secs(16)).await;
     assert_eq!(
         kv.watch().borrow().desc.instances["ing-1"].heartbeat_ms,

@@ -40,7 +40,7 @@ fn cfg(rf: usize, zones: bool) -> ReplicationConfig {
     }
 }
 
-fn ids(set: &ReplicaSet<'_>) -> Vec<String> {
+fn ids(set: &InstanceSet<'_>) -> Vec<String> {
     set.instances.iter().map(|i| i.id.clone()).collect()
 }
 
@@ -176,7 +176,10 @@ fn empty_ring_is_an_error() {
         snap.replica_set(1, Operation::Write, NOW),
         Err(RingError::Empty)
     ));
-    assert!(matches!(snap.read_set(Operation::Read, NOW), Err(RingError::Empty)));
+    assert!(matches!(
+        snap.read_instances(Operation::Read, NOW),
+        Err(RingError::Empty)
+    ));
 }
 
 #[test]
@@ -215,16 +218,16 @@ fn zone_awareness_takes_one_per_zone_and_survives_losing_a_zone() {
 fn read_set_tolerates_rf_over_two_failures() {
     let mut v = view(five([InstanceState::Active; 5]));
     let snap = RingSnapshot::new(&v, cfg(3, false));
-    let set = snap.read_set(Operation::Read, NOW).unwrap();
+    let set = snap.read_instances(Operation::Read, NOW).unwrap();
     assert_eq!((set.instances.len(), set.max_errors), (5, 1));
     v.unreachable.insert("a".into());
     let snap = RingSnapshot::new(&v, cfg(3, false));
-    let set = snap.read_set(Operation::Read, NOW).unwrap();
+    let set = snap.read_instances(Operation::Read, NOW).unwrap();
     assert_eq!((set.instances.len(), set.max_errors), (4, 0));
     v.unreachable.insert("b".into());
     let snap = RingSnapshot::new(&v, cfg(3, false));
     assert!(
-        snap.read_set(Operation::Read, NOW).is_err(),
+        snap.read_instances(Operation::Read, NOW).is_err(),
         "two of five down with RF 3 may lose series"
     );
 }

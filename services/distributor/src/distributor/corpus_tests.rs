@@ -4,7 +4,7 @@
 use super::*;
 use crate::ring::SingleIngesterRing;
 use crate::testutil::*;
-use axum::http::StatusCode;
+use http::StatusCode;
 
 fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -31,12 +31,12 @@ async fn fuzz_seeds_get_a_status_and_never_panic() {
         Arc::new(SingleIngesterRing::new("i", fake)),
         &mut registry,
     )
-    .with_clock(ManualClock::new());
+    .with_clock(manual_clock());
     let mut inputs: Vec<(String, Vec<u8>)> = corpus("snappy_decompress");
     inputs.extend(corpus("write_request").into_iter().map(|(n, raw)| (n, snappy(&raw))));
     assert!(inputs.len() >= 4, "the seed corpus is missing");
     for (name, body) in inputs {
-        let status = match d.push(&tenant(), &body, &HeaderMap::new()).await {
+        let status = match d.push(&tenant(), &body).await {
             Ok(o) => o.status(),
             Err(e) => e.status(),
         };

@@ -3,34 +3,11 @@
 //! and everything else bit-identical.
 
 use super::*;
-use crate::ring::ReplicaSet;
+use crate::distributor::tests::ParityRing;
 use crate::testutil::*;
-use axum::http::StatusCode;
-use heddle_proto::IngesterClient;
 use heddle_proto::prometheus::{Exemplar, Histogram, Label, Sample, TimeSeries};
+use http::StatusCode;
 use proptest::prelude::*;
-
-/// Series with even tokens go to "even", odd to "odd".
-#[derive(Debug)]
-struct ParityRing {
-    even: Arc<FakeIngester>,
-    odd: Arc<FakeIngester>,
-}
-
-impl IngesterRing for ParityRing {
-    fn replica_set(&self, token: u32) -> ReplicaSet {
-        let (id, c) = if token.is_multiple_of(2) {
-            ("even", &self.even)
-        } else {
-            ("odd", &self.odd)
-        };
-        ReplicaSet {
-            ingesters: vec![(id.to_owned(), Arc::clone(c) as Arc<dyn IngesterClient>)],
-            min_success: 1,
-            unavailable: None,
-        }
-    }
-}
 
 const GRACE_MS: i64 = 600_000;
 
@@ -123,9 +100,9 @@ proptest! {
         });
         let mut registry = Registry::default();
         let d = Distributor::new(DistributorConfig::default(), Limits::default(), ring.clone(), &mut registry)
-            .with_clock(ManualClock::new());
+            .with_clock(manual_clock());
         let outcome = rt
-            .block_on(d.push(&tenant(), &body(sent.clone()), &HeaderMap::new()))
+            .block_on(d.push(&tenant(), &body(sent.clone())))
             .expect("valid request");
 
         let want: Vec<TimeSeries> = sent.iter().filter_map(expected).collect();

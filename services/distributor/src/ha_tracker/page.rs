@@ -2,11 +2,11 @@
 //! checking which Prometheus replica of a pair is being ingested and when it would fail over.
 
 use super::{Election, HaTracker};
-use crate::clock::Clock;
 use axum::Router;
 use axum::extract::State;
 use axum::response::Html;
 use axum::routing::get;
+use heddle_model::Clock;
 use heddle_server::{format_age_ms, html_escape};
 use std::fmt::Write as _;
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! election, the latest sample time, so it gives the same answer in any order and any number of times.
 
 use super::{Election, Entry, FORGET_AFTER_MS, HaTracker};
-use crate::clock::Clock;
+use heddle_model::Clock;
 use heddle_ring::SharedState;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,10 +1,10 @@
 //! HTTP-level table test: every status the push endpoint can answer, through the router.
 
 use super::*;
-use crate::config::{DistributorConfig, Limits};
 use crate::ring::SingleIngesterRing;
 use crate::testutil::*;
 use axum::http::Request;
+use heddle_limits::Limits;
 use prometheus_client::registry::Registry;
 use tower::ServiceExt as _;
 
@@ -238,7 +238,7 @@ async fn push_endpoint_statuses() {
             Arc::new(SingleIngesterRing::new("i", fake.clone())),
             &mut registry,
         )
-        .with_clock(ManualClock::new());
+        .with_clock(manual_clock());
         let mut app = router(Arc::new(d));
         if case.with_tenant {
             app = app.layer(Extension(tenant()));
@@ -310,4 +310,80 @@ async fn a_stalled_body_times_out() {
     );
     assert!(fake.series().is_empty());
     assert!(exposition(&registry).contains(r#"heddle_distributor_requests_total{status="503"} 1"#));
+}
+
+#[test]
+fn header_checks() {
+    let cfg = DistributorConfig {
+        max_recv_msg_size: 100,
+        ..DistributorConfig::default()
+    };
+    /// (case, headers, expected error id or None)
+    type HeaderCase<'a> = (&'a str, &'a [(&'a str, &'a str)], Option<&'a str>);
+    let cases: &[HeaderCase<'_>] = &[
+        ("none", &[], None),
+        (
+            "rw1 headers",
+            &[
+                ("content-encoding", "snappy"),
+                ("content-type", "application/x-protobuf"),
+            ],
+            None,
+        ),
+        (
+            "case and spaces",
+            &[
+                ("content-encoding", " Snappy "),
+                ("content-type", "Application/X-Protobuf"),
+            ],
+            None,
+        ),
+        (
+            "params ignored",
+            &[("content-type", "application/x-protobuf; charset=utf-8")],
+            None,
+        ),
+        (
+            "rw1 proto param",
+            &[("content-type", "application/x-protobuf;proto=prometheus.WriteRequest")],
+            None,
+        ),
+        (
+            "rw2 proto param",
+            &[(
+                "content-type",
+                "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+            )],
+            Some("err-heddle-unsupported-content-type"),
+        ),
+        (
+            "json",
+            &[("content-type", "application/json")],
+            Some("err-heddle-unsupported-content-type"),
+        ),
+        (
+            "gzip",
+            &[("content-encoding", "gzip")],
+            Some("err-heddle-unsupported-content-encoding"),
+        ),
+        (
+            "identity",
+            &[("content-encoding", "identity")],
+            Some("err-heddle-unsupported-content-encoding"),
+        ),
+        ("length at limit", &[("content-length", "100")], None),
+        (
+            "length over limit",
+            &[("content-length", "101")],
+            Some("err-heddle-request-too-large"),
+        ),
+    ];
+    for (name, pairs, want) in cases {
+        let mut h = HeaderMap::new();
+        for (k, v) in *pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        let got = check_headers(&h, &cfg).err().map(|e| e.id());
+        assert_eq!(got, *want, "case {name}");
+    }
 }

@@ -6,8 +6,8 @@
 //! ignored: a client CA without a client auth policy, client TLS paths while `tls_enabled` is false, and
 //! `tls_insecure_skip_verify` (not supported).
 
+use heddle_config::{FlagKind, FlagSpec};
 use heddle_proto::transport::{ClientAuth, ClientTls, PemSource, ServerTls, TlsError};
-use heddle_server::{FlagKind, FlagSpec};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

@@ -17,3 +17,12 @@ pub enum ConfigError {
         reason: String,
     },
 }
+
+/// An invalid value of one config key, naming its dotted YAML key: what each component's `validate()` returns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid `{key}`: {reason}")]
+pub struct InvalidKey {
+    /// Dotted YAML key, e.g. `limits.ingestion_rate`.
+    pub key: &'static str,
+    pub reason: String,
+}

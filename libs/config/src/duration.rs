@@ -67,7 +67,7 @@ pub fn format_duration(d: Duration) -> String {
     out
 }
 
-/// `#[serde(with = "heddle_server::serde_duration")]` for `Duration` fields written as Go-style strings.
+/// `#[serde(with = "heddle_config::serde_duration")]` for `Duration` fields written as Go-style strings.
 pub mod serde_duration {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;

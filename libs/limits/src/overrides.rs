@@ -7,9 +7,10 @@
 //!
 //! Readers ([`Overrides::get`]) take a read lock only long enough to clone an `Arc`.
 
-use crate::config::Limits;
-use crate::error::{ConfigError, RuntimeConfigError};
-use heddle_server::{FlagKind, FlagSpec, serde_duration};
+use crate::error::RuntimeConfigError;
+use crate::limits::Limits;
+use heddle_config::InvalidKey;
+use heddle_config::{FlagKind, FlagSpec, serde_duration};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -42,9 +43,9 @@ impl Default for RuntimeConfigConfig {
 
 impl RuntimeConfigConfig {
     /// Checks the reload period.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), InvalidKey> {
         if self.period.is_zero() {
-            return Err(ConfigError {
+            return Err(InvalidKey {
                 key: "runtime_config.period",
                 reason: "must be greater than 0s".into(),
             });
@@ -303,7 +304,8 @@ mod tests {
         std::fs::write(&path, "overrides:\n  a:\n    max_label_names_per_series: -1\n").unwrap();
         assert!(o.reload(&path).is_err());
         assert_eq!(o.get("a").max_label_names_per_series, 3);
-        let text = heddle_server::encode_metrics(&registry);
+        let mut text = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut text, &registry).unwrap();
         assert!(text.contains("heddle_runtime_config_reload_failures_total 2"), "{text}");
         assert!(
             text.contains("heddle_runtime_config_last_reload_successful 0"),

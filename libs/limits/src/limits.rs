@@ -1,0 +1,276 @@
+//! The per-tenant limits (`limits:` in YAML): defaults, validation and flags.
+//!
+//! Names and defaults follow Mimir (`-distributor.*`, `-validation.*`, `-ingester.max-global-*`). The flag
+//! table beside the struct is what the binary hands to `heddle_config::load`, so flags, YAML keys and the
+//! reference cannot drift.
+
+use heddle_config::InvalidKey;
+use heddle_config::{FlagKind, FlagSpec, serde_duration};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Per-tenant limits (`limits:` in YAML; the defaults of every tenant). A tenant's values can be overridden
+/// in the runtime config file ([`crate::Overrides`]). The ingestion rate is enforced per distributor process
+/// (Mimir's "local" strategy): with N distributors a tenant may send up to N times the rate. The series
+/// limits are enforced by the ingesters (see `heddle_ingester::SeriesLimits`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Samples per second each tenant may push (token-bucket refill rate).
+    pub ingestion_rate: f64,
+    /// Token-bucket size: samples a tenant may push at once. A request with more samples is always refused.
+    pub ingestion_burst_size: usize,
+    /// Most labels per series, counting `__name__`.
+    pub max_label_names_per_series: usize,
+    /// Longest label name, in bytes.
+    pub max_label_name_length: usize,
+    /// Longest label value, in bytes.
+    pub max_label_value_length: usize,
+    /// How far past the distributor's clock a sample timestamp may be.
+    #[serde(with = "serde_duration")]
+    pub creation_grace_period: Duration,
+    /// Most in-memory series of a tenant across the cluster (0 = no limit), enforced by ingesters when they
+    /// create a series. Each ingester applies `global * replication_factor / ingesters`.
+    pub max_global_series_per_user: usize,
+    /// Most in-memory series of one metric name of a tenant across the cluster (0 = no limit).
+    pub max_global_series_per_metric: usize,
+    /// Deduplicate samples from Prometheus HA pairs (the HA tracker) for this tenant.
+    pub accept_ha_samples: bool,
+    /// Label naming the HA cluster (the Prometheus pair) a series comes from.
+    pub ha_cluster_label: String,
+    /// Label naming the replica within the HA cluster; removed before ingesting.
+    pub ha_replica_label: String,
+    /// Most HA clusters tracked per tenant (0 = no limit); a request from a new cluster past it gets 400.
+    pub ha_max_clusters: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            ingestion_rate: 10_000.0,
+            ingestion_burst_size: 200_000,
+            max_label_names_per_series: 30,
+            max_label_name_length: 1024,
+            max_label_value_length: 2048,
+            creation_grace_period: Duration::from_secs(600),
+            max_global_series_per_user: 150_000,
+            max_global_series_per_metric: 0,
+            accept_ha_samples: false,
+            ha_cluster_label: "cluster".into(),
+            ha_replica_label: "__replica__".into(),
+            ha_max_clusters: 100,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks values that would refuse every request.
+    pub fn validate(&self) -> Result<(), InvalidKey> {
+        if !(self.ingestion_rate.is_finite() && self.ingestion_rate > 0.0) {
+            return Err(InvalidKey {
+                key: "limits.ingestion_rate",
+                reason: format!(
+                    "must be a positive number of samples per second, got {}",
+                    self.ingestion_rate
+                ),
+            });
+        }
+        let positive = [
+            ("limits.ingestion_burst_size", self.ingestion_burst_size),
+            ("limits.max_label_names_per_series", self.max_label_names_per_series),
+            ("limits.max_label_name_length", self.max_label_name_length),
+            ("limits.max_label_value_length", self.max_label_value_length),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                return Err(InvalidKey {
+                    key,
+                    reason: "must be greater than 0".into(),
+                });
+            }
+        }
+        if self.accept_ha_samples {
+            let labels = [
+                ("limits.ha_cluster_label", &self.ha_cluster_label),
+                ("limits.ha_replica_label", &self.ha_replica_label),
+            ];
+            for (key, value) in labels {
+                if value.is_empty() {
+                    return Err(InvalidKey {
+                        key,
+                        reason: "must not be empty when `limits.accept_ha_samples` is true".into(),
+                    });
+                }
+            }
+            if self.ha_cluster_label == self.ha_replica_label {
+                return Err(InvalidKey {
+                    key: "limits.ha_replica_label",
+                    reason: format!(
+                        "must differ from `limits.ha_cluster_label` ({:?})",
+                        self.ha_cluster_label
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Flags for [`Limits`], keyed under `limits.` (Mimir's flag names).
+pub const LIMITS_FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        flag: "distributor.ingestion-rate-limit",
+        key: "limits.ingestion_rate",
+        kind: FlagKind::Value,
+        help: "Per-tenant ingestion rate limit, in samples per second, enforced by each distributor",
+    },
+    FlagSpec {
+        flag: "distributor.ingestion-burst-size",
+        key: "limits.ingestion_burst_size",
+        kind: FlagKind::Value,
+        help: "Per-tenant burst size, in samples; a request with more samples is refused with 429",
+    },
+    FlagSpec {
+        flag: "validation.max-label-names-per-series",
+        key: "limits.max_label_names_per_series",
+        kind: FlagKind::Value,
+        help: "Most labels a series may have, including __name__",
+    },
+    FlagSpec {
+        flag: "validation.max-length-label-name",
+        key: "limits.max_label_name_length",
+        kind: FlagKind::Value,
+        help: "Longest accepted label name, in bytes",
+    },
+    FlagSpec {
+        flag: "validation.max-length-label-value",
+        key: "limits.max_label_value_length",
+        kind: FlagKind::Value,
+        help: "Longest accepted label value, in bytes",
+    },
+    FlagSpec {
+        flag: "validation.create-grace-period",
+        key: "limits.creation_grace_period",
+        kind: FlagKind::Value,
+        help: "How far into the future (past the distributor's clock) a sample timestamp may be",
+    },
+    FlagSpec {
+        flag: "ingester.max-global-series-per-user",
+        key: "limits.max_global_series_per_user",
+        kind: FlagKind::Value,
+        help: "Most in-memory series per tenant across the cluster, enforced by ingesters (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "ingester.max-global-series-per-metric",
+        key: "limits.max_global_series_per_metric",
+        kind: FlagKind::Value,
+        help: "Most in-memory series per metric name and tenant across the cluster (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.enable-for-all-users",
+        key: "limits.accept_ha_samples",
+        kind: FlagKind::Bool,
+        help: "Deduplicate samples from Prometheus HA pairs, keeping one elected replica per cluster",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.cluster",
+        key: "limits.ha_cluster_label",
+        kind: FlagKind::Value,
+        help: "Label naming the Prometheus HA cluster of a series",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.replica",
+        key: "limits.ha_replica_label",
+        kind: FlagKind::Value,
+        help: "Label naming the replica within an HA cluster; dropped before ingesting",
+    },
+    FlagSpec {
+        flag: "distributor.ha-tracker.max-clusters",
+        key: "limits.ha_max_clusters",
+        kind: FlagKind::Value,
+        help: "Most HA clusters tracked per tenant (0 = no limit)",
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_mimirs_and_valid() {
+        let l = Limits::default();
+        assert_eq!(l.ingestion_rate, 10_000.0);
+        assert_eq!(l.ingestion_burst_size, 200_000);
+        assert_eq!(l.creation_grace_period, Duration::from_secs(600));
+        l.validate().unwrap();
+    }
+
+    #[test]
+    fn yaml_round_trip_and_unknown_keys() {
+        let l: Limits = serde_norway::from_str("ingestion_rate: 5\ncreation_grace_period: 1h30m\n").unwrap();
+        assert_eq!(l.ingestion_rate, 5.0);
+        assert_eq!(l.creation_grace_period, Duration::from_secs(5400));
+        assert_eq!(l.max_label_names_per_series, 30, "unset keys keep their default");
+        let back: Limits = serde_norway::from_str(&serde_norway::to_string(&l).unwrap()).unwrap();
+        assert_eq!(back, l);
+        let err = serde_norway::from_str::<Limits>("ingestion_rte: 5\n").unwrap_err();
+        assert!(err.to_string().contains("ingestion_rte"), "{err}");
+    }
+
+    #[test]
+    fn validate_names_the_key() {
+        let cases: &[(&str, Limits, &str)] = &[
+            (
+                "zero rate",
+                Limits {
+                    ingestion_rate: 0.0,
+                    ..Limits::default()
+                },
+                "limits.ingestion_rate",
+            ),
+            (
+                "nan rate",
+                Limits {
+                    ingestion_rate: f64::NAN,
+                    ..Limits::default()
+                },
+                "limits.ingestion_rate",
+            ),
+            (
+                "zero burst",
+                Limits {
+                    ingestion_burst_size: 0,
+                    ..Limits::default()
+                },
+                "limits.ingestion_burst_size",
+            ),
+            (
+                "zero label count",
+                Limits {
+                    max_label_names_per_series: 0,
+                    ..Limits::default()
+                },
+                "limits.max_label_names_per_series",
+            ),
+        ];
+        for (name, limits, key) in cases {
+            let err = limits.validate().expect_err(name);
+            assert_eq!(err.key, *key, "case {name}");
+            assert!(err.to_string().contains(key), "case {name}: {err}");
+        }
+    }
+
+    #[test]
+    fn flag_table_covers_every_key() {
+        let lim = serde_norway::to_value(Limits::default()).unwrap();
+        let keys: Vec<String> = lim
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .map(|k| format!("limits.{}", k.as_str().unwrap()))
+            .collect();
+        for k in &keys {
+            assert!(LIMITS_FLAGS.iter().any(|f| f.key == k), "no flag for {k}");
+        }
+    }
+}

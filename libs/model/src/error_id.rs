@@ -1,0 +1,199 @@
+//! The catalogue of Heddle's error ids: every `err-heddle-*` id a user can meet, what it means, the HTTP status
+//! the sender sees, and what to change.
+//!
+//! An id starts the message of every user-facing refusal and is the `reason` label of
+//! `heddle_discarded_samples_total`, so scripts, alerts and runbooks key on it: an id is a public contract and
+//! is never renamed. Code that needs an id as a value (a metric label, a match) takes the constant from here;
+//! messages spell it at the start of their text. The integration test `error_catalogue` checks that every id
+//! in the sources is in this list and every id here is used, and `docs/errors.md` is rendered from it.
+
+/// One error id and its meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorId {
+    /// The id itself, `err-heddle-...`.
+    pub id: &'static str,
+    /// The HTTP status the remote-write sender (or query client) sees.
+    pub status: u16,
+    /// Where the refusal applies: the whole request, or one series of it.
+    pub scope: Scope,
+    /// What happened and what to change, in one sentence.
+    pub meaning: &'static str,
+}
+
+/// How much of a request an error refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Nothing of the request was ingested.
+    Request,
+    /// The named series (its samples) was refused; the request's other series were ingested.
+    Series,
+}
+
+macro_rules! catalogue {
+    ($( $(#[$doc:meta])* $name:ident = $id:literal, $status:literal, $scope:ident, $meaning:literal; )*) => {
+        $( $(#[$doc])* pub const $name: &str = $id; )*
+        /// Every error id, in the order of `docs/errors.md`.
+        pub const CATALOGUE: &[ErrorId] = &[
+            $( ErrorId { id: $id, status: $status, scope: Scope::$scope, meaning: $meaning }, )*
+        ];
+    };
+}
+
+catalogue! {
+    /// The body is larger than `distributor.max_recv_msg_size`.
+    REQUEST_TOO_LARGE = "err-heddle-request-too-large", 413, Request,
+        "the request body is over `distributor.max_recv_msg_size`: send smaller batches or raise the limit";
+    /// The snappy header declares more than `distributor.max_decompressed_size`.
+    DECOMPRESSED_TOO_LARGE = "err-heddle-decompressed-too-large", 400, Request,
+        "the snappy body declares more decompressed bytes than `distributor.max_decompressed_size`";
+    /// Content-Encoding is not snappy.
+    UNSUPPORTED_CONTENT_ENCODING = "err-heddle-unsupported-content-encoding", 415, Request,
+        "remote write bodies must be snappy block-compressed (`Content-Encoding: snappy`)";
+    /// Content-Type is not a remote write 1.0 protobuf.
+    UNSUPPORTED_CONTENT_TYPE = "err-heddle-unsupported-content-type", 415, Request,
+        "the content type is not a remote write message Heddle accepts (`application/x-protobuf`)";
+    /// The body is not snappy block format.
+    CORRUPT_SNAPPY = "err-heddle-corrupt-snappy", 400, Request,
+        "the body is not valid snappy block format (framed snappy is not remote write)";
+    /// The decompressed body is not a valid `prometheus.WriteRequest`.
+    INVALID_PROTOBUF = "err-heddle-invalid-protobuf", 400, Request,
+        "the decompressed body is not a valid `prometheus.WriteRequest`";
+    /// Reading the body failed (connection reset, ...).
+    BODY_READ = "err-heddle-body-read", 400, Request,
+        "reading the request body failed before it was complete";
+    /// The body did not arrive within `server.http_server_read_timeout`.
+    BODY_READ_TIMEOUT = "err-heddle-body-read-timeout", 503, Request,
+        "the body did not arrive within `server.http_server_read_timeout`; the sender retries";
+    /// The request carries no tenant (the tenant layer is missing: a bug).
+    NO_TENANT = "err-heddle-no-tenant", 500, Request,
+        "the request reached the distributor without a tenant: a wiring bug, please report it";
+    /// The tenant's ingestion rate limit is exhausted.
+    INGESTION_RATE_LIMITED = "err-heddle-ingestion-rate-limited", 429, Request,
+        "the tenant is over `limits.ingestion_rate` / `limits.ingestion_burst_size`; slow down or raise them";
+    /// The tenant has more HA clusters than `limits.ha_max_clusters`.
+    TOO_MANY_HA_CLUSTERS = "err-heddle-too-many-ha-clusters", 400, Request,
+        "the tenant sends from more HA clusters than `limits.ha_max_clusters`";
+    /// Samples from a non-elected HA replica are dropped (accepted, 202).
+    HA_REPLICA_NOT_ELECTED = "err-heddle-ha-replica-not-elected", 202, Request,
+        "samples from an HA replica that is not the elected one are acknowledged and dropped";
+    /// The series has no `__name__`.
+    MISSING_METRIC_NAME = "err-heddle-missing-metric-name", 400, Series,
+        "the series has no (or an empty) `__name__` label";
+    /// `__name__` is not a valid Prometheus metric name.
+    INVALID_METRIC_NAME = "err-heddle-invalid-metric-name", 400, Series,
+        "the metric name does not match `[a-zA-Z_:][a-zA-Z0-9_:]*`";
+    /// A label name is not a valid Prometheus label name.
+    INVALID_LABEL = "err-heddle-invalid-label", 400, Series,
+        "a label name does not match `[a-zA-Z_][a-zA-Z0-9_]*`, or a name or value is not UTF-8";
+    /// More labels than `limits.max_label_names_per_series`.
+    MAX_LABEL_NAMES_PER_SERIES = "err-heddle-max-label-names-per-series", 400, Series,
+        "the series has more labels than `limits.max_label_names_per_series`";
+    /// A label name is longer than `limits.max_label_name_length`.
+    LABEL_NAME_TOO_LONG = "err-heddle-label-name-too-long", 400, Series,
+        "a label name is longer than `limits.max_label_name_length`";
+    /// A label value is longer than `limits.max_label_value_length`.
+    LABEL_VALUE_TOO_LONG = "err-heddle-label-value-too-long", 400, Series,
+        "a label value is longer than `limits.max_label_value_length`";
+    /// Two labels share a name.
+    DUPLICATE_LABEL_NAMES = "err-heddle-duplicate-label-names", 400, Series,
+        "two labels of the series have the same name";
+    /// Labels are not sorted by name.
+    LABELS_NOT_SORTED = "err-heddle-labels-not-sorted", 400, Series,
+        "the series' labels are not sorted by name, as remote write requires";
+    /// A sample is further in the future than `limits.creation_grace_period`.
+    TOO_FAR_IN_FUTURE = "err-heddle-too-far-in-future", 400, Series,
+        "a sample's timestamp is further ahead of the server's clock than `limits.creation_grace_period`";
+    /// A sample is older than the series' newest sample.
+    SAMPLE_OUT_OF_ORDER = "err-heddle-sample-out-of-order", 400, Series,
+        "a sample is older than the newest sample of its series (no out-of-order window is offered)";
+    /// A sample repeats the newest timestamp with another value.
+    SAMPLE_DUPLICATE_TIMESTAMP = "err-heddle-sample-duplicate-timestamp", 400, Series,
+        "a sample has the same timestamp as the newest of its series but another value";
+    /// A sample is older than the head accepts (already compacted, or beyond the appendable window).
+    SAMPLE_OUT_OF_BOUNDS = "err-heddle-sample-out-of-bounds", 400, Series,
+        "a sample is older than the tenant head accepts: behind a compacted block or the 1 h appendable window";
+    /// The head refused a label set (empty, unsorted or duplicated names) that validation let through.
+    SERIES_INVALID_LABELS = "err-heddle-series-invalid-labels", 400, Series,
+        "the ingester refused the series' label set (empty, unsorted or duplicate names)";
+    /// Creating the series would exceed the tenant's series limit.
+    MAX_SERIES_PER_USER = "err-heddle-max-series-per-user", 400, Series,
+        "creating the series would exceed `limits.max_global_series_per_user` (divided over the ingesters)";
+    /// Creating the series would exceed the metric's series limit.
+    MAX_SERIES_PER_METRIC = "err-heddle-max-series-per-metric", 400, Series,
+        "creating the series would exceed `limits.max_global_series_per_metric` (divided over the ingesters)";
+    /// An ingester refused the push to protect itself (instance limits).
+    INGESTER_INSTANCE_LIMIT = "err-heddle-ingester-instance-limit", 503, Request,
+        "an ingester reached one of its `ingester.instance_limits`; the sender retries with backoff";
+    /// Too few replicas of a series answered because ingesters were unreachable.
+    INGESTERS_UNAVAILABLE = "err-heddle-ingesters-unavailable", 503, Series,
+        "too few of the series' ingesters were reachable to reach a write quorum; the sender retries";
+    /// Too few replicas of a series acknowledged it because ingesters failed.
+    INGESTER_FAILED = "err-heddle-ingester-failed", 500, Series,
+        "too few of the series' ingesters acknowledged it (they failed); the sender retries";
+    /// The ring has no instance with tokens.
+    RING_EMPTY = "err-heddle-ring-empty", 503, Request,
+        "the ingester ring has no instance with tokens yet";
+    /// Too many of a set's instances are unhealthy to form a quorum.
+    RING_TOO_MANY_UNHEALTHY = "err-heddle-ring-too-many-unhealthy", 503, Request,
+        "too many ingesters are unhealthy or unreachable to form a replica set";
+}
+
+/// The catalogue entry of `id`, if it is one.
+pub fn lookup(id: &str) -> Option<&'static ErrorId> {
+    CATALOGUE.iter().find(|e| e.id == id)
+}
+
+/// The catalogue as the Markdown page `docs/errors.md`.
+pub fn render_markdown() -> String {
+    let mut out = String::from(
+        "# Error ids\n\n\
+         Generated from `libs/model/src/error_id.rs` (the test `error_catalogue` keeps this page and the code in \
+         step). Every refusal's message starts with its id, which is also the `reason` label of \
+         `heddle_discarded_samples_total`. \"Series\" errors refuse one series of a request; the request's other \
+         series are ingested and the response is the worst status of its series.\n\n\
+         | id | status | scope | meaning |\n|---|---|---|---|\n",
+    );
+    for e in CATALOGUE {
+        let scope = match e.scope {
+            Scope::Request => "request",
+            Scope::Series => "series",
+        };
+        out.push_str(&format!("| `{}` | {} | {scope} | {} |\n", e.id, e.status, e.meaning));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_well_formed_and_found() {
+        let mut seen = std::collections::HashSet::new();
+        for e in CATALOGUE {
+            assert!(seen.insert(e.id), "{} listed twice", e.id);
+            let rest =
+                e.id.strip_prefix("err-heddle-")
+                    .unwrap_or_else(|| panic!("{} lacks the prefix", e.id));
+            assert!(
+                !rest.is_empty()
+                    && rest
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                "{} is not lowercase-kebab",
+                e.id
+            );
+            assert!((200..600).contains(&e.status), "{} has status {}", e.id, e.status);
+            assert_eq!(lookup(e.id), Some(e));
+        }
+        assert_eq!(lookup("err-heddle-nope"), None);
+    }
+
+    #[test]
+    fn the_page_lists_every_id() {
+        let page = render_markdown();
+        for e in CATALOGUE {
+            assert!(page.contains(&format!("| `{}` | {} |", e.id, e.status)), "{}", e.id);
+        }
+    }
+}

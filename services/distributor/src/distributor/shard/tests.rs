@@ -1,0 +1,181 @@
+//! Shard tests: the stage over decoded series with rings built for the case, then sharding and raw or
+//! rewritten forwarding through the whole push path.
+
+use super::*;
+use crate::distributor::decode::decode;
+use crate::distributor::tests::{ParityRing, distributor, push};
+use crate::distributor::validate::{Discards, validate};
+use crate::log_limiter::LogLimiter;
+use crate::metrics::Metrics;
+use crate::ring::{ReplicaSet, SingleIngesterRing};
+use crate::testutil::*;
+use heddle_limits::Limits;
+use heddle_proto::prometheus::{Exemplar, Histogram, Label, TimeSeries};
+use heddle_server::DiscardedSamples;
+use http::StatusCode;
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+
+/// Decodes and validates `sent` as the pipeline does, then shards it onto `ring`.
+fn shard_request(ring: &dyn IngesterRing, sent: Vec<TimeSeries>) -> Sharded {
+    let mut registry = Registry::default();
+    let discarded = DiscardedSamples::register(&mut registry);
+    let metrics = Metrics::register(&mut registry, discarded);
+    let warn = LogLimiter::new(10, Duration::from_secs(1));
+    let t = tenant();
+    let discards = Discards {
+        tenant: &t,
+        metrics: &metrics,
+        warn: &warn,
+    };
+    let arena = Bump::new();
+    let series = decode(&arena, &body(sent), 1 << 20).unwrap();
+    let valid = validate(&arena, &Limits::default(), series, None, NOW_MS, discards);
+    shard(&arena, &t, ring, &valid.accepted, valid.max_ms)
+}
+
+/// Lists one ingester twice and reports why it could not find more.
+#[derive(Debug)]
+struct TwiceRing(Arc<FakeIngester>);
+
+impl IngesterRing for TwiceRing {
+    fn replica_set(&self, _token: u32) -> ReplicaSet {
+        let c = Arc::clone(&self.0) as Arc<dyn IngesterClient>;
+        ReplicaSet {
+            ingesters: vec![("a".to_owned(), c.clone()), ("a".to_owned(), c)],
+            min_success: 2,
+            unavailable: Some("only one ingester".into()),
+        }
+    }
+}
+
+#[test]
+fn an_ingester_listed_twice_gets_each_series_once() {
+    let ring = TwiceRing(FakeIngester::new(Behavior::Accept));
+    let sharded = shard_request(&ring, vec![up("a"), up("b")]);
+    assert_eq!(sharded.batches.len(), 1);
+    assert_eq!(
+        sharded.batches[0].series,
+        vec![0, 1],
+        "each series once, in request order"
+    );
+    assert_eq!(
+        sharded.series,
+        vec![
+            Forwarded {
+                samples: 1,
+                replicas: 2,
+                min_success: 2
+            };
+            2
+        ]
+    );
+    assert_eq!(sharded.ring_error.as_deref(), Some("only one ingester"));
+}
+
+#[test]
+fn unchanged_series_are_framed_from_their_raw_bytes() {
+    let fake = FakeIngester::new(Behavior::Accept);
+    let ring = SingleIngesterRing::new("i", fake);
+    let sent = vec![up("a"), up("b")];
+    let sharded = shard_request(&ring, sent.clone());
+    let mut framed = Vec::new();
+    let encoded: Vec<Vec<u8>> = sent.iter().map(|s| s.encode_to_vec()).collect();
+    encode_write_request_raw(encoded.iter().map(|v| v.as_slice()), &mut framed);
+    assert_eq!(sharded.batches[0].body.as_ref(), framed.as_slice());
+}
+
+#[tokio::test]
+async fn series_are_sharded_by_token_and_forwarded_byte_for_byte() {
+    let ring = Arc::new(ParityRing {
+        even: FakeIngester::new(Behavior::Accept),
+        odd: FakeIngester::new(Behavior::Accept),
+    });
+    let (d, _r) = distributor(ring.clone());
+    let sent: Vec<TimeSeries> = (0..40).map(|i| up(&format!("metric_{i}"))).collect();
+    let outcome = push(&d, sent.clone()).await.unwrap();
+    assert_eq!(outcome.status(), StatusCode::OK, "{}", outcome.body());
+    assert_eq!(outcome.samples_ingested, 40);
+
+    let mut received = 0;
+    for (parity, ingester) in [(0, &ring.even), (1, &ring.odd)] {
+        let bodies = ingester.bodies();
+        assert_eq!(bodies.len(), 1, "one request per ingester");
+        let got = ingester.series();
+        received += got.len();
+        // Same order as sent, and the body is exactly the re-framed original series bytes.
+        let expected: Vec<&TimeSeries> = sent
+            .iter()
+            .filter(|s| {
+                let labels = s.labels.iter().map(|l| (l.name.as_str(), l.value.as_str()));
+                heddle_model::series_token("team-a", labels) % 2 == parity
+            })
+            .collect();
+        assert_eq!(got.iter().collect::<Vec<_>>(), expected, "parity {parity}");
+        let mut framed = Vec::new();
+        heddle_proto::encode_write_request_raw(
+            expected
+                .iter()
+                .map(|s| s.encode_to_vec())
+                .collect::<Vec<_>>()
+                .iter()
+                .map(|v| v.as_slice()),
+            &mut framed,
+        );
+        assert_eq!(
+            bodies[0].as_ref(),
+            framed.as_slice(),
+            "parity {parity}: raw slices forwarded"
+        );
+    }
+    assert_eq!(received, 40);
+}
+
+#[tokio::test]
+async fn series_losing_parts_are_rewritten() {
+    let fake = FakeIngester::new(Behavior::Accept);
+    let (d, registry) = distributor(Arc::new(SingleIngesterRing::new("i", fake.clone())));
+    let grace = Limits::default().creation_grace_period.as_millis() as i64;
+    let mut with_extras = series(
+        &[("__name__", "up"), ("empty", ""), ("job", "a")],
+        &[(NOW_MS, 1.0), (NOW_MS + grace + 1, 2.0), (NOW_MS + 1, 3.0)],
+    );
+    with_extras.exemplars.push(Exemplar {
+        labels: vec![Label {
+            name: "trace_id".into(),
+            value: "x".into(),
+        }],
+        value: 1.0,
+        timestamp: NOW_MS,
+    });
+    with_extras.histograms.push(Histogram::default());
+    let only_histogram = TimeSeries {
+        histograms: vec![Histogram::default()],
+        ..series(&[("__name__", "h")], &[])
+    };
+    let outcome = push(&d, vec![with_extras, only_histogram]).await.unwrap();
+    // The future sample makes the response a 400, but the rest of the series is ingested.
+    assert_eq!(outcome.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(outcome.samples_ingested, 2);
+    let body = outcome.body();
+    assert!(body.contains("err-heddle-too-far-in-future"), "{body}");
+    assert!(body.contains("limits.creation_grace_period"), "{body}");
+    assert!(body.contains(&format!("(first: {} ms)", NOW_MS + grace + 1)), "{body}");
+
+    let got = fake.series();
+    assert_eq!(got.len(), 1, "the histogram-only series is not forwarded");
+    assert_eq!(
+        got[0],
+        series(&[("__name__", "up"), ("job", "a")], &[(NOW_MS, 1.0), (NOW_MS + 1, 3.0)]),
+        "empty label, future sample, exemplar and histogram removed"
+    );
+    let text = exposition(&registry);
+    for line in [
+        r#"heddle_discarded_samples_total{tenant="team-a",reason="native-histograms-unsupported"} 2"#,
+        r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-too-far-in-future"} 1"#,
+        r#"heddle_distributor_discarded_exemplars_total{tenant="team-a",reason="exemplars-unsupported"} 1"#,
+        r#"heddle_distributor_received_samples_total{tenant="team-a"} 2"#,
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+}

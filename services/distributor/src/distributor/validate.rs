@@ -1,0 +1,277 @@
+//! Stage 3, validate: per-series label rules and limits, and sample timestamps (DESIGN.md §2 step 3).
+//!
+//! An invalid series is dropped with a precise message (tenant, series, reason, the limit and its config key)
+//! and counted in `heddle_discarded_samples_total`; the valid series of the same request go on. Samples too
+//! far in the future are dropped from a series that is otherwise kept. Native histograms and exemplars are
+//! counted and dropped (not supported yet).
+//!
+//! Labels with an empty value are treated as absent, as Mimir does (it strips them before validating) and as
+//! Prometheus' own TSDB does (an empty value means "no such label"). They are ignored by every check here
+//! and removed from the series before it is forwarded. The remote-write spec says senders must not send
+//! them, but refusing the series would lose data a Prometheus/Mimir user expects to be kept.
+
+use crate::error::InvalidSeries;
+use crate::log_limiter::LogLimiter;
+use crate::metrics::{Metrics, REASON_EXEMPLARS, REASON_NATIVE_HISTOGRAMS};
+use crate::outcome::Rejection;
+use bumpalo::Bump;
+use heddle_limits::Limits;
+use heddle_model::{LabelRef, METRIC_NAME, Sample, TenantId, is_valid_label_name, is_valid_metric_name};
+use heddle_proto::TimeSeriesRef;
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
+/// Longest label name or value quoted in an error message; longer ones are cut (the length is reported).
+const MAX_QUOTED: usize = 128;
+/// Longest series text in an error message.
+const MAX_SERIES_TEXT: usize = 1024;
+
+/// What validation learned about a valid series' labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LabelCheck {
+    /// Some labels have empty values; they must be stripped before forwarding.
+    pub has_empty_values: bool,
+}
+
+/// Checks a series' labels in Mimir's order: metric name present and valid, label count, then each label's
+/// name, name length, value length, and its order relative to the previous one.
+pub(crate) fn validate_labels(labels: &[LabelRef<'_>], limits: &Limits) -> Result<LabelCheck, InvalidSeries> {
+    let mut metric_name = None;
+    let mut count = 0usize;
+    let mut has_empty_values = false;
+    for l in labels {
+        if l.value.is_empty() {
+            has_empty_values = true;
+            continue;
+        }
+        count += 1;
+        if metric_name.is_none() && l.name == METRIC_NAME {
+            metric_name = Some(l.value);
+        }
+    }
+    let Some(metric_name) = metric_name else {
+        return Err(InvalidSeries::MissingMetricName);
+    };
+    if !is_valid_metric_name(metric_name) {
+        return Err(InvalidSeries::InvalidMetricName {
+            name: quoted(metric_name),
+        });
+    }
+    if count > limits.max_label_names_per_series {
+        return Err(InvalidSeries::TooManyLabels {
+            count,
+            limit: limits.max_label_names_per_series,
+        });
+    }
+    let mut prev: Option<&str> = None;
+    for l in labels.iter().filter(|l| !l.value.is_empty()) {
+        if !is_valid_label_name(l.name) {
+            return Err(InvalidSeries::InvalidLabelName { name: quoted(l.name) });
+        }
+        if l.name.len() > limits.max_label_name_length {
+            return Err(InvalidSeries::LabelNameTooLong {
+                name: quoted(l.name),
+                len: l.name.len(),
+                limit: limits.max_label_name_length,
+            });
+        }
+        if l.value.len() > limits.max_label_value_length {
+            return Err(InvalidSeries::LabelValueTooLong {
+                name: quoted(l.name),
+                len: l.value.len(),
+                limit: limits.max_label_value_length,
+            });
+        }
+        if let Some(p) = prev {
+            match p.cmp(l.name) {
+                Ordering::Less => {}
+                Ordering::Equal => return Err(InvalidSeries::DuplicateLabelNames { name: quoted(l.name) }),
+                Ordering::Greater => {
+                    return Err(InvalidSeries::LabelsNotSorted {
+                        prev: quoted(p),
+                        next: quoted(l.name),
+                    });
+                }
+            }
+        }
+        prev = Some(l.name);
+    }
+    Ok(LabelCheck { has_empty_values })
+}
+
+/// The samples whose timestamp is past `max_ms` (now + creation grace period), as an error, or `None`.
+pub(crate) fn check_timestamps(samples: &[Sample], max_ms: i64) -> Option<InvalidSeries> {
+    let mut future = samples.iter().filter(|s| s.t > max_ms);
+    let first = future.next()?;
+    Some(InvalidSeries::TooFarInFuture {
+        count: 1 + future.count(),
+        timestamp_ms: first.t,
+        max_ms,
+    })
+}
+
+/// Prometheus' text form of a series for messages, `{__name__="up", job="a"}`, without empty-valued labels,
+/// with long values cut and the whole capped at ~1 KiB.
+pub(crate) fn series_text(labels: &[LabelRef<'_>]) -> String {
+    let mut out = String::from("{");
+    let kept: Vec<&LabelRef<'_>> = labels.iter().filter(|l| !l.value.is_empty()).collect();
+    for (i, l) in kept.iter().enumerate() {
+        if out.len() > MAX_SERIES_TEXT {
+            let _ = write!(out, ", …{} more labels", kept.len() - i);
+            break;
+        }
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{}={:?}", quoted(l.name), quoted(l.value));
+    }
+    out.push('}');
+    out
+}
+
+/// `s` cut to at most [`MAX_QUOTED`] bytes on a character boundary, marked when cut.
+fn quoted(s: &str) -> String {
+    if s.len() <= MAX_QUOTED {
+        return s.to_owned();
+    }
+    let mut end = MAX_QUOTED;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A series that passed validation, before sharding.
+#[derive(Debug)]
+pub(crate) struct Accepted<'a> {
+    /// The decoded series.
+    pub(crate) series: &'a TimeSeriesRef<'a>,
+    /// Its labels, without the HA replica label (empty-valued ones are still there).
+    pub(crate) labels: &'a [LabelRef<'a>],
+    /// Samples to forward: those not too far in the future.
+    pub(crate) samples: u64,
+    /// It loses something on the way (an empty-valued or the replica label, future samples, exemplars,
+    /// histograms), so it is re-encoded instead of forwarded as the raw bytes it arrived as.
+    pub(crate) rewrite: bool,
+}
+
+/// What validation kept of a request, and what it refused.
+#[derive(Debug, Default)]
+pub(crate) struct Validated<'a> {
+    /// The series to forward, in request order.
+    pub(crate) accepted: Vec<Accepted<'a>>,
+    /// Their samples.
+    pub(crate) samples: u64,
+    /// Series (or some of their samples) refused, in request order.
+    pub(crate) rejections: Vec<Rejection>,
+    /// The newest accepted sample timestamp (now + creation grace period).
+    pub(crate) max_ms: i64,
+}
+
+/// Where validation reports a refusal: the discard metrics and the rate-limited warning log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Discards<'d> {
+    pub(crate) tenant: &'d TenantId,
+    pub(crate) metrics: &'d Metrics,
+    pub(crate) warn: &'d LogLimiter,
+}
+
+impl Discards<'_> {
+    /// Records a validation failure of `samples` samples: message, discard metric, rate-limited warning.
+    fn reject(&self, labels: &[LabelRef<'_>], e: InvalidSeries, samples: usize, out: &mut Vec<Rejection>) {
+        let (tenant, id) = (self.tenant, e.id());
+        let series = series_text(labels);
+        self.metrics.discarded.add(tenant.as_str(), id, samples as u64);
+        if let Some(suppressed) = self.warn.check(tokio::time::Instant::now()) {
+            tracing::warn!(reason = id, %series, samples, suppressed, error = %e, "discarded invalid series");
+        }
+        out.push(Rejection {
+            reason: id.to_owned(),
+            message: format!("{id}: {e} (tenant={tenant}, series={series}): {}", e.remedy()),
+        });
+    }
+}
+
+/// Validates every series of a request against the tenant's `limits` at `now_ms` (wall clock), without
+/// the label `drop_label` (the HA replica label, when the request was accepted from an elected replica).
+pub(crate) fn validate<'a>(
+    arena: &'a Bump,
+    limits: &Limits,
+    series: &'a [TimeSeriesRef<'a>],
+    drop_label: Option<&str>,
+    now_ms: i64,
+    discards: Discards<'_>,
+) -> Validated<'a> {
+    let grace_ms = i64::try_from(limits.creation_grace_period.as_millis()).unwrap_or(i64::MAX);
+    let mut out = Validated {
+        accepted: Vec::with_capacity(series.len()),
+        max_ms: now_ms.saturating_add(grace_ms),
+        ..Validated::default()
+    };
+    let (mut histograms, mut exemplars) = (0u64, 0u64);
+    for ts in series {
+        histograms += u64::from(ts.histograms);
+        exemplars += u64::from(ts.exemplars);
+        let (labels, dropped) = without_label(arena, &ts.labels, drop_label);
+        let check = match validate_labels(labels, limits) {
+            Ok(check) => check,
+            Err(e) => {
+                discards.reject(labels, e, ts.samples.len(), &mut out.rejections);
+                continue;
+            }
+        };
+        let mut future = 0;
+        if let Some(e) = check_timestamps(&ts.samples, out.max_ms) {
+            if let InvalidSeries::TooFarInFuture { count, .. } = e {
+                future = count;
+            }
+            discards.reject(labels, e, future, &mut out.rejections);
+        }
+        let samples = ts.samples.len() - future;
+        if samples == 0 {
+            continue;
+        }
+        let rewrite = check.has_empty_values || dropped || future > 0 || ts.exemplars > 0 || ts.histograms > 0;
+        out.accepted.push(Accepted {
+            series: ts,
+            labels,
+            samples: samples as u64,
+            rewrite,
+        });
+        out.samples += samples as u64;
+    }
+    if histograms > 0 || exemplars > 0 {
+        let tenant = discards.tenant.as_str();
+        discards
+            .metrics
+            .discarded
+            .add(tenant, REASON_NATIVE_HISTOGRAMS, histograms);
+        discards
+            .metrics
+            .discarded_exemplars(tenant, REASON_EXEMPLARS, exemplars);
+        tracing::debug!(
+            histograms,
+            exemplars,
+            "dropped native histograms and exemplars (not supported yet)"
+        );
+    }
+    out
+}
+
+/// `labels` without the label named `name` (a copy in the arena), and whether it was there.
+fn without_label<'a>(arena: &'a Bump, labels: &'a [LabelRef<'a>], name: Option<&str>) -> (&'a [LabelRef<'a>], bool) {
+    match name {
+        Some(name) if labels.iter().any(|l| l.name == name) => (
+            {
+                let mut kept = bumpalo::collections::Vec::with_capacity_in(labels.len(), arena);
+                kept.extend(labels.iter().filter(|l| l.name != name).copied());
+                kept.into_bump_slice()
+            },
+            true,
+        ),
+        _ => (labels, false),
+    }
+}
+
+#[cfg(test)]
+mod tests;

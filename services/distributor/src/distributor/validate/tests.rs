@@ -1,0 +1,321 @@
+//! Validation tests: the label and timestamp rules, then the stage over a whole request.
+
+use super::*;
+use crate::distributor::decode::decode;
+use crate::distributor::tests::{distributor, push};
+use crate::ring::SingleIngesterRing;
+use crate::testutil::*;
+use heddle_server::DiscardedSamples;
+use http::StatusCode;
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Pairs<'a> = Vec<(&'a str, &'a str)>;
+/// (case name, labels, expected error id or None for valid, has_empty_values)
+type LabelCase<'a> = (&'a str, Pairs<'a>, Option<&'a str>, bool);
+/// (case name, samples, expected (count, first timestamp) past the limit)
+type FutureCase<'a> = (&'a str, Vec<Sample>, Option<(usize, i64)>);
+
+fn labels<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<LabelRef<'a>> {
+    pairs.iter().map(|&(name, value)| LabelRef { name, value }).collect()
+}
+
+fn small_limits() -> Limits {
+    Limits {
+        max_label_names_per_series: 3,
+        max_label_name_length: 8,
+        max_label_value_length: 10,
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn label_rules_table() {
+    let long_name = "abcdefghi"; // 9 > 8
+    let long_value = "0123456789x"; // 11 > 10
+    let cases: Vec<LabelCase<'_>> = vec![
+        ("valid", vec![("__name__", "up"), ("job", "a")], None, false),
+        ("valid metric name with colon", vec![("__name__", "a:b")], None, false),
+        ("no labels", vec![], Some("err-heddle-missing-metric-name"), false),
+        (
+            "no metric name",
+            vec![("job", "a")],
+            Some("err-heddle-missing-metric-name"),
+            false,
+        ),
+        (
+            "empty metric name",
+            vec![("__name__", ""), ("job", "a")],
+            Some("err-heddle-missing-metric-name"),
+            false,
+        ),
+        (
+            "invalid metric name",
+            vec![("__name__", "1up")],
+            Some("err-heddle-invalid-metric-name"),
+            false,
+        ),
+        (
+            "too many labels",
+            vec![("__name__", "up"), ("a", "1"), ("b", "2"), ("c", "3")],
+            Some("err-heddle-max-label-names-per-series"),
+            false,
+        ),
+        (
+            "empty values do not count toward the label limit",
+            vec![("__name__", "up"), ("a", "1"), ("b", ""), ("c", "3")],
+            None,
+            true,
+        ),
+        (
+            "invalid label name",
+            vec![("__name__", "up"), ("a-b", "1")],
+            Some("err-heddle-invalid-label"),
+            false,
+        ),
+        (
+            "empty label name",
+            vec![("", "x"), ("__name__", "up")],
+            Some("err-heddle-invalid-label"),
+            false,
+        ),
+        (
+            "label name too long",
+            vec![("__name__", "up"), (long_name, "1")],
+            Some("err-heddle-label-name-too-long"),
+            false,
+        ),
+        (
+            "label value too long",
+            vec![("__name__", "up"), ("a", long_value)],
+            Some("err-heddle-label-value-too-long"),
+            false,
+        ),
+        (
+            "metric name counts as a value",
+            vec![("__name__", "up_up_up_up")],
+            Some("err-heddle-label-value-too-long"),
+            false,
+        ),
+        (
+            "duplicate names",
+            vec![("__name__", "up"), ("a", "1"), ("a", "2")],
+            Some("err-heddle-duplicate-label-names"),
+            false,
+        ),
+        (
+            "not sorted",
+            vec![("__name__", "up"), ("b", "1"), ("a", "2")],
+            Some("err-heddle-labels-not-sorted"),
+            false,
+        ),
+        (
+            "not sorted around name",
+            vec![("job", "a"), ("__name__", "up")],
+            Some("err-heddle-labels-not-sorted"),
+            false,
+        ),
+        (
+            "empty-valued label out of order is ignored",
+            vec![("__name__", "up"), ("z", ""), ("a", "1")],
+            None,
+            true,
+        ),
+        (
+            "empty-valued duplicate is ignored",
+            vec![("__name__", "up"), ("a", ""), ("a", "1")],
+            None,
+            true,
+        ),
+    ];
+    for (name, pairs, want, empty) in cases {
+        let got = validate_labels(&labels(&pairs), &small_limits());
+        match (want, got) {
+            (None, Ok(check)) => assert_eq!(check.has_empty_values, empty, "case {name}"),
+            (Some(id), Err(e)) => {
+                assert_eq!(e.id(), id, "case {name}: {e}");
+                assert!(!e.remedy().is_empty(), "case {name}");
+            }
+            (want, got) => panic!("case {name}: wanted {want:?}, got {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn limits_are_named_in_remedies() {
+    let cases: Vec<(&str, Pairs<'_>, &str)> = vec![
+        (
+            "count",
+            vec![("__name__", "up"), ("a", "1"), ("b", "2"), ("c", "3")],
+            "limits.max_label_names_per_series",
+        ),
+        (
+            "name length",
+            vec![("__name__", "up"), ("abcdefghi", "1")],
+            "limits.max_label_name_length",
+        ),
+        (
+            "value length",
+            vec![("__name__", "up"), ("a", "0123456789x")],
+            "limits.max_label_value_length",
+        ),
+    ];
+    for (name, pairs, key) in cases {
+        let e = validate_labels(&labels(&pairs), &small_limits()).expect_err(name);
+        let remedy = e.remedy();
+        assert!(remedy.contains(key), "case {name}: {remedy}");
+        assert!(remedy.contains("the limit is"), "case {name}: {remedy}");
+    }
+}
+
+#[test]
+fn future_timestamps() {
+    let s = |t| Sample { t, v: 1.0 };
+    let cases: Vec<FutureCase<'_>> = vec![
+        ("none", vec![], None),
+        ("all ok", vec![s(1), s(1000)], None),
+        ("at the limit is ok", vec![s(1000)], None),
+        ("one past", vec![s(1), s(1001)], Some((1, 1001))),
+        ("several past", vec![s(2000), s(5), s(3000)], Some((2, 2000))),
+    ];
+    for (name, samples, want) in cases {
+        let got = check_timestamps(&samples, 1000).map(|e| match e {
+            InvalidSeries::TooFarInFuture {
+                count,
+                timestamp_ms,
+                max_ms,
+            } => {
+                assert_eq!(max_ms, 1000, "case {name}");
+                (count, timestamp_ms)
+            }
+            other => panic!("case {name}: unexpected {other:?}"),
+        });
+        assert_eq!(got, want, "case {name}");
+    }
+}
+
+#[test]
+fn series_text_is_bounded_and_skips_empty_values() {
+    assert_eq!(
+        series_text(&labels(&[("__name__", "up"), ("e", ""), ("job", "a\"b")])),
+        r#"{__name__="up", job="a\"b"}"#
+    );
+    let long = "é".repeat(200);
+    let text = series_text(&labels(&[("__name__", &long)]));
+    assert!(text.len() < 200, "{text}");
+    assert!(text.ends_with("…\"}"), "{text}");
+    let many: Vec<(String, String)> = (0..500).map(|i| (format!("l{i:03}"), "v".repeat(20))).collect();
+    let refs: Vec<LabelRef<'_>> = many.iter().map(|(n, v)| LabelRef { name: n, value: v }).collect();
+    let text = series_text(&refs);
+    assert!(text.len() < MAX_SERIES_TEXT + 200, "{}", text.len());
+    assert!(text.contains("more labels"), "{text}");
+}
+
+#[test]
+fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
+    let mut registry = Registry::default();
+    let discarded = DiscardedSamples::register(&mut registry);
+    let metrics = Metrics::register(&mut registry, discarded);
+    let warn = LogLimiter::new(10, Duration::from_secs(1));
+    let t = tenant();
+    let discards = Discards {
+        tenant: &t,
+        metrics: &metrics,
+        warn: &warn,
+    };
+    let grace = Limits::default().creation_grace_period.as_millis() as i64;
+    let sent = vec![
+        up("plain"),
+        series(&[("job", "a")], &[(NOW_MS, 1.0), (NOW_MS, 2.0)]),
+        series(&[("__name__", "empty"), ("e", ""), ("job", "a")], &[(NOW_MS, 1.0)]),
+        series(
+            &[("__name__", "ha"), ("__replica__", "r1"), ("job", "a")],
+            &[(NOW_MS, 1.0)],
+        ),
+        series(&[("__name__", "future")], &[(NOW_MS, 1.0), (NOW_MS + grace + 1, 2.0)]),
+        series(&[("__name__", "all_future")], &[(NOW_MS + grace + 1, 2.0)]),
+    ];
+    let arena = Bump::new();
+    let decoded = decode(&arena, &body(sent), 1 << 20).unwrap();
+    let v = validate(
+        &arena,
+        &Limits::default(),
+        decoded,
+        Some("__replica__"),
+        NOW_MS,
+        discards,
+    );
+    assert_eq!(v.max_ms, NOW_MS + grace);
+    let kept: Vec<(&str, u64, bool)> = v
+        .accepted
+        .iter()
+        .map(|a| (a.labels[0].value, a.samples, a.rewrite))
+        .collect();
+    assert_eq!(
+        kept,
+        vec![
+            ("plain", 1, false),
+            ("empty", 1, true),
+            ("ha", 1, true),
+            ("future", 1, true)
+        ]
+    );
+    assert!(
+        v.accepted[2].labels.iter().all(|l| l.name != "__replica__"),
+        "the replica label is dropped"
+    );
+    assert_eq!(v.samples, 4);
+    let reasons: Vec<&str> = v.rejections.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "err-heddle-missing-metric-name",
+            "err-heddle-too-far-in-future",
+            "err-heddle-too-far-in-future"
+        ]
+    );
+    let text = exposition(&registry);
+    assert!(
+        text.contains(r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-too-far-in-future"} 2"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn invalid_series_are_dropped_and_valid_ones_forwarded() {
+    let fake = FakeIngester::new(Behavior::Accept);
+    let (d, registry) = distributor(Arc::new(SingleIngesterRing::new("i", fake.clone())));
+    let no_name = series(&[("job", "a")], &[(NOW_MS, 1.0), (NOW_MS, 2.0)]);
+    let outcome = push(&d, vec![up("ok_1"), no_name, up("ok_2")]).await.unwrap();
+    assert_eq!(outcome.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        outcome.rejections[0].message,
+        "err-heddle-missing-metric-name: series has no metric name (tenant=team-a, series={job=\"a\"}): every \
+         series needs a non-empty `__name__` label"
+    );
+    assert_eq!(fake.series(), vec![up("ok_1"), up("ok_2")]);
+    let text = exposition(&registry);
+    assert!(
+        text.contains(r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-missing-metric-name"} 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"heddle_distributor_requests_total{status="400"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("heddle_distributor_request_duration_seconds_count 1"),
+        "{text}"
+    );
+    let sent = body(vec![
+        up("ok_1"),
+        series(&[("job", "a")], &[(NOW_MS, 1.0), (NOW_MS, 2.0)]),
+        up("ok_2"),
+    ])
+    .len();
+    assert!(
+        text.contains(&format!("heddle_distributor_received_bytes_total {sent}")),
+        "{text}"
+    );
+}

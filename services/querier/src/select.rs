@@ -1,0 +1,332 @@
+//! Selecting a query's series, one at a time: a k-way merge over sources that each yield series sorted by
+//! labels (every ingester's stream, every bucket block overlapping the range).
+//!
+//! - **Opening.** Every ingester of the read set is asked at once; the query starts merging once all but
+//!   `max_errors` of them have sent their first message (see [`FanOut::enough`]), so a frozen ingester does
+//!   not hold it. The others stay in reserve: when an ingester fails mid-stream, one of them takes its place
+//!   (skipping the series already answered), and the query fails only when more than `max_errors` failed,
+//!   as when every answer was collected whole.
+//! - **Merging.** Each step pulls the next series of every source that has none waiting, takes the smallest
+//!   label set, and hands over that series' chunks from every source that has it, in source order (ingesters
+//!   in read-set order, then blocks oldest first): that order decides ties in `merge`. Nothing but the
+//!   sources' current message is held, so a response can go out series by series.
+//! - **Order.** A source that yields a series at or before the merge position is out of order (the merge
+//!   would answer the series twice); that is invalid ingester data, except for a reserve catching up.
+
+use crate::chunks;
+use crate::convert::series_from_proto;
+use crate::error::QuerierError;
+use crate::fetch::{FanOut, IngesterSet};
+use crate::merge::merge_chunks;
+use futures::StreamExt;
+use heddle_model::{Labels, TenantId};
+use heddle_proto::QueryStream;
+use heddle_proto::ingester::{QueryRequest, QueryStreamResponse};
+use heddle_proto::prometheus::ChunkedSeries;
+use heddle_tsdb::SeriesChunks;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// An ingester's stream once it answered: its first message (none when it holds nothing) and the rest.
+type Opened = (Option<QueryStreamResponse>, QueryStream);
+
+/// Where series come from.
+enum Source {
+    /// An ingester's stream, converted to the model one series at a time as the merge pulls it.
+    Ingester {
+        index: usize,
+        message: std::vec::IntoIter<ChunkedSeries>,
+        rest: QueryStream,
+    },
+    /// One bucket block's series, read whole (the block reader answers a select at once).
+    Block(std::vec::IntoIter<SeriesChunks>),
+}
+
+enum Pulled {
+    Series(SeriesChunks),
+    End,
+    /// The ingester's stream failed: one of the failures the read set may absorb.
+    Failed(usize, tonic::Status),
+}
+
+impl Source {
+    fn ingester(index: usize, (first, rest): Opened) -> Self {
+        Self::Ingester {
+            index,
+            message: first.map(|m| m.series).unwrap_or_default().into_iter(),
+            rest,
+        }
+    }
+
+    /// Merge priority: ingesters in read-set order, then blocks.
+    fn rank(&self) -> usize {
+        match self {
+            Self::Ingester { index, .. } => *index,
+            Self::Block(_) => usize::MAX,
+        }
+    }
+
+    async fn pull(&mut self) -> Result<Pulled, QuerierError> {
+        match self {
+            Self::Block(series) => Ok(series.next().map_or(Pulled::End, Pulled::Series)),
+            Self::Ingester { index, message, rest } => loop {
+                if let Some(wire) = message.next() {
+                    return Ok(Pulled::Series(series_from_proto(wire)?));
+                }
+                match rest.next().await {
+                    None => return Ok(Pulled::End),
+                    Some(Err(status)) => return Ok(Pulled::Failed(*index, status)),
+                    Some(Ok(next)) => *message = next.series.into_iter(),
+                }
+            },
+        }
+    }
+}
+
+struct Slot {
+    source: Source,
+    /// The source's next series, once pulled.
+    head: Option<SeriesChunks>,
+    /// A reserve that joined late: series at or before the merge position were answered without it.
+    catching_up: bool,
+}
+
+/// The k-way merge; see the module docs.
+pub(crate) struct Merge {
+    /// Live sources in priority order.
+    slots: Vec<Slot>,
+    /// Ingesters not merged yet: the reserve for one that fails.
+    reserve: FanOut<'static, Opened>,
+    /// The last series answered.
+    position: Option<Labels>,
+}
+
+/// The ingesters' streams once enough of them answered, and the others in reserve.
+pub(crate) struct IngesterStreams {
+    opened: Vec<(usize, Opened)>,
+    reserve: FanOut<'static, Opened>,
+}
+
+impl Merge {
+    /// Asks every ingester of `set` for `req`, and returns once enough of them answered (see the module docs).
+    pub(crate) async fn open_ingesters(
+        set: &IngesterSet,
+        tenant: &TenantId,
+        req: &QueryRequest,
+    ) -> Result<IngesterStreams, QuerierError> {
+        let mut reserve = FanOut::start(set, |client| {
+            let (tenant, req) = (tenant.clone(), req.clone());
+            async move {
+                let mut rest = client.query_stream(&tenant, req).await?;
+                let first = rest.next().await.transpose()?;
+                Ok((first, rest))
+            }
+        });
+        let mut opened = Vec::new();
+        while opened.len() < reserve.enough()
+            && let Some(answer) = reserve.next().await?
+        {
+            opened.push(answer);
+        }
+        Ok(IngesterStreams { opened, reserve })
+    }
+
+    /// The merge of the opened ingester streams and `blocks`, the bucket's answers (one sorted list per block,
+    /// oldest block first).
+    pub(crate) fn new(ingesters: IngesterStreams, blocks: Vec<Vec<SeriesChunks>>) -> Self {
+        let mut slots: Vec<Slot> = ingesters
+            .opened
+            .into_iter()
+            .map(|(index, opened)| Slot::new(Source::ingester(index, opened), false))
+            .collect();
+        slots.sort_by_key(|s| s.source.rank());
+        slots.extend(
+            blocks
+                .into_iter()
+                .map(|b| Slot::new(Source::Block(b.into_iter()), false)),
+        );
+        Self {
+            slots,
+            reserve: ingesters.reserve,
+            position: None,
+        }
+    }
+
+    /// The next series (by labels) with the chunks every source holds for it, unmerged; `None` at the end.
+    pub(crate) async fn next(&mut self) -> Result<Option<SeriesChunks>, QuerierError> {
+        let mut i = 0;
+        while i < self.slots.len() {
+            if self.slots[i].head.is_some() {
+                i += 1;
+                continue;
+            }
+            match self.slots[i].source.pull().await? {
+                Pulled::Series(s) => {
+                    let slot = &mut self.slots[i];
+                    if let Some(at) = self.position.as_ref().filter(|at| s.labels <= **at) {
+                        if slot.catching_up {
+                            continue;
+                        }
+                        return Err(QuerierError::InvalidIngesterData(format!(
+                            "series {} arrived after {at}: sources must yield series sorted by labels, each once",
+                            s.labels
+                        )));
+                    }
+                    slot.catching_up = false;
+                    slot.head = Some(s);
+                    i += 1;
+                }
+                Pulled::End => {
+                    self.slots.remove(i);
+                }
+                Pulled::Failed(index, status) => {
+                    self.slots.remove(i);
+                    self.reserve.fail(index, status)?;
+                    if let Some((index, opened)) = self.reserve.next().await? {
+                        let source = Source::ingester(index, opened);
+                        let at = self.slots.partition_point(|s| s.source.rank() < source.rank());
+                        self.slots.insert(at, Slot::new(source, true));
+                    }
+                    // The new source may sit before `i`: look again from the start.
+                    i = 0;
+                }
+            }
+        }
+        let Some(labels) = self
+            .slots
+            .iter()
+            .filter_map(|s| s.head.as_ref().map(|h| &h.labels))
+            .min()
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let mut chunks = Vec::new();
+        for slot in &mut self.slots {
+            if slot.head.as_ref().is_some_and(|h| h.labels == labels) {
+                chunks.extend(slot.head.take().into_iter().flat_map(|h| h.chunks));
+            }
+        }
+        self.position = Some(labels.clone());
+        Ok(Some(SeriesChunks { labels, chunks }))
+    }
+}
+
+impl Slot {
+    fn new(source: Source, catching_up: bool) -> Self {
+        Self {
+            source,
+            head: None,
+            catching_up,
+        }
+    }
+}
+
+/// The series of one query, replicas merged, sorted by labels, produced one at a time as they are pulled;
+/// the query's deadline and sample limit are checked as it goes.
+pub struct SelectedSeries {
+    merge: Merge,
+    tenant: TenantId,
+    start: i64,
+    end: i64,
+    deadline: Instant,
+    timeout: Duration,
+    max_samples: usize,
+    samples: usize,
+}
+
+impl std::fmt::Debug for SelectedSeries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SelectedSeries")
+            .field("tenant", &self.tenant)
+            .field("start", &self.start)
+            .field("end", &self.end)
+            .field("samples", &self.samples)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a selection needs besides its sources.
+pub(crate) struct Bounds {
+    pub(crate) tenant: TenantId,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) deadline: Instant,
+    pub(crate) timeout: Duration,
+    pub(crate) max_samples: usize,
+}
+
+impl SelectedSeries {
+    pub(crate) fn new(merge: Merge, b: Bounds) -> Self {
+        Self {
+            merge,
+            tenant: b.tenant,
+            start: b.start,
+            end: b.end,
+            deadline: b.deadline,
+            timeout: b.timeout,
+            max_samples: b.max_samples,
+            samples: 0,
+        }
+    }
+
+    /// The next series with its chunks sorted, disjoint and trimmed to the query range; series without
+    /// samples in the range are skipped. `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<SeriesChunks>, QuerierError> {
+        while let Some(raw) = self.next_raw().await? {
+            let chunks = merge_chunks(raw.chunks, self.start, self.end)?;
+            if chunks.is_empty() {
+                continue;
+            }
+            let mut n = 0;
+            for c in &chunks {
+                n += chunks::num_samples(c)?;
+            }
+            self.count(n)?;
+            return Ok(Some(SeriesChunks {
+                labels: raw.labels,
+                chunks,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// The next series with every source's chunks, before the replica merge.
+    pub(crate) async fn next_raw(&mut self) -> Result<Option<SeriesChunks>, QuerierError> {
+        match tokio::time::timeout_at(self.deadline, self.merge.next()).await {
+            Ok(r) => r,
+            Err(_) => Err(timeout_error(&self.tenant, self.timeout)),
+        }
+    }
+
+    /// Counts `n` more samples selected, failing once the query's limit is passed.
+    pub(crate) fn count(&mut self, n: usize) -> Result<(), QuerierError> {
+        self.samples += n;
+        let limit = self.max_samples;
+        if limit > 0 && self.samples > limit {
+            return Err(QuerierError::TooManySamples {
+                tenant: self.tenant.to_string(),
+                selected: self.samples,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// The query range, milliseconds, inclusive.
+    pub(crate) fn range(&self) -> (i64, i64) {
+        (self.start, self.end)
+    }
+}
+
+/// The error of a query that ran past `timeout`.
+pub(crate) fn timeout_error(tenant: &TenantId, timeout: Duration) -> QuerierError {
+    QuerierError::Timeout {
+        tenant: tenant.to_string(),
+        timeout_ms: timeout.as_millis(),
+    }
+}
+
+#[cfg(test)]
+#[path = "select/tests.rs"]
+mod tests;
