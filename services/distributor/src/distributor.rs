@@ -21,12 +21,12 @@ use crate::ha_tracker::HaTracker;
 use crate::log_limiter::LogLimiter;
 use crate::metrics::Metrics;
 use crate::outcome::{PushOutcome, Rejection};
-use crate::ring::IngesterRing;
 use bumpalo::Bump;
 use ha_dedupe::HaVerdict;
 use heddle_limits::{Limits, Overrides};
 use heddle_model::{Clock, SystemClock, TenantId};
-use heddle_proto::ArenaPool;
+use heddle_proto::{ArenaPool, IngesterClient};
+use heddle_ring::Replicas;
 use heddle_server::DiscardedSamples;
 use limit::IngestionRateLimiter;
 use prometheus_client::registry::Registry;
@@ -35,6 +35,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use validate::Discards;
+
+/// Where the distributor sends a series: `heddle-ring`'s replica seam over ingester clients (a fixed list of one
+/// ingester in the single process, the ring in a cluster).
+pub type IngesterReplicas = dyn Replicas<Arc<dyn IngesterClient>>;
 
 /// Warning lines about discarded series let through per second; the rest are counted in the next line.
 const WARN_LINES_PER_SECOND: u32 = 10;
@@ -45,7 +49,7 @@ pub struct Distributor {
     cfg: DistributorConfig,
     overrides: Arc<Overrides>,
     ha_tracker: Option<Arc<HaTracker>>,
-    ring: Arc<dyn IngesterRing>,
+    ring: Arc<IngesterReplicas>,
     arenas: ArenaPool,
     rate_limiter: IngestionRateLimiter,
     warn_limiter: LogLimiter,
@@ -68,7 +72,7 @@ impl Distributor {
     /// A distributor that registers its metrics, including `heddle_discarded_samples_total`, on `registry`.
     /// In a process that also runs an ingester, use [`Distributor::with_discarded_samples`] so that family is
     /// registered once. `cfg` and `limits` should have passed `validate()`.
-    pub fn new(cfg: DistributorConfig, limits: Limits, ring: Arc<dyn IngesterRing>, registry: &mut Registry) -> Self {
+    pub fn new(cfg: DistributorConfig, limits: Limits, ring: Arc<IngesterReplicas>, registry: &mut Registry) -> Self {
         let discarded = DiscardedSamples::register(registry);
         Self::with_discarded_samples(cfg, limits, ring, registry, discarded)
     }
@@ -77,7 +81,7 @@ impl Distributor {
     pub fn with_discarded_samples(
         cfg: DistributorConfig,
         limits: Limits,
-        ring: Arc<dyn IngesterRing>,
+        ring: Arc<IngesterReplicas>,
         registry: &mut Registry,
         discarded: DiscardedSamples,
     ) -> Self {

@@ -6,7 +6,7 @@
 //! validate, limit the ingestion rate, shard by token onto replica sets, forward one request per ingester and
 //! decide each series by quorum). It does not store samples (the ingester does), resolve tenants (the server
 //! layer does), own per-tenant limits (`heddle_limits` does) or maintain ring membership (it asks an
-//! [`IngesterRing`]).
+//! [`IngesterReplicas`], `heddle-ring`'s replica seam).
 
 mod config;
 mod distributor;
@@ -16,17 +16,15 @@ mod http;
 mod log_limiter;
 mod metrics;
 mod outcome;
-mod ring;
 
 #[cfg(test)]
 mod testutil;
 
 pub use config::{DISTRIBUTOR_FLAGS, DistributorConfig};
-pub use distributor::Distributor;
+pub use distributor::{Distributor, IngesterReplicas};
 pub use error::{InvalidSeries, PushError};
 pub use ha_tracker::{
     Election, HA_TRACKER_FLAGS, HaDecision, HaKvStoreConfig, HaTracker, HaTrackerConfig, ha_tracker_router,
 };
 pub use http::router;
 pub use outcome::{ForwardFailure, MAX_RESPONSE_BODY, PushOutcome, Rejection};
-pub use ring::{IngesterRing, InstanceId, ReplicaSet, RingIngesters, SingleIngesterRing};

@@ -1,25 +1,23 @@
-//! Test doubles shared by the unit tests: fake ingesters, a fixed ring, a manual clock, request builders.
+//! Test helpers shared by the unit tests: the shared fake ingester set up per behaviour, fixed rings, a manual
+//! clock, request builders.
 
-use crate::ring::{IngesterRing, ReplicaSet};
 use bytes::Bytes;
 pub(crate) use heddle_model::ManualClock;
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
-use heddle_proto::QueryStream;
-use heddle_proto::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    SeriesError, SeriesRequest, SeriesResponse,
-};
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+pub(crate) use heddle_proto::testing::FakeIngester;
+use heddle_proto::testing::{Fault, PushAnswer};
+pub(crate) use heddle_ring::{FixedReplicas, ReadSet, Replicas, RingError, WriteSet};
 use prometheus_client::registry::Registry;
 use prost::Message as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Wall-clock "now" used by tests: 2024-01-01T00:00:00Z.
 pub(crate) const NOW_MS: i64 = 1_704_067_200_000;
 
-/// What a [`FakeIngester`] does with a push.
+/// What a test ingester does with a push; [`fake`] builds `heddle_proto`'s shared fake from it.
 #[derive(Debug, Clone)]
 pub(crate) enum Behavior {
     /// Accepts everything.
@@ -32,94 +30,39 @@ pub(crate) enum Behavior {
     RefuseMetric(&'static str),
 }
 
-/// An in-memory ingester that records what it was sent.
-#[derive(Debug)]
-pub(crate) struct FakeIngester {
-    behavior: Behavior,
-    bodies: Mutex<Vec<Bytes>>,
+/// The shared fake ingester (`heddle_proto::testing`), answering pushes as `behavior` says.
+pub(crate) fn fake(behavior: Behavior) -> Arc<FakeIngester> {
+    let f = FakeIngester::new();
+    Arc::new(match behavior {
+        Behavior::Accept => f,
+        Behavior::Fail(code) => f.with_fault(Fault::Fail(tonic::Status::new(code, "fake ingester failure"))),
+        Behavior::Slow(d) => f.with_fault(Fault::Delay(d)),
+        Behavior::RefuseMetric(metric) => f.with_push_answer(PushAnswer::RefuseMetric(metric.to_owned())),
+    })
 }
 
-impl FakeIngester {
-    pub(crate) fn new(behavior: Behavior) -> Arc<Self> {
-        Arc::new(Self {
-            behavior,
-            bodies: Mutex::new(Vec::new()),
-        })
-    }
+/// What tests ask of a fake: the raw bodies it was pushed, in order.
+pub(crate) trait PushedBodies {
+    fn pushed_bodies(&self) -> Vec<Bytes>;
+}
 
-    /// Raw bodies received, in order.
-    pub(crate) fn bodies(&self) -> Vec<Bytes> {
-        self.bodies.lock().unwrap().clone()
-    }
-
-    /// Every series received, decoded, in order.
-    pub(crate) fn series(&self) -> Vec<TimeSeries> {
-        self.bodies()
-            .iter()
-            .flat_map(|b| {
-                WriteRequest::decode(b.clone())
-                    .expect("distributor sent a valid WriteRequest")
-                    .timeseries
-            })
-            .collect()
+impl PushedBodies for FakeIngester {
+    fn pushed_bodies(&self) -> Vec<Bytes> {
+        self.pushes().into_iter().map(|(_, body)| body).collect()
     }
 }
 
-#[async_trait::async_trait]
-impl IngesterClient for FakeIngester {
-    async fn push(&self, _tenant: &TenantId, write_request: Bytes) -> Result<PushResponse, tonic::Status> {
-        let req = WriteRequest::decode(write_request.clone())
-            .map_err(|e| tonic::Status::invalid_argument(format!("fake ingester: {e}")))?;
-        self.bodies.lock().unwrap().push(write_request);
-        let total: u64 = req.timeseries.iter().map(|s| s.samples.len() as u64).sum();
-        match &self.behavior {
-            Behavior::Accept => {}
-            Behavior::Fail(code) => return Err(tonic::Status::new(*code, "fake ingester failure")),
-            Behavior::Slow(d) => tokio::time::sleep(*d).await,
-            Behavior::RefuseMetric(metric) => {
-                let mut errors = Vec::new();
-                let mut rejected = 0;
-                for (i, s) in req.timeseries.iter().enumerate() {
-                    if s.labels.iter().any(|l| l.name == "__name__" && l.value == *metric) {
-                        rejected += s.samples.len() as u64;
-                        errors.push(SeriesError {
-                            series_index: i as u32,
-                            reason: "err-heddle-sample-out-of-order".into(),
-                            message: format!("err-heddle-sample-out-of-order: sample out of order (metric={metric})"),
-                            samples_rejected: s.samples.len() as u32,
-                        });
-                    }
-                }
-                return Ok(PushResponse {
-                    samples_ingested: total - rejected,
-                    errors,
-                });
-            }
-        }
-        Ok(PushResponse {
-            samples_ingested: total,
-            errors: Vec::new(),
-        })
-    }
-
-    async fn query_stream(&self, _: &TenantId, _: QueryRequest) -> Result<QueryStream, tonic::Status> {
-        Err(tonic::Status::unimplemented("fake ingester"))
-    }
-
-    async fn label_names(&self, _: &TenantId, _: LabelNamesRequest) -> Result<LabelNamesResponse, tonic::Status> {
-        Err(tonic::Status::unimplemented("fake ingester"))
-    }
-
-    async fn label_values(&self, _: &TenantId, _: LabelValuesRequest) -> Result<LabelValuesResponse, tonic::Status> {
-        Err(tonic::Status::unimplemented("fake ingester"))
-    }
-
-    async fn series(&self, _: &TenantId, _: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
-        Err(tonic::Status::unimplemented("fake ingester"))
-    }
+/// A ring of one ingester, `i`, owning every token (the single-process shape).
+pub(crate) fn single(fake: Arc<FakeIngester>) -> FixedReplicas<Arc<dyn IngesterClient>> {
+    FixedReplicas::single("i", fake as Arc<dyn IngesterClient>)
 }
 
-/// Every token owned by the same replicas.
+/// Test rings only serve writes; the distributor never asks for a read set.
+pub(crate) fn no_read_set() -> Result<ReadSet<Arc<dyn IngesterClient>>, RingError> {
+    Err(RingError::Empty)
+}
+
+/// Every token owned by the same replicas, which tests can inspect.
 #[derive(Debug)]
 pub(crate) struct StaticRing {
     pub(crate) ingesters: Vec<(String, Arc<FakeIngester>)>,
@@ -133,17 +76,17 @@ impl StaticRing {
             ingesters: behaviors
                 .iter()
                 .enumerate()
-                .map(|(i, b)| (format!("ingester-{i}"), FakeIngester::new(b.clone())))
+                .map(|(i, b)| (format!("ingester-{i}"), fake(b.clone())))
                 .collect(),
-            min_success: ReplicaSet::quorum(behaviors.len()),
+            min_success: WriteSet::<()>::quorum(behaviors.len()),
         })
     }
 }
 
-impl IngesterRing for StaticRing {
-    fn replica_set(&self, _token: u32) -> ReplicaSet {
-        ReplicaSet {
-            ingesters: self
+impl Replicas<Arc<dyn IngesterClient>> for StaticRing {
+    fn for_write(&self, _token: u32) -> WriteSet<Arc<dyn IngesterClient>> {
+        WriteSet {
+            replicas: self
                 .ingesters
                 .iter()
                 .map(|(id, c)| (id.clone(), Arc::clone(c) as Arc<dyn IngesterClient>))
@@ -151,6 +94,10 @@ impl IngesterRing for StaticRing {
             min_success: self.min_success,
             unavailable: None,
         }
+    }
+
+    fn for_read(&self) -> Result<ReadSet<Arc<dyn IngesterClient>>, RingError> {
+        no_read_set()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::config::{Config, Target};
 use anyhow::{Context, bail};
-use heddle_distributor::{Distributor, IngesterRing, RingIngesters, SingleIngesterRing};
+use heddle_distributor::Distributor;
 use heddle_ingester::{Ingester, LimitsSource, SeriesLimits, Topology, TopologySource};
 use heddle_limits::Overrides;
 use heddle_model::TenantId;
@@ -238,17 +238,12 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
 
-    let (ring, source): (Arc<dyn IngesterRing>, Arc<IngesterReplicas>) = match (&cluster, &ingester) {
-        (Some(c), _) => (
-            Arc::new(RingIngesters::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
-            Arc::new(RingReplicas::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
-        ),
+    // One replica seam for both roles: the distributor asks it per series token, the querier per query.
+    let replicas: Arc<IngesterReplicas> = match (&cluster, &ingester) {
+        (Some(c), _) => Arc::new(RingReplicas::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
         (None, Some(ing)) => {
             let client: Arc<dyn IngesterClient> = ing.clone();
-            (
-                Arc::new(SingleIngesterRing::new("local", client.clone())),
-                Arc::new(FixedReplicas::single("local", client)),
-            )
+            Arc::new(FixedReplicas::single("local", client))
         }
         (None, None) => bail!("--target={:?} without an ingester needs the cluster ring", cfg.target),
     };
@@ -272,7 +267,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         let distributor = Distributor::with_discarded_samples(
             distributor_cfg,
             cfg.limits.clone(),
-            ring,
+            Arc::clone(&replicas),
             &mut registry,
             discarded.clone(),
         )
@@ -299,7 +294,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
     if matches!(cfg.target, Target::All | Target::Querier) {
-        let mut querier = Querier::new(cfg.querier.clone(), source, &mut registry);
+        let mut querier = Querier::new(cfg.querier.clone(), replicas, &mut registry);
         if let Some(bucket) = &bucket {
             querier = querier.with_store(Arc::new(heddle_querier::BucketStore::new(
                 bucket.clone(),

@@ -2,7 +2,6 @@
 //! CI exercises the inputs the nightly-only fuzz targets start from: no panic, and a status from the table.
 
 use super::*;
-use crate::ring::SingleIngesterRing;
 use crate::testutil::*;
 use http::StatusCode;
 
@@ -23,12 +22,12 @@ fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
 
 #[tokio::test(start_paused = true)]
 async fn fuzz_seeds_get_a_status_and_never_panic() {
-    let fake = FakeIngester::new(Behavior::Accept);
+    let fake = fake(Behavior::Accept);
     let mut registry = Registry::default();
     let d = Distributor::new(
         DistributorConfig::default(),
         Limits::default(),
-        Arc::new(SingleIngesterRing::new("i", fake)),
+        Arc::new(single(fake)),
         &mut registry,
     )
     .with_clock(manual_clock());

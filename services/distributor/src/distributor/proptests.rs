@@ -95,8 +95,8 @@ proptest! {
     fn ingesters_receive_exactly_their_valid_parts(sent in prop::collection::vec(valid_series(), 0..20)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let ring = Arc::new(ParityRing {
-            even: FakeIngester::new(Behavior::Accept),
-            odd: FakeIngester::new(Behavior::Accept),
+            even: fake(Behavior::Accept),
+            odd: fake(Behavior::Accept),
         });
         let mut registry = Registry::default();
         let d = Distributor::new(DistributorConfig::default(), Limits::default(), ring.clone(), &mut registry)
@@ -113,7 +113,7 @@ proptest! {
 
         for (parity, ingester) in [(0, &ring.even), (1, &ring.odd)] {
             let mine: Vec<TimeSeries> = want.iter().filter(|s| token(s) % 2 == parity).cloned().collect();
-            let got = ingester.series();
+            let got = ingester.pushed_series();
             prop_assert!(same(&got, &mine), "parity {}: got {:?}, want {:?}", parity, got, mine);
         }
     }

@@ -8,12 +8,13 @@
 //! this stage.
 
 use super::validate::Accepted;
-use crate::ring::{IngesterRing, InstanceId};
+use crate::distributor::IngesterReplicas;
 use bumpalo::Bump;
 use bytes::Bytes;
 use heddle_model::{LabelRef, TenantId, series_token};
 use heddle_proto::prometheus;
 use heddle_proto::{IngesterClient, TimeSeriesRef, encode_write_request_raw};
+use heddle_ring::InstanceId;
 use prost::Message as _;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,7 +62,7 @@ struct Group<'a> {
 pub(crate) fn shard<'a>(
     arena: &'a Bump,
     tenant: &TenantId,
-    ring: &dyn IngesterRing,
+    ring: &IngesterReplicas,
     accepted: &[Accepted<'a>],
     max_ms: i64,
 ) -> Sharded {
@@ -77,17 +78,17 @@ pub(crate) fn shard<'a>(
         };
         let kept = a.labels.iter().filter(|l| !l.value.is_empty());
         let token = series_token(tenant.as_str(), kept.map(|l| (l.name, l.value)));
-        let set = ring.replica_set(token);
+        let set = ring.for_write(token);
         if out.ring_error.is_none() {
             out.ring_error = set.unavailable;
         }
         let series_idx = out.series.len();
         out.series.push(Forwarded {
             samples: a.samples,
-            replicas: set.ingesters.len(),
+            replicas: set.replicas.len(),
             min_success: set.min_success.max(1),
         });
-        for (instance, client) in set.ingesters {
+        for (instance, client) in set.replicas {
             let g = match group_of.get(&instance) {
                 Some(&g) => g,
                 None => {

@@ -2,20 +2,19 @@
 //! tests (a distributor over fake ingesters, a ring that splits series by token parity).
 
 use super::*;
-use crate::ring::{IngesterRing, ReplicaSet, SingleIngesterRing};
 use crate::testutil::*;
 use heddle_proto::IngesterClient;
 use heddle_proto::prometheus::TimeSeries;
 use http::StatusCode;
 use std::sync::Arc;
 
-pub(crate) fn distributor_with(ring: Arc<dyn IngesterRing>, limits: Limits) -> (Distributor, Registry) {
+pub(crate) fn distributor_with(ring: Arc<IngesterReplicas>, limits: Limits) -> (Distributor, Registry) {
     let mut registry = Registry::default();
     let d = Distributor::new(DistributorConfig::default(), limits, ring, &mut registry).with_clock(manual_clock());
     (d, registry)
 }
 
-pub(crate) fn distributor(ring: Arc<dyn IngesterRing>) -> (Distributor, Registry) {
+pub(crate) fn distributor(ring: Arc<IngesterReplicas>) -> (Distributor, Registry) {
     distributor_with(ring, Limits::default())
 }
 
@@ -30,15 +29,19 @@ pub(crate) struct ParityRing {
     pub(crate) odd: Arc<FakeIngester>,
 }
 
-impl IngesterRing for ParityRing {
-    fn replica_set(&self, token: u32) -> ReplicaSet {
+impl Replicas<Arc<dyn IngesterClient>> for ParityRing {
+    fn for_read(&self) -> Result<ReadSet<Arc<dyn IngesterClient>>, RingError> {
+        no_read_set()
+    }
+
+    fn for_write(&self, token: u32) -> WriteSet<Arc<dyn IngesterClient>> {
         let (id, c) = if token.is_multiple_of(2) {
             ("even", &self.even)
         } else {
             ("odd", &self.odd)
         };
-        ReplicaSet {
-            ingesters: vec![(id.to_owned(), Arc::clone(c) as Arc<dyn IngesterClient>)],
+        WriteSet {
+            replicas: vec![(id.to_owned(), Arc::clone(c) as Arc<dyn IngesterClient>)],
             min_success: 1,
             unavailable: None,
         }
@@ -47,13 +50,13 @@ impl IngesterRing for ParityRing {
 
 #[tokio::test(start_paused = true)]
 async fn overrides_apply_per_tenant_without_restart() {
-    let fake = FakeIngester::new(Behavior::Accept);
+    let fake = fake(Behavior::Accept);
     let overrides = Arc::new(Overrides::new(Limits::default()));
     let mut registry = Registry::default();
     let d = Distributor::new(
         DistributorConfig::default(),
         Limits::default(),
-        Arc::new(SingleIngesterRing::new("i", fake)),
+        Arc::new(single(fake)),
         &mut registry,
     )
     .with_clock(manual_clock())

@@ -1,7 +1,6 @@
 //! HTTP-level table test: every status the push endpoint can answer, through the router.
 
 use super::*;
-use crate::ring::SingleIngesterRing;
 use crate::testutil::*;
 use axum::http::Request;
 use heddle_limits::Limits;
@@ -220,7 +219,7 @@ fn cases() -> Vec<Case> {
 async fn push_endpoint_statuses() {
     for case in cases() {
         let name = case.name;
-        let fake = FakeIngester::new(case.ingester.clone());
+        let fake = fake(case.ingester.clone());
         let mut registry = Registry::default();
         let cfg = DistributorConfig {
             max_recv_msg_size: MAX_RECV,
@@ -232,13 +231,7 @@ async fn push_endpoint_statuses() {
             ingestion_burst_size: 10,
             ..Limits::default()
         };
-        let d = Distributor::new(
-            cfg,
-            limits,
-            Arc::new(SingleIngesterRing::new("i", fake.clone())),
-            &mut registry,
-        )
-        .with_clock(manual_clock());
+        let d = Distributor::new(cfg, limits, Arc::new(single(fake.clone())), &mut registry).with_clock(manual_clock());
         let mut app = router(Arc::new(d));
         if case.with_tenant {
             app = app.layer(Extension(tenant()));
@@ -268,7 +261,11 @@ async fn push_endpoint_statuses() {
         for part in &case.contains {
             assert!(text.contains(part.as_str()), "case {name}: {part:?} not in {text:?}");
         }
-        assert_eq!(fake.series().len(), case.forwarded, "case {name}: series forwarded");
+        assert_eq!(
+            fake.pushed_series().len(),
+            case.forwarded,
+            "case {name}: series forwarded"
+        );
         let metrics = exposition(&registry);
         let line = format!("heddle_distributor_requests_total{{status=\"{}\"}} 1", status.as_u16());
         assert!(metrics.contains(&line), "case {name}: {line} not in\n{metrics}");
@@ -279,18 +276,13 @@ async fn push_endpoint_statuses() {
 /// closed; the slow request is counted.
 #[tokio::test(start_paused = true)]
 async fn a_stalled_body_times_out() {
-    let fake = FakeIngester::new(Behavior::Accept);
+    let fake = fake(Behavior::Accept);
     let mut registry = Registry::default();
     let cfg = DistributorConfig {
         body_read_timeout: std::time::Duration::from_millis(200),
         ..DistributorConfig::default()
     };
-    let d = Distributor::new(
-        cfg,
-        Limits::default(),
-        Arc::new(SingleIngesterRing::new("i", fake.clone())),
-        &mut registry,
-    );
+    let d = Distributor::new(cfg, Limits::default(), Arc::new(single(fake.clone())), &mut registry);
     let app = router(Arc::new(d)).layer(Extension(tenant()));
     let first: Result<bytes::Bytes, std::io::Error> = Ok(bytes::Bytes::from_static(b"0123456789"));
     let stalled = futures::stream::iter([first]).chain(futures::stream::pending());
@@ -308,7 +300,7 @@ async fn a_stalled_body_times_out() {
         text.contains("err-heddle-body-read-timeout") && text.contains("200 ms (10 bytes received)"),
         "{text}"
     );
-    assert!(fake.series().is_empty());
+    assert!(fake.pushed_series().is_empty());
     assert!(exposition(&registry).contains(r#"heddle_distributor_requests_total{status="503"} 1"#));
 }
 

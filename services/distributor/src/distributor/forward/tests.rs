@@ -5,8 +5,8 @@ use super::*;
 use crate::DistributorConfig;
 use crate::distributor::shard::{Batch, Forwarded};
 use crate::distributor::tests::{ParityRing, distributor, push};
-use crate::ring::{IngesterRing, ReplicaSet};
 use crate::testutil::*;
+use heddle_proto::IngesterClient;
 use heddle_proto::prometheus::TimeSeries;
 use http::StatusCode;
 use std::sync::Arc;
@@ -37,8 +37,8 @@ async fn forward_alone(sharded: Sharded) -> Acked {
 
 #[tokio::test(start_paused = true)]
 async fn stage_decides_each_series_by_its_own_quorum() {
-    let a = FakeIngester::new(Behavior::Accept);
-    let b = FakeIngester::new(Behavior::Fail(tonic::Code::Unavailable));
+    let a = fake(Behavior::Accept);
+    let b = fake(Behavior::Fail(tonic::Code::Unavailable));
     let two = Forwarded {
         samples: 1,
         replicas: 2,
@@ -67,7 +67,7 @@ async fn stage_decides_each_series_by_its_own_quorum() {
 
 #[tokio::test(start_paused = true)]
 async fn stage_turns_refusals_by_too_many_replicas_into_rejections() {
-    let refuse = || FakeIngester::new(Behavior::RefuseMetric("x"));
+    let refuse = || fake(Behavior::RefuseMetric("x"));
     let (a, b) = (refuse(), refuse());
     let two = Forwarded {
         samples: 1,
@@ -212,7 +212,7 @@ async fn quorum_does_not_wait_for_a_slow_replica_and_it_still_gets_the_write() {
     );
     // The slow push was detached, not cancelled.
     tokio::time::sleep(timeout).await;
-    assert_eq!(ring.ingesters[1].1.series().len(), 1);
+    assert_eq!(ring.ingesters[1].1.pushed_series().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -235,10 +235,14 @@ async fn per_series_quorum_in_a_mixed_request() {
 #[derive(Debug)]
 struct BrokenRing;
 
-impl IngesterRing for BrokenRing {
-    fn replica_set(&self, _token: u32) -> ReplicaSet {
-        ReplicaSet {
-            ingesters: Vec::new(),
+impl Replicas<Arc<dyn IngesterClient>> for BrokenRing {
+    fn for_read(&self) -> Result<ReadSet<Arc<dyn IngesterClient>>, RingError> {
+        no_read_set()
+    }
+
+    fn for_write(&self, _token: u32) -> WriteSet<Arc<dyn IngesterClient>> {
+        WriteSet {
+            replicas: Vec::new(),
             min_success: 1,
             unavailable: Some(
                 "err-heddle-ring-too-many-unhealthy: at least 2 live replicas required, could only find 1 \
@@ -265,8 +269,8 @@ async fn the_rings_error_is_quoted_when_no_replica_set_can_be_formed() {
 #[tokio::test]
 async fn per_ingester_push_metrics() {
     let ring = Arc::new(ParityRing {
-        even: FakeIngester::new(Behavior::Accept),
-        odd: FakeIngester::new(Behavior::Fail(tonic::Code::Unavailable)),
+        even: fake(Behavior::Accept),
+        odd: fake(Behavior::Fail(tonic::Code::Unavailable)),
     });
     let (d, registry) = distributor(ring);
     let sent: Vec<TimeSeries> = (0..40).map(|i| up(&format!("metric_{i}"))).collect();

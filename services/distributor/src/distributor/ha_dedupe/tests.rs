@@ -3,7 +3,6 @@
 use super::*;
 use crate::distributor::Distributor;
 use crate::outcome::PushOutcome;
-use crate::ring::SingleIngesterRing;
 use crate::testutil::*;
 use crate::{DistributorConfig, HaTrackerConfig};
 use bumpalo::Bump;
@@ -129,8 +128,7 @@ fn ha_distributor(fake: Arc<FakeIngester>) -> (Distributor, Registry, Arc<Manual
         ..Limits::default()
     };
     let clock = manual_clock();
-    let d = Distributor::new(cfg, limits, Arc::new(SingleIngesterRing::new("i", fake)), &mut registry)
-        .with_clock(clock.clone());
+    let d = Distributor::new(cfg, limits, Arc::new(single(fake)), &mut registry).with_clock(clock.clone());
     (d, registry, clock)
 }
 
@@ -152,7 +150,7 @@ async fn push(d: &Distributor, series: Vec<TimeSeries>) -> Result<PushOutcome, P
 
 #[tokio::test(start_paused = true)]
 async fn ha_pair_keeps_one_replica_and_fails_over() {
-    let fake = FakeIngester::new(crate::testutil::Behavior::Accept);
+    let fake = fake(crate::testutil::Behavior::Accept);
     let (d, registry, clock) = ha_distributor(fake.clone());
 
     let a = push(&d, vec![ha_series("up", "a"), ha_series("x", "a")]).await.unwrap();
@@ -162,7 +160,7 @@ async fn ha_pair_keeps_one_replica_and_fails_over() {
     assert!(b.body().contains("err-heddle-ha-replica-not-elected"), "{}", b.body());
     assert!(b.body().contains(r#"replica "a" is elected"#), "{}", b.body());
 
-    let stored = fake.series();
+    let stored = fake.pushed_series();
     assert_eq!(stored.len(), 2, "only replica a's series were forwarded");
     for s in &stored {
         assert!(
@@ -187,34 +185,29 @@ async fn ha_pair_keeps_one_replica_and_fails_over() {
 
 #[tokio::test(start_paused = true)]
 async fn ha_requests_without_both_labels_are_not_deduplicated() {
-    let fake = FakeIngester::new(crate::testutil::Behavior::Accept);
+    let fake = fake(crate::testutil::Behavior::Accept);
     let (d, _r, _clock) = ha_distributor(fake.clone());
     push(&d, vec![ha_series("up", "a")]).await.unwrap();
     // Only the first series decides: a request whose first series has no replica label is ingested whole.
     let plain = push(&d, vec![up("plain"), ha_series("up", "b")]).await.unwrap();
     assert_eq!(plain.status(), StatusCode::OK);
-    assert_eq!(fake.series().len(), 3);
+    assert_eq!(fake.pushed_series().len(), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn ha_is_off_for_tenants_that_did_not_opt_in() {
-    let fake = FakeIngester::new(crate::testutil::Behavior::Accept);
+    let fake = fake(crate::testutil::Behavior::Accept);
     let mut registry = Registry::default();
     let mut cfg = DistributorConfig::default();
     cfg.ha_tracker.enable_ha_tracker = true;
-    let d = Distributor::new(
-        cfg,
-        Limits::default(),
-        Arc::new(SingleIngesterRing::new("i", fake.clone())),
-        &mut registry,
-    );
+    let d = Distributor::new(cfg, Limits::default(), Arc::new(single(fake.clone())), &mut registry);
     push(&d, vec![ha_series("up", "a")]).await.unwrap();
     assert_eq!(
         push(&d, vec![ha_series("up", "b")]).await.unwrap().status(),
         StatusCode::OK
     );
     assert!(
-        fake.series()
+        fake.pushed_series()
             .iter()
             .all(|s| s.labels.iter().any(|l| l.name == "__replica__")),
         "labels untouched"

@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::distributor::tests::{distributor_with, push};
-use crate::ring::SingleIngesterRing;
 use crate::testutil::*;
 use http::StatusCode;
 use prometheus_client::registry::Registry;
@@ -154,13 +153,13 @@ fn admit_refuses_whole_requests_and_counts_them() {
 
 #[tokio::test(start_paused = true)]
 async fn rate_limit_refuses_whole_request_and_recovers() {
-    let fake = FakeIngester::new(Behavior::Accept);
+    let fake = fake(Behavior::Accept);
     let limits = Limits {
         ingestion_rate: 2.0,
         ingestion_burst_size: 3,
         ..Limits::default()
     };
-    let (d, registry) = distributor_with(Arc::new(SingleIngesterRing::new("i", fake.clone())), limits);
+    let (d, registry) = distributor_with(Arc::new(single(fake.clone())), limits);
     assert!(push(&d, vec![up("a"), up("b")]).await.is_ok());
     let err = push(&d, vec![up("c"), up("d")]).await.unwrap_err();
     assert_eq!(err.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -174,7 +173,11 @@ async fn rate_limit_refuses_whole_request_and_recovers() {
     ] {
         assert!(msg.contains(w), "{w:?} not in {msg}");
     }
-    assert_eq!(fake.series().len(), 2, "nothing of the refused request was forwarded");
+    assert_eq!(
+        fake.pushed_series().len(),
+        2,
+        "nothing of the refused request was forwarded"
+    );
     tokio::time::advance(Duration::from_millis(500)).await;
     assert!(
         push(&d, vec![up("c"), up("d")]).await.is_ok(),
@@ -204,8 +207,8 @@ async fn invalid_samples_do_not_consume_rate() {
         ingestion_burst_size: 1,
         ..Limits::default()
     };
-    let fake = FakeIngester::new(Behavior::Accept);
-    let (d, _r) = distributor_with(Arc::new(SingleIngesterRing::new("i", fake)), limits);
+    let fake = fake(Behavior::Accept);
+    let (d, _r) = distributor_with(Arc::new(single(fake)), limits);
     let many_bad = series(&[("job", "a")], &[(NOW_MS, 1.0), (NOW_MS + 1, 1.0), (NOW_MS + 2, 1.0)]);
     let outcome = push(&d, vec![many_bad, up("ok")]).await.unwrap();
     assert_eq!(outcome.samples_ingested, 1);

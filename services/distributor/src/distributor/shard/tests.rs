@@ -7,7 +7,6 @@ use crate::distributor::tests::{ParityRing, distributor, push};
 use crate::distributor::validate::{Discards, validate};
 use crate::log_limiter::LogLimiter;
 use crate::metrics::Metrics;
-use crate::ring::{ReplicaSet, SingleIngesterRing};
 use crate::testutil::*;
 use heddle_limits::Limits;
 use heddle_proto::prometheus::{Exemplar, Histogram, Label, TimeSeries};
@@ -17,7 +16,7 @@ use prometheus_client::registry::Registry;
 use std::time::Duration;
 
 /// Decodes and validates `sent` as the pipeline does, then shards it onto `ring`.
-fn shard_request(ring: &dyn IngesterRing, sent: Vec<TimeSeries>) -> Sharded {
+fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
     let mut registry = Registry::default();
     let discarded = DiscardedSamples::register(&mut registry);
     let metrics = Metrics::register(&mut registry, discarded);
@@ -38,11 +37,15 @@ fn shard_request(ring: &dyn IngesterRing, sent: Vec<TimeSeries>) -> Sharded {
 #[derive(Debug)]
 struct TwiceRing(Arc<FakeIngester>);
 
-impl IngesterRing for TwiceRing {
-    fn replica_set(&self, _token: u32) -> ReplicaSet {
+impl Replicas<Arc<dyn IngesterClient>> for TwiceRing {
+    fn for_read(&self) -> Result<ReadSet<Arc<dyn IngesterClient>>, RingError> {
+        no_read_set()
+    }
+
+    fn for_write(&self, _token: u32) -> WriteSet<Arc<dyn IngesterClient>> {
         let c = Arc::clone(&self.0) as Arc<dyn IngesterClient>;
-        ReplicaSet {
-            ingesters: vec![("a".to_owned(), c.clone()), ("a".to_owned(), c)],
+        WriteSet {
+            replicas: vec![("a".to_owned(), c.clone()), ("a".to_owned(), c)],
             min_success: 2,
             unavailable: Some("only one ingester".into()),
         }
@@ -51,7 +54,7 @@ impl IngesterRing for TwiceRing {
 
 #[test]
 fn an_ingester_listed_twice_gets_each_series_once() {
-    let ring = TwiceRing(FakeIngester::new(Behavior::Accept));
+    let ring = TwiceRing(fake(Behavior::Accept));
     let sharded = shard_request(&ring, vec![up("a"), up("b")]);
     assert_eq!(sharded.batches.len(), 1);
     assert_eq!(
@@ -75,8 +78,8 @@ fn an_ingester_listed_twice_gets_each_series_once() {
 
 #[test]
 fn unchanged_series_are_framed_from_their_raw_bytes() {
-    let fake = FakeIngester::new(Behavior::Accept);
-    let ring = SingleIngesterRing::new("i", fake);
+    let fake = fake(Behavior::Accept);
+    let ring = single(fake);
     let sent = vec![up("a"), up("b")];
     let sharded = shard_request(&ring, sent.clone());
     let mut framed = Vec::new();
@@ -88,8 +91,8 @@ fn unchanged_series_are_framed_from_their_raw_bytes() {
 #[tokio::test]
 async fn series_are_sharded_by_token_and_forwarded_byte_for_byte() {
     let ring = Arc::new(ParityRing {
-        even: FakeIngester::new(Behavior::Accept),
-        odd: FakeIngester::new(Behavior::Accept),
+        even: fake(Behavior::Accept),
+        odd: fake(Behavior::Accept),
     });
     let (d, _r) = distributor(ring.clone());
     let sent: Vec<TimeSeries> = (0..40).map(|i| up(&format!("metric_{i}"))).collect();
@@ -99,9 +102,9 @@ async fn series_are_sharded_by_token_and_forwarded_byte_for_byte() {
 
     let mut received = 0;
     for (parity, ingester) in [(0, &ring.even), (1, &ring.odd)] {
-        let bodies = ingester.bodies();
+        let bodies = ingester.pushed_bodies();
         assert_eq!(bodies.len(), 1, "one request per ingester");
-        let got = ingester.series();
+        let got = ingester.pushed_series();
         received += got.len();
         // Same order as sent, and the body is exactly the re-framed original series bytes.
         let expected: Vec<&TimeSeries> = sent
@@ -133,8 +136,8 @@ async fn series_are_sharded_by_token_and_forwarded_byte_for_byte() {
 
 #[tokio::test]
 async fn series_losing_parts_are_rewritten() {
-    let fake = FakeIngester::new(Behavior::Accept);
-    let (d, registry) = distributor(Arc::new(SingleIngesterRing::new("i", fake.clone())));
+    let fake = fake(Behavior::Accept);
+    let (d, registry) = distributor(Arc::new(single(fake.clone())));
     let grace = Limits::default().creation_grace_period.as_millis() as i64;
     let mut with_extras = series(
         &[("__name__", "up"), ("empty", ""), ("job", "a")],
@@ -162,7 +165,7 @@ async fn series_losing_parts_are_rewritten() {
     assert!(body.contains("limits.creation_grace_period"), "{body}");
     assert!(body.contains(&format!("(first: {} ms)", NOW_MS + grace + 1)), "{body}");
 
-    let got = fake.series();
+    let got = fake.pushed_series();
     assert_eq!(got.len(), 1, "the histogram-only series is not forwarded");
     assert_eq!(
         got[0],

@@ -3,7 +3,6 @@
 use super::*;
 use crate::distributor::decode::decode;
 use crate::distributor::tests::{distributor, push};
-use crate::ring::SingleIngesterRing;
 use crate::testutil::*;
 use heddle_server::DiscardedSamples;
 use http::StatusCode;
@@ -284,8 +283,8 @@ fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
 
 #[tokio::test]
 async fn invalid_series_are_dropped_and_valid_ones_forwarded() {
-    let fake = FakeIngester::new(Behavior::Accept);
-    let (d, registry) = distributor(Arc::new(SingleIngesterRing::new("i", fake.clone())));
+    let fake = fake(Behavior::Accept);
+    let (d, registry) = distributor(Arc::new(single(fake.clone())));
     let no_name = series(&[("job", "a")], &[(NOW_MS, 1.0), (NOW_MS, 2.0)]);
     let outcome = push(&d, vec![up("ok_1"), no_name, up("ok_2")]).await.unwrap();
     assert_eq!(outcome.status(), StatusCode::BAD_REQUEST);
@@ -294,7 +293,7 @@ async fn invalid_series_are_dropped_and_valid_ones_forwarded() {
         "err-heddle-missing-metric-name: series has no metric name (tenant=team-a, series={job=\"a\"}): every \
          series needs a non-empty `__name__` label"
     );
-    assert_eq!(fake.series(), vec![up("ok_1"), up("ok_2")]);
+    assert_eq!(fake.pushed_series(), vec![up("ok_1"), up("ok_2")]);
     let text = exposition(&registry);
     assert!(
         text.contains(r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-missing-metric-name"} 2"#),
