@@ -12,7 +12,7 @@ use std::time::Duration;
 /// Per-tenant limits (`limits:` in YAML; the defaults of every tenant). A tenant's values can be overridden
 /// in the runtime config file ([`crate::Overrides`]). The ingestion rate is enforced per distributor process
 /// (Mimir's "local" strategy): with N distributors a tenant may send up to N times the rate. The series
-/// limits are enforced by the ingesters (see `heddle_ingester::SeriesLimits`).
+/// limits are enforced by the ingesters (their series admission reads them from `Overrides`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {

@@ -3,9 +3,8 @@
 use crate::config::{Config, Target};
 use anyhow::{Context, bail};
 use heddle_distributor::Distributor;
-use heddle_ingester::{Ingester, LimitsSource, SeriesLimits, Topology, TopologySource};
+use heddle_ingester::{Ingester, Topology, TopologySource};
 use heddle_limits::Overrides;
-use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
 use heddle_querier::{IngesterReplicas, Querier};
 use heddle_ring::{
@@ -19,20 +18,6 @@ use tokio_util::sync::CancellationToken;
 fn listen_addr(address: &str, port: u16) -> String {
     let host = if address.is_empty() { "0.0.0.0" } else { address };
     format!("{host}:{port}")
-}
-
-/// The ingester reads its per-tenant series limits from the runtime-config overrides.
-#[derive(Debug)]
-struct OverridesLimits(Arc<Overrides>);
-
-impl LimitsSource for OverridesLimits {
-    fn series_limits(&self, tenant: &TenantId) -> SeriesLimits {
-        let l = self.0.get(tenant.as_str());
-        SeriesLimits {
-            max_global_series_per_user: l.max_global_series_per_user,
-            max_global_series_per_metric: l.max_global_series_per_metric,
-        }
-    }
 }
 
 /// The ingester divides global series limits by the ring it is in: the replication factor of the ring's
@@ -226,7 +211,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
 
     if let Some(ing) = &ingester {
-        ing.set_limits_source(Arc::new(OverridesLimits(overrides.clone())));
+        ing.set_overrides(overrides.clone());
         // Reads leave a shipped block to the querier once its block list refresh has had time to find it.
         ing.set_shipped_blocks_grace(cfg.blocks_storage.bucket_store.sync_interval);
         // A single process keeps the default topology (RF 1, one ingester): the global limits apply whole.

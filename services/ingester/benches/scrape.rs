@@ -12,7 +12,8 @@
 //! allocations are counted by a wrapper around the system allocator while nothing else runs.
 
 use bytes::Bytes;
-use heddle_ingester::{Ingester, IngesterConfig, SeriesLimits, StaticLimits, TsdbConfig};
+use heddle_ingester::{Ingester, IngesterConfig, TsdbConfig};
+use heddle_limits::{Limits, Overrides};
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
@@ -171,9 +172,10 @@ fn build(s: &Scenario, runtime: &tokio::runtime::Runtime) -> Built {
         ..TsdbConfig::default()
     };
     let ingester = Ingester::new(&IngesterConfig::default(), tsdb, Some(bucket), &mut registry, discarded);
-    ingester.set_limits_source(Arc::new(StaticLimits(SeriesLimits {
+    ingester.set_overrides(Arc::new(Overrides::new(Limits {
         max_global_series_per_user: 0,
         max_global_series_per_metric: 0,
+        ..Limits::default()
     })));
     let started = Instant::now();
     runtime.block_on(async {

@@ -11,7 +11,7 @@ use crate::admin::{FlushReport, TenantStats};
 use crate::blocks::TenantFlush;
 use crate::config::{IngesterConfig, TsdbConfig};
 use crate::error::IngesterError;
-use crate::limits::{IngesterLimits, LimitsSource, SeriesAdmission, TopologySource};
+use crate::limits::{IngesterLimits, SeriesAdmission, TopologySource};
 use crate::metrics::Metrics;
 use crate::tenant::Tenant;
 use heddle_model::TenantId;
@@ -72,10 +72,10 @@ impl Ingester {
         })
     }
 
-    /// Reads per-tenant series limits from `source` from now on (the default gives every tenant Mimir's
-    /// defaults). The binary passes the runtime-config overrides here.
-    pub fn set_limits_source(&self, source: Arc<dyn LimitsSource>) {
-        self.limits.set_source(source);
+    /// Reads per-tenant series limits from `overrides` from now on (the default gives every tenant Mimir's
+    /// defaults). The binary passes the runtime-config overrides the distributor reads too.
+    pub fn set_overrides(&self, overrides: Arc<heddle_limits::Overrides>) {
+        self.limits.set_overrides(overrides);
     }
 
     /// Divides the global series limits by what `topology` says from now on (the default is a single process:

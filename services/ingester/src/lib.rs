@@ -27,7 +27,4 @@ pub use blocks::TenantFlush;
 pub use config::{INGESTER_FLAGS, IngesterConfig, TSDB_FLAGS, TsdbConfig};
 pub use error::IngesterError;
 pub use ingester::Ingester;
-pub use limits::{
-    INSTANCE_LIMITS_FLAGS, InstanceLimitsConfig, LimitsSource, SeriesLimits, StaticLimits, Topology, TopologySource,
-    local_series_limit,
-};
+pub use limits::{INSTANCE_LIMITS_FLAGS, InstanceLimitsConfig, Topology, TopologySource, local_series_limit};

@@ -1,8 +1,8 @@
 //! Limits the ingester enforces: per-tenant series limits (checked when a push would create a series) and
 //! the instance limits that protect the process itself (Mimir's `ingester.instance_limits`).
 //!
-//! Per-tenant limits come from a [`LimitsSource`] (the binary hands in the runtime-config overrides), so they
-//! change without a restart. They are *global* (cluster-wide) numbers; an ingester holds only its share of a
+//! Per-tenant limits are read from `heddle_limits::Overrides` (the binary hands in the runtime-config overrides
+//! the distributor reads too), so they change without a restart. They are *global* (cluster-wide) numbers; an ingester holds only its share of a
 //! tenant's series and applies [`local_series_limit`]: `global * replication_factor / ingesters`, with the
 //! replication factor and ingester count of the [`Topology`] the binary reads from the ring. A single process
 //! (RF 1, one ingester) applies the global number as is.
@@ -18,6 +18,7 @@ mod instance;
 mod series;
 
 use heddle_config::{FlagKind, FlagSpec};
+use heddle_limits::{Limits, Overrides};
 use heddle_model::TenantId;
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
@@ -30,7 +31,7 @@ pub(crate) use series::{SeriesAdmission, series_text};
 /// instance limiter. One per ingester, shared by every tenant's [`SeriesAdmission`].
 #[derive(Debug)]
 pub(crate) struct IngesterLimits {
-    source: RwLock<Arc<dyn LimitsSource>>,
+    overrides: RwLock<Arc<Overrides>>,
     topology: RwLock<Arc<dyn TopologySource>>,
     pub(crate) instance: InstanceLimiter,
 }
@@ -38,15 +39,15 @@ pub(crate) struct IngesterLimits {
 impl IngesterLimits {
     pub(crate) fn new(cfg: InstanceLimitsConfig, registry: &mut Registry) -> Self {
         Self {
-            source: RwLock::new(Arc::new(StaticLimits::default())),
+            overrides: RwLock::new(Arc::new(Overrides::new(Limits::default()))),
             topology: RwLock::new(Arc::new(Topology::SINGLE_PROCESS)),
             instance: InstanceLimiter::new(cfg, registry),
         }
     }
 
-    /// Reads per-tenant limits from `source` from now on.
-    pub(crate) fn set_source(&self, source: Arc<dyn LimitsSource>) {
-        *self.source.write().unwrap_or_else(|p| p.into_inner()) = source;
+    /// Reads per-tenant limits from `overrides` from now on.
+    pub(crate) fn set_overrides(&self, overrides: Arc<Overrides>) {
+        *self.overrides.write().unwrap_or_else(|p| p.into_inner()) = overrides;
     }
 
     /// Divides global limits by what `topology` says from now on.
@@ -57,10 +58,10 @@ impl IngesterLimits {
     /// The local (this ingester's) series limits of `tenant`.
     pub(crate) fn local_series_limits(&self, tenant: &TenantId) -> SeriesLimits {
         let global = self
-            .source
+            .overrides
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .series_limits(tenant);
+            .get(tenant.as_str());
         let topology = self.topology.read().unwrap_or_else(|p| p.into_inner()).topology();
         SeriesLimits {
             max_global_series_per_user: topology.local_limit(global.max_global_series_per_user),
@@ -114,40 +115,13 @@ impl TopologySource for Topology {
     }
 }
 
-/// The per-tenant series limits, as configured (global numbers).
+/// A tenant's series limits on this ingester (its share of the global numbers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SeriesLimits {
-    /// `limits.max_global_series_per_user` (0 = no limit).
-    pub max_global_series_per_user: usize,
-    /// `limits.max_global_series_per_metric` (0 = no limit).
-    pub max_global_series_per_metric: usize,
-}
-
-impl Default for SeriesLimits {
-    /// Mimir's defaults: 150,000 series per tenant, no per-metric limit.
-    fn default() -> Self {
-        Self {
-            max_global_series_per_user: 150_000,
-            max_global_series_per_metric: 0,
-        }
-    }
-}
-
-/// Where the ingester reads a tenant's current limits. Called when a push would create a series, so it must be
-/// cheap.
-pub trait LimitsSource: Send + Sync + std::fmt::Debug + 'static {
-    /// The series limits of `tenant`.
-    fn series_limits(&self, tenant: &TenantId) -> SeriesLimits;
-}
-
-/// The same limits for every tenant.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StaticLimits(pub SeriesLimits);
-
-impl LimitsSource for StaticLimits {
-    fn series_limits(&self, _tenant: &TenantId) -> SeriesLimits {
-        self.0
-    }
+pub(crate) struct SeriesLimits {
+    /// From `limits.max_global_series_per_user` (0 = no limit).
+    pub(crate) max_global_series_per_user: usize,
+    /// From `limits.max_global_series_per_metric` (0 = no limit).
+    pub(crate) max_global_series_per_metric: usize,
 }
 
 /// The share of a global series limit one ingester enforces: `global * replication_factor / ingesters`,
@@ -282,12 +256,16 @@ mod tests {
         let t = TenantId::new("t").unwrap();
         assert_eq!(
             l.local_series_limits(&t),
-            SeriesLimits::default(),
-            "single process by default"
+            SeriesLimits {
+                max_global_series_per_user: 150_000,
+                max_global_series_per_metric: 0,
+            },
+            "single process, Mimir's default limits, by default"
         );
-        l.set_source(Arc::new(StaticLimits(SeriesLimits {
+        l.set_overrides(Arc::new(Overrides::new(Limits {
             max_global_series_per_user: 1000,
             max_global_series_per_metric: 100,
+            ..Limits::default()
         })));
         l.set_topology(Arc::new(Topology {
             replication_factor: 3,
@@ -321,6 +299,5 @@ mod tests {
             let k = format!("ingester.instance_limits.{}", k.as_str().unwrap());
             assert!(INSTANCE_LIMITS_FLAGS.iter().any(|f| f.key == k), "no flag for {k}");
         }
-        assert_eq!(SeriesLimits::default().max_global_series_per_user, 150_000);
     }
 }

@@ -247,8 +247,9 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Ingester, IngesterConfig, SeriesLimits, StaticLimits, TsdbConfig};
+    use crate::{Ingester, IngesterConfig, TsdbConfig};
     use bytes::Bytes;
+    use heddle_limits::{Limits, Overrides};
     use heddle_model::TenantId;
     use heddle_proto::IngesterClient;
     use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
@@ -309,9 +310,10 @@ mod tests {
             ..TsdbConfig::default()
         };
         let ingester = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
-        ingester.set_limits_source(Arc::new(StaticLimits(SeriesLimits {
+        ingester.set_overrides(Arc::new(Overrides::new(Limits {
             max_global_series_per_user: 0,
             max_global_series_per_metric: 0,
+            ..Limits::default()
         })));
         ingester.open_existing().await.unwrap();
         let t0 = 1_700_000_000_000;

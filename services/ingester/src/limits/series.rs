@@ -8,16 +8,17 @@
 //! `heddle_ingester_memory_series` gauge, which the instance limit reads.
 
 use super::IngesterLimits;
+use heddle_model::error_id;
 use heddle_model::{LabelRef, Labels, METRIC_NAME, TenantId};
 use heddle_tsdb::{SeriesLifecycle, SeriesRefusal};
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-pub(crate) const REASON_MAX_SERIES_PER_USER: &str = "err-heddle-max-series-per-user";
-pub(crate) const REASON_MAX_SERIES_PER_METRIC: &str = "err-heddle-max-series-per-metric";
+pub(crate) const REASON_MAX_SERIES_PER_USER: &str = error_id::MAX_SERIES_PER_USER;
+pub(crate) const REASON_MAX_SERIES_PER_METRIC: &str = error_id::MAX_SERIES_PER_METRIC;
 /// The id of a push refused whole because the ingester holds `max_series` series.
-pub(crate) const REASON_INSTANCE_MAX_SERIES: &str = "err-heddle-ingester-instance-limit";
+pub(crate) const REASON_INSTANCE_MAX_SERIES: &str = error_id::INGESTER_INSTANCE_LIMIT;
 
 /// One tenant's series admission; installed on its head with [`heddle_tsdb::Head::set_series_lifecycle`].
 #[derive(Debug)]
@@ -117,7 +118,8 @@ pub(crate) fn series_text(labels: &[LabelRef<'_>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::{InstanceLimitsConfig, SeriesLimits, StaticLimits};
+    use crate::limits::InstanceLimitsConfig;
+    use heddle_limits::{Limits, Overrides};
     use prometheus_client::registry::Registry;
 
     fn l<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<LabelRef<'a>> {
@@ -133,9 +135,10 @@ mod tests {
             },
             &mut r,
         );
-        limits.set_source(Arc::new(StaticLimits(SeriesLimits {
+        limits.set_overrides(Arc::new(Overrides::new(Limits {
             max_global_series_per_user: user,
             max_global_series_per_metric: metric,
+            ..Limits::default()
         })));
         SeriesAdmission::new(TenantId::new("t").unwrap(), Arc::new(limits), Gauge::default())
     }

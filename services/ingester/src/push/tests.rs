@@ -1,7 +1,8 @@
 //! Push-path tests: series limits, out-of-bounds samples, instance limits, partial acceptance.
 
-use crate::{Ingester, IngesterConfig, InstanceLimitsConfig, LimitsSource, SeriesLimits, StaticLimits, TsdbConfig};
+use crate::{Ingester, IngesterConfig, InstanceLimitsConfig, TsdbConfig};
 use bytes::Bytes;
+use heddle_limits::{Limits, Overrides};
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
 use heddle_proto::ingester::PushResponse;
@@ -21,7 +22,7 @@ struct Setup {
     discarded: DiscardedSamples,
 }
 
-async fn open(dir: &Path, instance_limits: InstanceLimitsConfig, limits: SeriesLimits) -> Setup {
+async fn open(dir: &Path, instance_limits: InstanceLimitsConfig, limits: Limits) -> Setup {
     let mut registry = Registry::default();
     let discarded = DiscardedSamples::register(&mut registry);
     let cfg = IngesterConfig {
@@ -33,7 +34,7 @@ async fn open(dir: &Path, instance_limits: InstanceLimitsConfig, limits: SeriesL
         ..TsdbConfig::default()
     };
     let ingester = Ingester::new(&cfg, tsdb, None, &mut registry, discarded.clone());
-    ingester.set_limits_source(Arc::new(StaticLimits(limits)));
+    ingester.set_overrides(Arc::new(Overrides::new(limits)));
     ingester.open_existing().await.unwrap();
     Setup {
         ingester,
@@ -75,10 +76,11 @@ async fn push(i: &Ingester, t: &str, series: Vec<TimeSeries>) -> Result<PushResp
     i.push(&tenant(t), Bytes::from(body)).await
 }
 
-fn limits(user: usize, metric: usize) -> SeriesLimits {
-    SeriesLimits {
+fn limits(user: usize, metric: usize) -> Limits {
+    Limits {
         max_global_series_per_user: user,
         max_global_series_per_metric: metric,
+        ..Limits::default()
     }
 }
 
@@ -168,24 +170,15 @@ async fn limits_survive_a_restart() {
     assert_eq!(r.errors[0].reason, "err-heddle-max-series-per-user");
 }
 
-#[derive(Debug)]
-struct PerTenant;
-
-impl LimitsSource for PerTenant {
-    fn series_limits(&self, tenant: &TenantId) -> SeriesLimits {
-        if tenant.as_str() == "small" {
-            limits(1, 0)
-        } else {
-            limits(0, 0)
-        }
-    }
-}
-
 #[tokio::test]
 async fn limits_come_from_the_source_per_tenant() {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path(), InstanceLimitsConfig::default(), limits(0, 0)).await;
-    s.ingester.set_limits_source(Arc::new(PerTenant));
+    let overrides = Overrides::new(limits(0, 0));
+    overrides
+        .apply_yaml("overrides:\n  small:\n    max_global_series_per_user: 1\n")
+        .unwrap();
+    s.ingester.set_overrides(Arc::new(overrides));
     let two = || vec![ts("m", "1", &[T0]), ts("m", "2", &[T0])];
     assert_eq!(push(&s.ingester, "small", two()).await.unwrap().errors.len(), 1);
     assert_eq!(push(&s.ingester, "big", two()).await.unwrap().errors.len(), 0);
