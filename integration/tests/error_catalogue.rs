@@ -47,6 +47,11 @@ fn ids_in(text: &str) -> Vec<(String, usize)> {
     ids
 }
 
+/// The catalogue's constant for `id`: `err-heddle-sample-out-of-order` is `SAMPLE_OUT_OF_ORDER`.
+fn const_name(id: &str) -> String {
+    id.trim_start_matches("err-heddle-").to_uppercase().replace('-', "_")
+}
+
 #[test]
 fn every_id_in_the_code_is_catalogued_and_every_catalogued_id_is_used() {
     let root = workspace_root();
@@ -63,6 +68,12 @@ fn every_id_in_the_code_is_catalogued_and_every_catalogued_id_is_used() {
         let text = std::fs::read_to_string(file).expect("read source");
         for (id, line) in ids_in(&text) {
             used.entry(id).or_default().push(format!("{rel}:{line}"));
+        }
+        // Code that needs an id as a value names the catalogue's constant instead of spelling the id.
+        for e in CATALOGUE {
+            if text.contains(&format!("error_id::{}", const_name(e.id))) {
+                used.entry(e.id.to_owned()).or_default().push(rel.clone());
+            }
         }
     }
     assert!(
@@ -102,6 +113,22 @@ fn docs_errors_md_is_generated_from_the_catalogue() {
         "docs/errors.md is stale; run `HEDDLE_UPDATE_DOCS=1 cargo test -p heddle-integration --test error_catalogue`\n\
          --- generated now ---\n{doc}"
     );
+}
+
+#[test]
+fn constants_are_named_after_their_ids() {
+    use heddle_model::error_id;
+    assert_eq!(const_name(error_id::SAMPLE_OUT_OF_ORDER), "SAMPLE_OUT_OF_ORDER");
+    assert_eq!(const_name(error_id::MAX_LABEL_NAMES_PER_SERIES), "MAX_LABEL_NAMES_PER_SERIES");
+    let source = std::fs::read_to_string(workspace_root().join(CATALOGUE_SOURCE)).expect("catalogue source");
+    for e in CATALOGUE {
+        let name = const_name(e.id);
+        assert!(
+            source.contains(&format!("{name} = \"{}\"", e.id)),
+            "{} is not defined as {name}",
+            e.id
+        );
+    }
 }
 
 #[test]

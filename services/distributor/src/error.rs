@@ -3,6 +3,7 @@
 //! Every user-facing message starts with a stable id (`err-heddle-...`), the same string used as the `reason`
 //! label of `heddle_discarded_samples_total`, and ends by saying what to change.
 
+use heddle_model::error_id;
 use http::StatusCode;
 
 /// A refusal of the whole request: nothing of it was forwarded to an ingester.
@@ -72,17 +73,17 @@ impl PushError {
     /// The stable id that starts the message.
     pub fn id(&self) -> &'static str {
         match self {
-            PushError::BodyTooLarge { .. } => "err-heddle-request-too-large",
-            PushError::UnsupportedContentEncoding { .. } => "err-heddle-unsupported-content-encoding",
-            PushError::UnsupportedContentType { .. } => "err-heddle-unsupported-content-type",
-            PushError::DecompressedTooLarge { .. } => "err-heddle-decompressed-too-large",
-            PushError::CorruptSnappy { .. } => "err-heddle-corrupt-snappy",
-            PushError::InvalidProtobuf { .. } => "err-heddle-invalid-protobuf",
-            PushError::BodyRead { .. } => "err-heddle-body-read",
-            PushError::BodyReadTimeout { .. } => "err-heddle-body-read-timeout",
-            PushError::RateLimited { .. } => "err-heddle-ingestion-rate-limited",
-            PushError::TooManyHaClusters { .. } => "err-heddle-too-many-ha-clusters",
-            PushError::NoTenant => "err-heddle-no-tenant",
+            PushError::BodyTooLarge { .. } => error_id::REQUEST_TOO_LARGE,
+            PushError::UnsupportedContentEncoding { .. } => error_id::UNSUPPORTED_CONTENT_ENCODING,
+            PushError::UnsupportedContentType { .. } => error_id::UNSUPPORTED_CONTENT_TYPE,
+            PushError::DecompressedTooLarge { .. } => error_id::DECOMPRESSED_TOO_LARGE,
+            PushError::CorruptSnappy { .. } => error_id::CORRUPT_SNAPPY,
+            PushError::InvalidProtobuf { .. } => error_id::INVALID_PROTOBUF,
+            PushError::BodyRead { .. } => error_id::BODY_READ,
+            PushError::BodyReadTimeout { .. } => error_id::BODY_READ_TIMEOUT,
+            PushError::RateLimited { .. } => error_id::INGESTION_RATE_LIMITED,
+            PushError::TooManyHaClusters { .. } => error_id::TOO_MANY_HA_CLUSTERS,
+            PushError::NoTenant => error_id::NO_TENANT,
         }
     }
 
@@ -156,15 +157,15 @@ impl InvalidSeries {
     /// Stable id, also the `reason` label of `heddle_discarded_samples_total`.
     pub fn id(&self) -> &'static str {
         match self {
-            InvalidSeries::MissingMetricName => "err-heddle-missing-metric-name",
-            InvalidSeries::InvalidMetricName { .. } => "err-heddle-invalid-metric-name",
-            InvalidSeries::TooManyLabels { .. } => "err-heddle-max-label-names-per-series",
-            InvalidSeries::InvalidLabelName { .. } => "err-heddle-invalid-label",
-            InvalidSeries::LabelNameTooLong { .. } => "err-heddle-label-name-too-long",
-            InvalidSeries::LabelValueTooLong { .. } => "err-heddle-label-value-too-long",
-            InvalidSeries::DuplicateLabelNames { .. } => "err-heddle-duplicate-label-names",
-            InvalidSeries::LabelsNotSorted { .. } => "err-heddle-labels-not-sorted",
-            InvalidSeries::TooFarInFuture { .. } => "err-heddle-too-far-in-future",
+            InvalidSeries::MissingMetricName => error_id::MISSING_METRIC_NAME,
+            InvalidSeries::InvalidMetricName { .. } => error_id::INVALID_METRIC_NAME,
+            InvalidSeries::TooManyLabels { .. } => error_id::MAX_LABEL_NAMES_PER_SERIES,
+            InvalidSeries::InvalidLabelName { .. } => error_id::INVALID_LABEL,
+            InvalidSeries::LabelNameTooLong { .. } => error_id::LABEL_NAME_TOO_LONG,
+            InvalidSeries::LabelValueTooLong { .. } => error_id::LABEL_VALUE_TOO_LONG,
+            InvalidSeries::DuplicateLabelNames { .. } => error_id::DUPLICATE_LABEL_NAMES,
+            InvalidSeries::LabelsNotSorted { .. } => error_id::LABELS_NOT_SORTED,
+            InvalidSeries::TooFarInFuture { .. } => error_id::TOO_FAR_IN_FUTURE,
         }
     }
 

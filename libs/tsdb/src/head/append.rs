@@ -1,5 +1,6 @@
 //! Appending a batch of samples: resolve series, judge samples, log to the WAL, then apply to chunks.
 
+use heddle_model::error_id;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -46,10 +47,10 @@ impl AppendErrorKind {
     /// Stable id, used in messages and as the `reason` label of `heddle_discarded_samples_total`.
     pub fn id(self) -> &'static str {
         match self {
-            AppendErrorKind::OutOfOrder => "err-heddle-sample-out-of-order",
-            AppendErrorKind::DuplicateTimestamp => "err-heddle-sample-duplicate-timestamp",
-            AppendErrorKind::InvalidLabels => "err-heddle-series-invalid-labels",
-            AppendErrorKind::OutOfBounds => "err-heddle-sample-out-of-bounds",
+            AppendErrorKind::OutOfOrder => error_id::SAMPLE_OUT_OF_ORDER,
+            AppendErrorKind::DuplicateTimestamp => error_id::SAMPLE_DUPLICATE_TIMESTAMP,
+            AppendErrorKind::InvalidLabels => error_id::SERIES_INVALID_LABELS,
+            AppendErrorKind::OutOfBounds => error_id::SAMPLE_OUT_OF_BOUNDS,
             AppendErrorKind::Refused(id) => id,
         }
     }

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use heddle_config::format_duration;
 use heddle_model::TenantId;
+use heddle_model::error_id;
 use heddle_proto::ingester::PushResponse;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -184,9 +185,9 @@ pub(crate) async fn forward(
         }
         let unavailable = all_unavailable;
         let id = if unavailable {
-            "err-heddle-ingesters-unavailable"
+            error_id::INGESTERS_UNAVAILABLE
         } else {
-            "err-heddle-ingester-failed"
+            error_id::INGESTER_FAILED
         };
         let message = format!(
             "{id}: {failed_series} series ({failed_samples} samples) were not acknowledged by enough ingesters \

@@ -10,6 +10,7 @@ use crate::error::PushError;
 use crate::ha_tracker::{HaDecision, HaTracker};
 use heddle_limits::Limits;
 use heddle_model::TenantId;
+use heddle_model::error_id;
 use heddle_proto::TimeSeriesRef;
 use heddle_server::DiscardedSamples;
 
@@ -62,7 +63,7 @@ pub(crate) fn dedupe<'l>(
              `distributor.ha_tracker.ha_tracker_failover_timeout` without its samples"
         ))),
         HaDecision::TooManyClusters { limit } => {
-            discarded.add(tenant.as_str(), "err-heddle-too-many-ha-clusters", samples);
+            discarded.add(tenant.as_str(), error_id::TOO_MANY_HA_CLUSTERS, samples);
             Err(PushError::TooManyHaClusters {
                 tenant: tenant.to_string(),
                 cluster: cluster.to_owned(),

@@ -6,6 +6,7 @@
 use crate::error::PushError;
 use heddle_limits::Limits;
 use heddle_model::TenantId;
+use heddle_model::error_id;
 use heddle_server::DiscardedSamples;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,7 +26,7 @@ pub(crate) fn admit(
     if limiter.allow(tenant, samples, now, rate, burst) {
         return Ok(());
     }
-    discarded.add(tenant.as_str(), "err-heddle-ingestion-rate-limited", samples);
+    discarded.add(tenant.as_str(), error_id::INGESTION_RATE_LIMITED, samples);
     Err(PushError::RateLimited {
         tenant: tenant.to_string(),
         samples,
