@@ -119,7 +119,10 @@ fn docs_errors_md_is_generated_from_the_catalogue() {
 fn constants_are_named_after_their_ids() {
     use heddle_model::error_id;
     assert_eq!(const_name(error_id::SAMPLE_OUT_OF_ORDER), "SAMPLE_OUT_OF_ORDER");
-    assert_eq!(const_name(error_id::MAX_LABEL_NAMES_PER_SERIES), "MAX_LABEL_NAMES_PER_SERIES");
+    assert_eq!(
+        const_name(error_id::MAX_LABEL_NAMES_PER_SERIES),
+        "MAX_LABEL_NAMES_PER_SERIES"
+    );
     let source = std::fs::read_to_string(workspace_root().join(CATALOGUE_SOURCE)).expect("catalogue source");
     for e in CATALOGUE {
         let name = const_name(e.id);

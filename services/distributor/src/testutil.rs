@@ -140,6 +140,19 @@ pub(crate) fn body(timeseries: Vec<TimeSeries>) -> Vec<u8> {
     )
 }
 
+/// A snappy block header declaring `len` decompressed bytes, followed by junk that is never reached.
+pub(crate) fn declared_length(len: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut v = len;
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+    out.extend_from_slice(&[0u8; 8]);
+    out
+}
+
 pub(crate) fn snappy(raw: &[u8]) -> Vec<u8> {
     snap::raw::Encoder::new()
         .compress_vec(raw)

@@ -26,20 +26,7 @@ pub(crate) fn decode<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{body, snappy, up};
-
-    /// A snappy block header declaring `len` decompressed bytes, followed by junk that is never reached.
-    fn declared_length(len: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut v = len;
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-        out.extend_from_slice(&[0u8; 8]);
-        out
-    }
+    use crate::testutil::{body, declared_length, snappy, up};
 
     #[test]
     fn decodes_series_with_their_raw_bytes() {

@@ -69,19 +69,6 @@ impl Case {
     }
 }
 
-/// A snappy block header declaring `len` decompressed bytes, followed by junk that is never reached.
-fn declared_length(len: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut v = len;
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-    out.extend_from_slice(&[0u8; 8]);
-    out
-}
-
 fn cases() -> Vec<Case> {
     let valid = || body(vec![up("up"), up("other")]);
     let mut truncated_snappy = valid();
