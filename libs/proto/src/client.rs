@@ -24,7 +24,9 @@ pub trait IngesterClient: Send + Sync + std::fmt::Debug + 'static {
     /// Per-series refusals (out-of-order, ...) come back in [`PushResponse::errors`], not as an `Err`.
     async fn push(&self, tenant: &TenantId, write_request: Bytes) -> Result<PushResponse, tonic::Status>;
 
-    /// Streams the chunks of every matching series that overlap the request's time range.
+    /// Streams the chunks of every matching series that overlap the request's time range, each series once and
+    /// in label order (`heddle_model::Labels`' order): the querier merges ingesters' streams series by series
+    /// and refuses a stream out of order as invalid data.
     async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, tonic::Status>;
 
     async fn label_names(&self, tenant: &TenantId, req: LabelNamesRequest)

@@ -171,12 +171,16 @@ impl FakeIngester {
             .collect()
     }
 
-    /// Every series pushed, decoded, in order; bodies that are not a `WriteRequest` are skipped.
+    /// Every series pushed, decoded, in order. Panics on a body that is not a `WriteRequest`: a test asking
+    /// what was pushed must not pass on garbage.
     pub fn pushed_series(&self) -> Vec<crate::prometheus::TimeSeries> {
         self.pushes()
             .into_iter()
-            .filter_map(|(_, b)| WriteRequest::decode(b).ok())
-            .flat_map(|w| w.timeseries)
+            .flat_map(|(_, b)| {
+                WriteRequest::decode(b)
+                    .expect("a pushed body is a valid WriteRequest")
+                    .timeseries
+            })
             .collect()
     }
 
@@ -447,10 +451,18 @@ mod tests {
         assert_eq!(resp.errors.len(), 1);
         assert_eq!(resp.errors[0].series_index, 1);
         assert_eq!(resp.errors[0].reason, "err-heddle-sample-out-of-order");
+        assert_eq!(fake.pushed_series().len(), 3, "series by series");
         let err = fake.push(&tenant("t"), Bytes::from_static(&[0xff])).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert_eq!(fake.pushes().len(), 2, "every push is recorded");
-        assert_eq!(fake.pushed_series().len(), 3, "those that decode, series by series");
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "a pushed body is a valid WriteRequest")]
+    async fn pushed_series_refuses_to_read_garbage() {
+        let fake = FakeIngester::new();
+        let _ = fake.push(&tenant("t"), Bytes::from_static(&[0xff])).await;
+        fake.pushed_series();
     }
 
     #[tokio::test(start_paused = true)]

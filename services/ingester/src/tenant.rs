@@ -1,6 +1,7 @@
 //! One tenant on this ingester: its head, its local blocks, its shipper, its series admission and its rate,
-//! opened as one unit (local blocks, then the head's replay, then the admission hook on the head) and closed as
-//! one.
+//! opened as one unit (local blocks, then the head's replay, then the admission hook on the head). Closing it
+//! closes the head (WAL flushed and synced, optionally a chunk snapshot); its local blocks are read-only mapped
+//! files and its shipper holds nothing open, so they go when the `Tenant` is dropped.
 //!
 //! The ingester keeps one map of these; every per-tenant path (push, reads, blocks, admin) takes a `&Tenant`.
 //! What a tenant needs that is not its own (configuration, metrics, the instance limits) is passed in by the
@@ -34,9 +35,11 @@ pub(crate) struct Tenant {
     rate: TenantRate,
     /// Samples appended when the blocks loop last saw the count change, and when: for idle compaction.
     activity: Mutex<Option<(u64, Instant)>>,
-    /// When this process saw each block reach the bucket; blocks shipped before it opened the tenant count
-    /// from `opened`.
+    /// When this process saw each block reach the bucket (at the end of a ship, or when a read first found
+    /// it in the shipper's list, whichever came first).
     shipped_at: Mutex<HashMap<String, Instant>>,
+    /// Blocks `shipper.json` listed when the tenant was opened: they count as shipped at `opened`.
+    shipped_before_open: BTreeSet<String>,
     opened: Instant,
 }
 
@@ -56,6 +59,7 @@ impl Tenant {
         let (head, stats) = Head::open(&dir, opts)?;
         head.set_series_lifecycle(admission.clone());
         let shipper = bucket.map(|b| Shipper::new(id.clone(), dir, b));
+        let shipped_before_open = shipper.as_ref().map(Shipper::shipped).unwrap_or_default();
         let tenant = Tenant {
             id,
             head: Arc::new(head),
@@ -65,6 +69,7 @@ impl Tenant {
             rate: TenantRate::default(),
             activity: Mutex::new(None),
             shipped_at: Mutex::new(HashMap::new()),
+            shipped_before_open,
             opened: Instant::now(),
         };
         Ok((tenant, stats))
@@ -116,20 +121,29 @@ impl Tenant {
         let mut skip = shipper.shipped();
         if !grace.is_zero() {
             let now = Instant::now();
-            let shipped_at = self.shipped_at.lock().unwrap_or_else(|p| p.into_inner());
+            let mut shipped_at = self.shipped_at.lock().unwrap_or_else(|p| p.into_inner());
             skip.retain(|ulid| {
-                let since = shipped_at.get(ulid).copied().unwrap_or(self.opened);
+                let since = match shipped_at.get(ulid) {
+                    Some(at) => *at,
+                    None if self.shipped_before_open.contains(ulid) => self.opened,
+                    // Listed by a ship that is still uploading other blocks (its end notes the time): the
+                    // block reached the bucket just now, so the querier may not list it yet.
+                    None => *shipped_at.entry(ulid.clone()).or_insert(now),
+                };
                 now.saturating_duration_since(since) >= grace
             });
         }
         self.blocks.overlapping(mint, maxt, &skip)
     }
 
-    /// Notes that `ulids` reached the bucket now (see [`Tenant::queryable_blocks`]).
+    /// Notes that `ulids` reached the bucket now (see [`Tenant::queryable_blocks`]); a block a read already
+    /// found in the shipper's list keeps that earlier time.
     pub(crate) fn note_shipped(&self, ulids: impl IntoIterator<Item = String>) {
         let now = Instant::now();
         let mut shipped_at = self.shipped_at.lock().unwrap_or_else(|p| p.into_inner());
-        shipped_at.extend(ulids.into_iter().map(|u| (u, now)));
+        for u in ulids {
+            shipped_at.entry(u).or_insert(now);
+        }
     }
 
     /// Forgets the upload times of blocks deleted from disk.

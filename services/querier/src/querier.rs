@@ -91,8 +91,9 @@ impl Querier {
         let set = self.read_set()?;
         let blocks = async {
             match &self.store {
-                // Blocks and ingesters may both hold a range (a block stays local until it expires): the
-                // merge treats each block as one more replica and de-duplicates.
+                // Blocks and ingesters may both hold a range (an ingester answers a shipped block until the
+                // querier's list can have found it): the merge treats each block as one more replica and
+                // de-duplicates.
                 Some(store) => store.query(tenant, start, end, matchers).await,
                 None => Ok(Vec::new()),
             }

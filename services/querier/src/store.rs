@@ -64,6 +64,10 @@ impl BucketStore {
         if synced.is_some_and(|t| t.elapsed() < self.sync_interval) {
             return Ok(());
         }
+        // The list is as fresh as the moment the listing starts, not the moment the new blocks are open: an
+        // ingester stops answering a block `sync_interval` after its upload, counting on the next refresh of a
+        // list that missed it to start by then.
+        let listed_at = Instant::now();
         let metas = self.bucket.list_blocks(tenant).await.map_err(|e| QuerierError::Store {
             tenant: tenant.to_string(),
             reason: e.to_string(),
@@ -100,7 +104,7 @@ impl BucketStore {
             }
         }
         *blocks.state.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
-        *synced = Some(Instant::now());
+        *synced = Some(listed_at);
         Ok(())
     }
 

@@ -326,3 +326,30 @@ async fn shipped_blocks_are_left_to_the_querier() {
     };
     assert!(ing.label_names(&tenant(), names).await.unwrap().names.is_empty());
 }
+
+/// A block the shipper lists before its ship has ended (other blocks still uploading, so no upload time is noted
+/// yet) has only just reached the bucket: the ingester keeps answering it for the whole grace, however long ago
+/// the tenant was opened.
+#[tokio::test]
+async fn a_block_listed_mid_ship_counts_as_just_shipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket_dir = tempfile::tempdir().unwrap();
+    let ing = ingester(dir.path(), bucket_dir.path());
+    ing.open_existing().await.unwrap();
+    push(&ing, 0, 2 * H2).await;
+    let both: Vec<i64> = (0..2 * H2).step_by(STEP as usize).collect();
+    assert_eq!(ing.compact_tenant(&tenant(), false).await.unwrap().len(), 1);
+    let shipped = ing.ship_tenant(&tenant()).await.unwrap().unwrap();
+    assert_eq!(shipped.uploaded.len(), 1);
+    // As if the ship were still running: the block is in shipper.json, its upload time not noted yet.
+    ing.tenant(&tenant()).unwrap().forget_shipped(&shipped.uploaded);
+    let grace = std::time::Duration::from_millis(50);
+    // The tenant was opened longer ago than the grace.
+    tokio::time::sleep(2 * grace).await;
+    ing.set_shipped_blocks_grace(grace);
+    assert_eq!(
+        query_all(&ing).await,
+        vec![both.clone(), both],
+        "the block is answered here until the querier can list it"
+    );
+}

@@ -91,7 +91,14 @@ impl SeriesLifecycle for SeriesAdmission {
     }
 
     fn post_creation(&self, metric_name: &str, series: u64) {
-        *self.per_metric().entry(metric_name.to_owned()).or_default() += series;
+        let mut per_metric = self.per_metric();
+        match per_metric.get_mut(metric_name) {
+            Some(n) => *n += series,
+            None => {
+                per_metric.insert(metric_name.to_owned(), series);
+            }
+        }
+        drop(per_metric);
         self.memory_series.inc_by(series as i64);
     }
 
