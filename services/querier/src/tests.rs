@@ -641,3 +641,81 @@ async fn streamed_answer_goes_out_before_the_ingester_stream_ends() {
         .expect("the merged series were held until the ingester's stream ended");
     assert_eq!(series, ["__name__=other,job=a", "__name__=up,job=a"]);
 }
+
+/// A ring with too few healthy ingesters fails the query through the real replica seam: 503 with the ring's
+/// error id, for remote read and the JSON API alike; an empty ring says so.
+#[tokio::test]
+async fn too_few_healthy_ingesters_fail_the_query_with_the_ring_error() {
+    use heddle_ring::{InstanceDesc, InstanceState, MembershipView, ReplicationConfig, Ring, RingReplicas};
+    let ring = Arc::new(Ring::new(ReplicationConfig::default()));
+    let mut desc = heddle_ring::RingDesc::default();
+    for k in 0..3u32 {
+        desc.upsert(InstanceDesc {
+            id: format!("ing-{k}"),
+            addr: format!("ing-{k}:9095"),
+            zone: String::new(),
+            state: InstanceState::Active,
+            tokens: vec![k * 1000],
+            heartbeat_ms: heddle_ring::now_ms(),
+            registered_at_ms: 0,
+        });
+    }
+    ring.update(&MembershipView {
+        desc,
+        unreachable: ["ing-0", "ing-1"].iter().map(|s| s.to_string()).collect(),
+    });
+    let pool = Arc::new(heddle_ring::ClientPool::new(Arc::new(|_: &str| {
+        Ok(Arc::new(standard_ingester()) as Arc<dyn IngesterClient>)
+    })));
+    let app_over = |replicas| {
+        let mut registry = Registry::default();
+        let q = Arc::new(Querier::new(QuerierConfig::default(), replicas, &mut registry));
+        router(q).layer(Extension(TenantId::new("team-a").unwrap()))
+    };
+    let app = app_over(Arc::new(RingReplicas::new(Arc::clone(&ring), Arc::clone(&pool))));
+    let read = read_request(
+        vec![query(0, 1_000, vec![matcher(Type::Eq, "__name__", "up")])],
+        &[ResponseType::Samples],
+    );
+    let a = send(&app, read).await;
+    assert_eq!(
+        a.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        String::from_utf8_lossy(&a.body)
+    );
+    assert!(
+        String::from_utf8_lossy(&a.body).contains("err-heddle-ring-too-many-unhealthy"),
+        "{}",
+        String::from_utf8_lossy(&a.body)
+    );
+    let a = send(&app, get("/prometheus/api/v1/labels")).await;
+    assert_eq!(
+        a.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        String::from_utf8_lossy(&a.body)
+    );
+    assert!(
+        String::from_utf8_lossy(&a.body).contains("err-heddle-ring-too-many-unhealthy"),
+        "{}",
+        String::from_utf8_lossy(&a.body)
+    );
+
+    let empty = app_over(Arc::new(RingReplicas::new(
+        Arc::new(Ring::new(ReplicationConfig::default())),
+        pool,
+    )));
+    let a = send(&empty, get("/prometheus/api/v1/labels")).await;
+    assert_eq!(
+        a.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        String::from_utf8_lossy(&a.body)
+    );
+    assert!(
+        String::from_utf8_lossy(&a.body).contains("err-heddle-ring-empty"),
+        "{}",
+        String::from_utf8_lossy(&a.body)
+    );
+}
