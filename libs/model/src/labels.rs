@@ -105,6 +105,46 @@ impl Labels {
     }
 }
 
+/// Longest label name or value quoted whole in a message; longer ones are cut (a hostile series must not make
+/// a huge error message or log line).
+const MAX_QUOTED: usize = 128;
+/// Past this many bytes a message's series text lists no more labels, only how many are left.
+const MAX_SERIES_TEXT: usize = 1024;
+
+/// A series in Prometheus' text form (`{__name__="up", job="a"}`, labels in the given order, empty values
+/// left out) for messages and logs, bounded: names and values over 128 bytes are cut and marked, and past
+/// 1 KiB the rest of the labels are only counted.
+pub fn series_text(labels: &[LabelRef<'_>]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("{");
+    let kept: Vec<&LabelRef<'_>> = labels.iter().filter(|l| !l.value.is_empty()).collect();
+    for (i, l) in kept.iter().enumerate() {
+        if out.len() > MAX_SERIES_TEXT {
+            let _ = write!(out, ", …{} more labels", kept.len() - i);
+            break;
+        }
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{}={:?}", quoted(l.name), quoted(l.value));
+    }
+    out.push('}');
+    out
+}
+
+/// `s` cut to at most 128 bytes on a character boundary, marked with `…` when cut: a label name or value
+/// quoted in a message.
+pub fn quoted(s: &str) -> String {
+    if s.len() <= MAX_QUOTED {
+        return s.to_owned();
+    }
+    let mut end = MAX_QUOTED;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
 impl fmt::Display for Labels {
     /// Prometheus' text form: `{__name__="up", job="a"}`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -147,6 +187,27 @@ pub fn is_valid_metric_name(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    fn refs_of<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<LabelRef<'a>> {
+        pairs.iter().map(|&(name, value)| LabelRef { name, value }).collect()
+    }
+
+    #[test]
+    fn series_text_is_bounded_and_skips_empty_values() {
+        assert_eq!(
+            series_text(&refs_of(&[("__name__", "up"), ("e", ""), ("job", "a\"b")])),
+            r#"{__name__="up", job="a\"b"}"#
+        );
+        let long = "é".repeat(200);
+        let text = series_text(&refs_of(&[("__name__", &long)]));
+        assert!(text.len() < 200, "{text}");
+        assert!(text.ends_with("…\"}"), "{text}");
+        let many: Vec<(String, String)> = (0..500).map(|i| (format!("l{i:03}"), "v".repeat(20))).collect();
+        let refs: Vec<LabelRef<'_>> = many.iter().map(|(n, v)| LabelRef { name: n, value: v }).collect();
+        let text = series_text(&refs);
+        assert!(text.len() < MAX_SERIES_TEXT + 200, "{}", text.len());
+        assert!(text.contains("more labels"), "{text}");
+    }
+
     use super::*;
 
     #[test]

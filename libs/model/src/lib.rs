@@ -15,7 +15,9 @@ mod tenant;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use hash::{FNV32A_OFFSET, fnv32a_add, series_token};
-pub use labels::{Label, LabelRef, Labels, LabelsError, METRIC_NAME, is_valid_label_name, is_valid_metric_name};
+pub use labels::{
+    Label, LabelRef, Labels, LabelsError, METRIC_NAME, is_valid_label_name, is_valid_metric_name, quoted, series_text,
+};
 pub use matcher::{MatchType, Matcher, MatcherError};
 pub use sample::{STALE_NAN_BITS, Sample, is_stale_nan};
 pub use tenant::{DEFAULT_TENANT, TENANT_HEADER, TenantId, TenantIdError};

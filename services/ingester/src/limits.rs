@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::{Arc, RwLock};
 
 pub(crate) use instance::InstanceLimiter;
-pub(crate) use series::{SeriesAdmission, series_text};
+pub(crate) use series::SeriesAdmission;
 
 /// Where the ingester's limits come from: per-tenant limits, the cluster topology they are divided by, and the
 /// instance limiter. One per ingester, shared by every tenant's [`SeriesAdmission`].

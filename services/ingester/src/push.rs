@@ -7,10 +7,10 @@
 //! comes back from the head as a refusal of the whole batch.
 
 use crate::error::IngesterError;
-use crate::limits::series_text;
 use crate::metrics::Metrics;
 use crate::tenant::Tenant;
 use bytes::Bytes;
+use heddle_model::series_text;
 use heddle_proto::ingester::{PushResponse, SeriesError};
 use heddle_proto::{ArenaPool, decode_write_request};
 use heddle_server::DiscardedSamples;

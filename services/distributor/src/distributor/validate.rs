@@ -16,15 +16,11 @@ use crate::metrics::{Metrics, REASON_EXEMPLARS, REASON_NATIVE_HISTOGRAMS};
 use crate::outcome::Rejection;
 use bumpalo::Bump;
 use heddle_limits::Limits;
-use heddle_model::{LabelRef, METRIC_NAME, Sample, TenantId, is_valid_label_name, is_valid_metric_name};
+use heddle_model::{
+    LabelRef, METRIC_NAME, Sample, TenantId, is_valid_label_name, is_valid_metric_name, quoted, series_text,
+};
 use heddle_proto::TimeSeriesRef;
 use std::cmp::Ordering;
-use std::fmt::Write as _;
-
-/// Longest label name or value quoted in an error message; longer ones are cut (the length is reported).
-const MAX_QUOTED: usize = 128;
-/// Longest series text in an error message.
-const MAX_SERIES_TEXT: usize = 1024;
 
 /// What validation learned about a valid series' labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,37 +104,6 @@ pub(crate) fn check_timestamps(samples: &[Sample], max_ms: i64) -> Option<Invali
         timestamp_ms: first.t,
         max_ms,
     })
-}
-
-/// Prometheus' text form of a series for messages, `{__name__="up", job="a"}`, without empty-valued labels,
-/// with long values cut and the whole capped at ~1 KiB.
-pub(crate) fn series_text(labels: &[LabelRef<'_>]) -> String {
-    let mut out = String::from("{");
-    let kept: Vec<&LabelRef<'_>> = labels.iter().filter(|l| !l.value.is_empty()).collect();
-    for (i, l) in kept.iter().enumerate() {
-        if out.len() > MAX_SERIES_TEXT {
-            let _ = write!(out, ", …{} more labels", kept.len() - i);
-            break;
-        }
-        if i > 0 {
-            out.push_str(", ");
-        }
-        let _ = write!(out, "{}={:?}", quoted(l.name), quoted(l.value));
-    }
-    out.push('}');
-    out
-}
-
-/// `s` cut to at most [`MAX_QUOTED`] bytes on a character boundary, marked when cut.
-fn quoted(s: &str) -> String {
-    if s.len() <= MAX_QUOTED {
-        return s.to_owned();
-    }
-    let mut end = MAX_QUOTED;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 /// A series that passed validation, before sharding.

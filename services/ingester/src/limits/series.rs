@@ -9,7 +9,7 @@
 
 use super::IngesterLimits;
 use heddle_model::error_id;
-use heddle_model::{LabelRef, Labels, METRIC_NAME, TenantId};
+use heddle_model::{LabelRef, METRIC_NAME, TenantId, series_text};
 use heddle_tsdb::{SeriesLifecycle, SeriesRefusal};
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::HashMap;
@@ -113,13 +113,6 @@ impl SeriesLifecycle for SeriesAdmission {
         drop(per_metric);
         self.memory_series.dec_by(series as i64);
     }
-}
-
-/// The series in Prometheus' text form for messages.
-pub(crate) fn series_text(labels: &[LabelRef<'_>]) -> String {
-    Labels::from_unsorted(labels.iter().map(|l| (l.name, l.value)))
-        .map(|l| l.to_string())
-        .unwrap_or_else(|_| "{invalid label set}".into())
 }
 
 #[cfg(test)]

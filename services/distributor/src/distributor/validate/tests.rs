@@ -195,23 +195,6 @@ fn future_timestamps() {
 }
 
 #[test]
-fn series_text_is_bounded_and_skips_empty_values() {
-    assert_eq!(
-        series_text(&labels(&[("__name__", "up"), ("e", ""), ("job", "a\"b")])),
-        r#"{__name__="up", job="a\"b"}"#
-    );
-    let long = "é".repeat(200);
-    let text = series_text(&labels(&[("__name__", &long)]));
-    assert!(text.len() < 200, "{text}");
-    assert!(text.ends_with("…\"}"), "{text}");
-    let many: Vec<(String, String)> = (0..500).map(|i| (format!("l{i:03}"), "v".repeat(20))).collect();
-    let refs: Vec<LabelRef<'_>> = many.iter().map(|(n, v)| LabelRef { name: n, value: v }).collect();
-    let text = series_text(&refs);
-    assert!(text.len() < MAX_SERIES_TEXT + 200, "{}", text.len());
-    assert!(text.contains("more labels"), "{text}");
-}
-
-#[test]
 fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
     let mut registry = Registry::default();
     let discarded = DiscardedSamples::register(&mut registry);
