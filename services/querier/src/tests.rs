@@ -642,6 +642,13 @@ async fn streamed_answer_goes_out_before_the_ingester_stream_ends() {
     assert_eq!(series, ["__name__=other,job=a", "__name__=up,job=a"]);
 }
 
+/// The answer is a 503 whose body names `id`.
+fn unavailable_with(a: &Answer, id: &str) {
+    let text = String::from_utf8_lossy(&a.body);
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(text.contains(id), "{id} missing: {text}");
+}
+
 /// A ring with too few healthy ingesters fails the query through the real replica seam: 503 with the ring's
 /// error id, for remote read and the JSON API alike; an empty ring says so.
 #[tokio::test]
@@ -678,44 +685,14 @@ async fn too_few_healthy_ingesters_fail_the_query_with_the_ring_error() {
         &[ResponseType::Samples],
     );
     let a = send(&app, read).await;
-    assert_eq!(
-        a.status,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "{}",
-        String::from_utf8_lossy(&a.body)
-    );
-    assert!(
-        String::from_utf8_lossy(&a.body).contains("err-heddle-ring-too-many-unhealthy"),
-        "{}",
-        String::from_utf8_lossy(&a.body)
-    );
+    unavailable_with(&a, "err-heddle-ring-too-many-unhealthy");
     let a = send(&app, get("/prometheus/api/v1/labels")).await;
-    assert_eq!(
-        a.status,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "{}",
-        String::from_utf8_lossy(&a.body)
-    );
-    assert!(
-        String::from_utf8_lossy(&a.body).contains("err-heddle-ring-too-many-unhealthy"),
-        "{}",
-        String::from_utf8_lossy(&a.body)
-    );
+    unavailable_with(&a, "err-heddle-ring-too-many-unhealthy");
 
     let empty = app_over(Arc::new(RingReplicas::new(
         Arc::new(Ring::new(ReplicationConfig::default())),
         pool,
     )));
     let a = send(&empty, get("/prometheus/api/v1/labels")).await;
-    assert_eq!(
-        a.status,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "{}",
-        String::from_utf8_lossy(&a.body)
-    );
-    assert!(
-        String::from_utf8_lossy(&a.body).contains("err-heddle-ring-empty"),
-        "{}",
-        String::from_utf8_lossy(&a.body)
-    );
+    unavailable_with(&a, "err-heddle-ring-empty");
 }
