@@ -1,7 +1,10 @@
 //! The WAL writer: packs records into fragments, pages and segments (format in [`crate::segment`]).
 
+mod closer;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::file::{DurableFile, FileCreator, StdFiles, write_all};
 use crate::segment::{
@@ -75,8 +78,8 @@ pub struct Wal {
     flushed: usize,
     /// Full pages already in the current segment.
     done_pages: usize,
-    /// Closed segments not yet fsynced (fsync is deferred to [`Wal::sync`] so cutting a segment stays cheap).
-    unsynced: Vec<(u32, Box<dyn DurableFile>)>,
+    /// Closed segments handed to the closer thread (fsync, then close) and not closed yet.
+    pending: Arc<closer::Pending>,
     dir_unsynced: bool,
     bytes_written: u64,
     encoder: snap::raw::Encoder,
@@ -132,7 +135,7 @@ impl Wal {
             alloc: 0,
             flushed: 0,
             done_pages: 0,
-            unsynced: Vec::new(),
+            pending: Arc::default(),
             dir_unsynced: false,
             bytes_written: 0,
             encoder: snap::raw::Encoder::new(),
@@ -185,13 +188,11 @@ impl Wal {
         Ok(self.segment)
     }
 
-    /// Fsyncs everything written so far: closed segments not yet synced, the current segment and the directory.
+    /// Fsyncs everything written so far: waits for closed segments still being fsynced in the background
+    /// (reporting one that failed), then fsyncs the current segment and the directory.
     pub fn sync(&mut self) -> Result<(), WalError> {
-        while let Some((index, file)) = self.unsynced.last_mut() {
-            let index = *index;
-            file.sync()
-                .map_err(|e| WalError::io(segment_path(&self.dir, index), e))?;
-            self.unsynced.pop();
+        if let Some((path, e)) = self.pending.wait() {
+            return Err(WalError::io(path, e));
         }
         self.file
             .sync()
@@ -352,7 +353,9 @@ impl Wal {
         let path = segment_path(&self.dir, index);
         let file = self.creator.create(&path).map_err(|e| WalError::io(&path, e))?;
         let old = std::mem::replace(&mut self.file, file);
-        self.unsynced.push((self.segment, old));
+        // Fsynced and closed off this thread at once: its descriptor (and, once truncation deletes it, its
+        // disk space) must not wait for the next `sync`, which may be at shutdown.
+        closer::close_later(segment_path(&self.dir, self.segment), old, &self.pending);
         self.dir_unsynced = true;
         self.segment = index;
         self.done_pages = 0;

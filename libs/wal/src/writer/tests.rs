@@ -222,6 +222,8 @@ struct Faults {
     /// Bytes the disk still accepts (a write beyond it is short, then fails with "no space").
     budget: Mutex<Option<usize>>,
     fail_truncate: AtomicBool,
+    /// fsync fails.
+    fail_sync: AtomicBool,
     writes: AtomicUsize,
 }
 
@@ -266,6 +268,9 @@ impl DurableFile for FaultyFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        if self.faults.fail_sync.load(Ordering::Relaxed) {
+            return Err(io::Error::other("injected fsync failure"));
+        }
         self.inner.sync()
     }
 }
@@ -348,4 +353,69 @@ fn failed_undo_poisons_until_the_undo_succeeds() {
     let (records, report) = replay_all(dir.path());
     assert_eq!(records, vec![b"one".to_vec(), b"three".to_vec()]);
     assert_eq!(report.repaired, None);
+}
+
+/// Descriptors of this process open on files under `dir`, and how many of those files were deleted.
+fn open_files_under(dir: &Path) -> (usize, usize) {
+    let (mut open, mut deleted) = (0, 0);
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy().into_owned();
+        if target.starts_with(&*dir.to_string_lossy()) {
+            open += 1;
+            deleted += usize::from(target.ends_with(" (deleted)"));
+        }
+    }
+    (open, deleted)
+}
+
+/// Cut segments are fsynced and closed while the writer runs, not at its next `sync` (which may be at
+/// shutdown): a long-running writer holds one descriptor, and deleting old segments frees their space.
+#[test]
+fn cut_segments_are_closed_without_waiting_for_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut wal = Wal::open(dir.path(), opts(2, false)).unwrap();
+    let record = noise(PAGE_SIZE / 2, 7);
+    for _ in 0..40 {
+        wal.log(&[&record]).unwrap();
+    }
+    assert!(wal.current_segment() >= 10, "segment {}", wal.current_segment());
+    for index in 0..wal.current_segment() {
+        std::fs::remove_file(segment_path(dir.path(), index)).unwrap();
+    }
+    // The closer thread works in the background: poll, bounded in count and time.
+    let mut seen = open_files_under(dir.path());
+    for _ in 0..500 {
+        if seen == (1, 0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        seen = open_files_under(dir.path());
+    }
+    assert_eq!(
+        seen,
+        (1, 0),
+        "(open, deleted but held open): only the current segment stays open"
+    );
+    wal.log(&[b"after"]).unwrap();
+    wal.close().unwrap();
+}
+
+/// A closed segment whose background fsync fails is reported by the next `sync`, naming the segment; later
+/// syncs succeed once the disk does.
+#[test]
+fn a_failed_background_fsync_is_reported_by_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut wal, faults) = faulty_wal(dir.path(), 2);
+    faults.fail_sync.store(true, Ordering::Relaxed);
+    wal.log(&[b"one"]).unwrap();
+    assert_eq!(wal.cut_segment().unwrap(), 1);
+    let err = wal.sync().unwrap_err();
+    assert!(err.to_string().contains("00000000"), "names the segment: {err}");
+    assert_eq!(wal.pending.queued(), 0, "the segment was closed all the same");
+    faults.fail_sync.store(false, Ordering::Relaxed);
+    wal.sync().unwrap();
+    wal.close().unwrap();
 }
