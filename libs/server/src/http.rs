@@ -77,7 +77,8 @@ pub fn metrics_and_ready_routes(registry: Arc<Registry>, readiness: Readiness) -
 }
 
 /// Wraps `router` so every request carries a [`TenantId`] extension: from `X-Scope-OrgID` when multitenancy
-/// is enabled (401 when missing, 400 when invalid), else the `anonymous` tenant (the header is ignored, as in
+/// is enabled (401 when missing, 400 when invalid or given more than once: a proxy that adds the header in
+/// front of a client that also sent one must not let the client's win), else the `anonymous` tenant (the header is ignored, as in
 /// Mimir).
 pub fn tenant_layer(router: Router, multitenancy_enabled: bool) -> Router {
     router.layer(axum::middleware::from_fn_with_state(
@@ -88,7 +89,15 @@ pub fn tenant_layer(router: Router, multitenancy_enabled: bool) -> Router {
 
 async fn resolve_tenant(State(multitenancy): State<bool>, mut req: Request, next: Next) -> Response {
     let tenant = if multitenancy {
-        let Some(raw) = req.headers().get(TENANT_HEADER) else {
+        let mut given = req.headers().get_all(TENANT_HEADER).iter();
+        let (Some(raw), None) = (given.next(), given.next()) else {
+            if req.headers().contains_key(TENANT_HEADER) {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("invalid {TENANT_HEADER} header: given more than once; send exactly one tenant\n"),
+                )
+                    .into_response();
+            }
             return (
                 StatusCode::UNAUTHORIZED,
                 format!("no org id: the {TENANT_HEADER} header is required\n"),
@@ -161,6 +170,18 @@ mod tests {
             ("missing header", None, 401, "X-Scope-OrgID"),
             ("valid", Some("team-a"), 200, "team-a"),
             ("invalid", Some("a/b"), 400, "invalid X-Scope-OrgID"),
+            (
+                "twice",
+                Some("team-a\r\nX-Scope-OrgID: team-b"),
+                400,
+                "given more than once",
+            ),
+            (
+                "twice, the same",
+                Some("team-a\r\nX-Scope-OrgID: team-a"),
+                400,
+                "given more than once",
+            ),
         ];
         for (name, header, status, body) in cases {
             let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
