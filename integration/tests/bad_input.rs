@@ -417,4 +417,8 @@ async fn bad_input_is_refused_precisely() {
         failures.join("\n"),
         heddle.log_tail(20)
     );
+    // Its log goes to a file, not a terminal: plain lines, no colour codes (it logged a warning per refusal).
+    let log = heddle.log_tail(200);
+    assert!(log.contains("WARN"), "the refusals were logged: {log}");
+    assert!(!log.contains('\u{1b}'), "no ANSI escape codes in a log file: {log:?}");
 }

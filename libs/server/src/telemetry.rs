@@ -79,8 +79,10 @@ fn install(level: &str, format: LogFormat, provider: Option<&SdkTracerProvider>)
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour codes only on a terminal: in a file, a pipe or a log collector they are noise in every line.
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(true);
     // The log filter applies to log lines only: traces keep every INFO span even when logs are at `warn`.
     let fmt = match format {
