@@ -253,6 +253,18 @@ impl Ingester {
         Ok(report)
     }
 
+    /// Reads wait for the replay like writes: before it ends a tenant's head holds only part of its data, and
+    /// an answer from it would be a 200 with samples missing. After the replay, reads are served until the
+    /// heads are closed.
+    pub(crate) fn check_readable(&self) -> Result<(), IngesterError> {
+        match self.state.load(Ordering::Acquire) {
+            STARTING => Err(IngesterError::NotReady(
+                "replaying the WAL; its data is incomplete until the replay ends".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn check_accepting(&self) -> Result<(), IngesterError> {
         match self.state.load(Ordering::Acquire) {
             RUNNING => Ok(()),

@@ -51,6 +51,7 @@ impl IngesterClient for Ingester {
     }
 
     async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, tonic::Status> {
+        self.check_readable()?;
         Ok(crate::read::query_stream(self.tenant(tenant), self.shipped_blocks_grace(), req).await?)
     }
 
@@ -59,6 +60,7 @@ impl IngesterClient for Ingester {
         tenant: &TenantId,
         req: LabelNamesRequest,
     ) -> Result<LabelNamesResponse, tonic::Status> {
+        self.check_readable()?;
         Ok(crate::read::label_names(self.tenant(tenant), self.shipped_blocks_grace(), req).await?)
     }
 
@@ -67,10 +69,12 @@ impl IngesterClient for Ingester {
         tenant: &TenantId,
         req: LabelValuesRequest,
     ) -> Result<LabelValuesResponse, tonic::Status> {
+        self.check_readable()?;
         Ok(crate::read::label_values(self.tenant(tenant), self.shipped_blocks_grace(), req).await?)
     }
 
     async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
+        self.check_readable()?;
         Ok(crate::read::series(self.tenant(tenant), self.shipped_blocks_grace(), req).await?)
     }
 }

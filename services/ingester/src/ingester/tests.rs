@@ -121,3 +121,35 @@ async fn without_snapshots_the_wal_and_chunks_head_rebuild_the_head() {
         assert!(text.contains(want), "{want:?} not in\n{text}");
     }
 }
+
+/// Until the replay ends, reads fail with `Unavailable` (a caller retries or fails the query) instead of
+/// answering from a head that holds only part of the tenant's data; then they answer in full.
+#[tokio::test]
+async fn reads_wait_for_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (i, _r) = open(dir.path(), false);
+    i.open_existing().await.unwrap();
+    push_rounds(&i, 3).await;
+    i.close().await;
+
+    let (i, _r) = open(dir.path(), false);
+    let t = TenantId::new("t").unwrap();
+    let values = || heddle_proto::ingester::LabelValuesRequest {
+        name: "id".into(),
+        start_timestamp_ms: T0,
+        end_timestamp_ms: T0 + 3_600_000,
+        ..Default::default()
+    };
+    let err = i.label_values(&t, values()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+    assert!(err.message().contains("replaying the WAL"), "{err}");
+    let err = i.series(&t, Default::default()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+    let err = i.query_stream(&t, Default::default()).await.err().expect("refused");
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+    let err = i.label_names(&t, Default::default()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+
+    i.open_existing().await.unwrap();
+    assert_eq!(i.label_values(&t, values()).await.unwrap().values, ["0", "1", "2"]);
+}
