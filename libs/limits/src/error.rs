@@ -9,4 +9,6 @@ pub enum RuntimeConfigError {
     Parse { detail: String },
     #[error("runtime config overrides of tenant {tenant} are invalid: {detail}")]
     Tenant { tenant: String, detail: String },
+    #[error("runtime config file is empty (a partial write?); write `overrides: {{}}` to remove every override")]
+    Empty,
 }

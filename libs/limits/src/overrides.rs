@@ -212,11 +212,15 @@ impl Overrides {
 
 /// Parses the document: each tenant's keys are laid over the defaults, then validated.
 fn parse(yaml: &str, defaults: &Limits) -> Result<HashMap<String, Arc<Limits>>, RuntimeConfigError> {
-    let file: RuntimeFile = if yaml.trim().is_empty() {
-        RuntimeFile::default()
-    } else {
-        serde_norway::from_str(yaml).map_err(|e| RuntimeConfigError::Parse { detail: e.to_string() })?
-    };
+    // An empty document (a file truncated by an editor or a config tool mid-write) must not wipe every
+    // tenant's overrides: it is refused, and `overrides: {}` says "none" on purpose.
+    let document: serde_norway::Value =
+        serde_norway::from_str(yaml).map_err(|e| RuntimeConfigError::Parse { detail: e.to_string() })?;
+    if document.is_null() {
+        return Err(RuntimeConfigError::Empty);
+    }
+    let file: RuntimeFile =
+        serde_norway::from_value(document).map_err(|e| RuntimeConfigError::Parse { detail: e.to_string() })?;
     let base = match serde_norway::to_value(defaults) {
         Ok(serde_norway::Value::Mapping(m)) => m,
         _ => serde_norway::Mapping::new(),
@@ -284,11 +288,20 @@ mod tests {
             msg.contains("tenant a") && msg.contains("limits.ingestion_rate"),
             "{msg}"
         );
-        o.apply_yaml("").unwrap();
+        for empty in ["", "  \n", "# only a comment\n"] {
+            let err = o.apply_yaml(empty).expect_err("an empty document is refused");
+            assert!(err.to_string().contains("overrides: {}"), "{err}");
+            assert_eq!(
+                o.get("a").ingestion_rate,
+                7.0,
+                "{empty:?} keeps the last good overrides"
+            );
+        }
+        o.apply_yaml("overrides: {}\n").unwrap();
         assert_eq!(
             o.get("a").ingestion_rate,
             10_000.0,
-            "an empty file removes every override"
+            "`overrides: {{}}` removes every override"
         );
     }
 
