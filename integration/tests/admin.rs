@@ -67,6 +67,7 @@ fn wait_exit(h: &mut HeddleProcess) -> bool {
 async fn heddlectl_drives_a_running_heddle() {
     let mut h = HeddleProcess::start(HeddleOptions {
         multitenancy: true,
+        args: vec!["--ingester.ring.instance-id=admin-test-1".into()],
         ..HeddleOptions::default()
     })
     .expect("start heddle");
@@ -120,6 +121,9 @@ async fn heddlectl_drives_a_running_heddle() {
 
     let v = json(&heddlectl(&addr, None, &["ring", "--output=json"]));
     assert_eq!(v["backend"], "local");
+    // The single process's member is named as `--ingester.ring.instance-id` says (the hostname by default).
+    let member = v["members"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(member, "admin-test-1", "{v}");
     assert_eq!(v["members"][0]["state"], "ACTIVE");
     assert_eq!(v["members"][0]["ownership_percent"], 100.0);
     let table = heddlectl(&addr, None, &["ring"]);
@@ -150,7 +154,7 @@ async fn heddlectl_drives_a_running_heddle() {
             "notfound: tenant nobody has no head",
         ),
         ("invalid tenant", &["stats", "a/b"], 1, "invalidargument"),
-        ("forget self", &["forget", "local"], 1, "failedprecondition"),
+        ("forget self", &["forget", &member], 1, "failedprecondition"),
         ("forget unknown", &["forget", "ghost"], 1, "notfound"),
         ("unknown command", &["bogus"], 2, ""),
         ("missing argument", &["stats"], 2, ""),

@@ -145,7 +145,7 @@ fn ring_admin(
             cfg.ingester.ring.heartbeat_timeout,
         )),
         None => Arc::new(crate::admin::LocalRing::new(
-            "local",
+            cfg.ingester.ring.resolved_instance_id(),
             listen_addr(&cfg.server.grpc_listen_address, cfg.server.grpc_listen_port),
         )),
     }
@@ -228,7 +228,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         (Some(c), _) => Arc::new(RingReplicas::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
         (None, Some(ing)) => {
             let client: Arc<dyn IngesterClient> = ing.clone();
-            Arc::new(FixedReplicas::single("local", client))
+            Arc::new(FixedReplicas::single(cfg.ingester.ring.resolved_instance_id(), client))
         }
         (None, None) => bail!("--target={:?} without an ingester needs the cluster ring", cfg.target),
     };
