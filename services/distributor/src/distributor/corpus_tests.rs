@@ -2,6 +2,7 @@
 //! CI exercises the inputs the nightly-only fuzz targets start from: no panic, and a status from the table.
 
 use super::*;
+use crate::distributor::tests::distributor;
 use crate::testutil::*;
 use http::StatusCode;
 
@@ -23,14 +24,7 @@ fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
 #[tokio::test(start_paused = true)]
 async fn fuzz_seeds_get_a_status_and_never_panic() {
     let fake = fake(Behavior::Accept);
-    let mut registry = Registry::default();
-    let d = Distributor::new(
-        DistributorConfig::default(),
-        Limits::default(),
-        Arc::new(single(fake)),
-        &mut registry,
-    )
-    .with_clock(manual_clock());
+    let (d, _registry) = distributor(Arc::new(single(fake)));
     let mut inputs: Vec<(String, Vec<u8>)> = corpus("snappy_decompress");
     inputs.extend(corpus("write_request").into_iter().map(|(n, raw)| (n, snappy(&raw))));
     assert!(inputs.len() >= 4, "the seed corpus is missing");

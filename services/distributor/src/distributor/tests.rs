@@ -22,6 +22,37 @@ pub(crate) async fn push(d: &Distributor, series: Vec<TimeSeries>) -> Result<Pus
     d.push(&tenant(), &body(series)).await
 }
 
+/// What a stage test hands to validation's [`validate::Discards`]: the distributor's metrics on a registry of
+/// their own, a warning limiter and the test tenant.
+pub(crate) struct StageSinks {
+    pub(crate) registry: Registry,
+    metrics: crate::metrics::Metrics,
+    warn: crate::log_limiter::LogLimiter,
+    pub(crate) tenant: heddle_model::TenantId,
+}
+
+impl StageSinks {
+    pub(crate) fn new() -> Self {
+        let mut registry = Registry::default();
+        let discarded = heddle_server::DiscardedSamples::register(&mut registry);
+        let metrics = crate::metrics::Metrics::register(&mut registry, discarded);
+        Self {
+            registry,
+            metrics,
+            warn: crate::log_limiter::LogLimiter::new(10, std::time::Duration::from_secs(1)),
+            tenant: tenant(),
+        }
+    }
+
+    pub(crate) fn discards(&self) -> validate::Discards<'_> {
+        validate::Discards {
+            tenant: &self.tenant,
+            metrics: &self.metrics,
+            warn: &self.warn,
+        }
+    }
+}
+
 /// Sends series with an even token to `even`, odd to `odd` (RF=1 each).
 #[derive(Debug)]
 pub(crate) struct ParityRing {

@@ -3,34 +3,20 @@
 
 use super::*;
 use crate::distributor::decode::decode;
-use crate::distributor::tests::{ParityRing, distributor, push};
-use crate::distributor::validate::{Discards, validate};
-use crate::log_limiter::LogLimiter;
-use crate::metrics::Metrics;
+use crate::distributor::tests::{ParityRing, StageSinks, distributor, push};
+use crate::distributor::validate::validate;
 use crate::testutil::*;
 use heddle_limits::Limits;
 use heddle_proto::prometheus::{Exemplar, Histogram, Label, TimeSeries};
-use heddle_server::DiscardedSamples;
 use http::StatusCode;
-use prometheus_client::registry::Registry;
-use std::time::Duration;
 
 /// Decodes and validates `sent` as the pipeline does, then shards it onto `ring`.
 fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
-    let mut registry = Registry::default();
-    let discarded = DiscardedSamples::register(&mut registry);
-    let metrics = Metrics::register(&mut registry, discarded);
-    let warn = LogLimiter::new(10, Duration::from_secs(1));
-    let t = tenant();
-    let discards = Discards {
-        tenant: &t,
-        metrics: &metrics,
-        warn: &warn,
-    };
+    let sinks = StageSinks::new();
     let arena = Bump::new();
     let series = decode(&arena, &body(sent), 1 << 20).unwrap();
-    let valid = validate(&arena, &Limits::default(), series, None, NOW_MS, discards);
-    shard(&arena, &t, ring, &valid.accepted, valid.max_ms)
+    let valid = validate(&arena, &Limits::default(), series, None, NOW_MS, sinks.discards());
+    shard(&arena, &sinks.tenant, ring, &valid.accepted, valid.max_ms)
 }
 
 /// Lists one ingester twice and reports why it could not find more.

@@ -2,13 +2,10 @@
 
 use super::*;
 use crate::distributor::decode::decode;
-use crate::distributor::tests::{distributor, push};
+use crate::distributor::tests::{StageSinks, distributor, push};
 use crate::testutil::*;
-use heddle_server::DiscardedSamples;
 use http::StatusCode;
-use prometheus_client::registry::Registry;
 use std::sync::Arc;
-use std::time::Duration;
 
 type Pairs<'a> = Vec<(&'a str, &'a str)>;
 /// (case name, labels, expected error id or None for valid, has_empty_values)
@@ -196,16 +193,7 @@ fn future_timestamps() {
 
 #[test]
 fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
-    let mut registry = Registry::default();
-    let discarded = DiscardedSamples::register(&mut registry);
-    let metrics = Metrics::register(&mut registry, discarded);
-    let warn = LogLimiter::new(10, Duration::from_secs(1));
-    let t = tenant();
-    let discards = Discards {
-        tenant: &t,
-        metrics: &metrics,
-        warn: &warn,
-    };
+    let sinks = StageSinks::new();
     let grace = Limits::default().creation_grace_period.as_millis() as i64;
     let sent = vec![
         up("plain"),
@@ -226,7 +214,7 @@ fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
         decoded,
         Some("__replica__"),
         NOW_MS,
-        discards,
+        sinks.discards(),
     );
     assert_eq!(v.max_ms, NOW_MS + grace);
     let kept: Vec<(&str, u64, bool)> = v
@@ -257,7 +245,7 @@ fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
             "err-heddle-too-far-in-future"
         ]
     );
-    let text = exposition(&registry);
+    let text = exposition(&sinks.registry);
     assert!(
         text.contains(r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-too-far-in-future"} 2"#),
         "{text}"
