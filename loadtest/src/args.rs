@@ -31,6 +31,9 @@ pub enum Command {
     Run(RunArgs),
     /// Run a scenario against two targets the driver starts, alternating, and report the ratios.
     Compare(CompareArgs),
+    /// Start heddle with time compressed, let tenants come and go, and report how open files, RSS, threads
+    /// and disk moved; then read every acknowledged sample back.
+    Soak(SoakArgs),
 }
 
 /// What data is generated: identical for `push` and `verify`.
@@ -334,6 +337,64 @@ pub struct CompareArgs {
     /// Binary of target c.
     #[arg(long)]
     pub c_bin: Option<PathBuf>,
+}
+
+/// Flags of `soak` (defaults: the 30-minute benchmark, [`crate::soak::SoakConfig::benchmark`]).
+#[derive(Debug, Clone, Args)]
+pub struct SoakArgs {
+    /// How long rounds are pushed.
+    #[arg(long, value_parser = parse_duration, default_value = "30m")]
+    pub duration: Duration,
+    /// Time between rounds.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub interval: Duration,
+    /// Series per tenant.
+    #[arg(long, default_value_t = 500)]
+    pub series: usize,
+    /// Tenants pushing at any time.
+    #[arg(long, default_value_t = 40)]
+    pub active_tenants: usize,
+    /// Tenant names the slots reuse (a tenant returns after going idle).
+    #[arg(long, default_value_t = 120)]
+    pub tenant_pool: usize,
+    /// How long one tenant pushes before it goes idle.
+    #[arg(long, value_parser = parse_duration, default_value = "2m")]
+    pub tenant_lifetime: Duration,
+    /// Time between readings of the target's open files, RSS, threads and disk.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub sample_every: Duration,
+    /// heddle's close-idle timeout (its head-compaction idle timeout is half of it).
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub close_idle: Duration,
+    /// Share of the run left out of the slopes.
+    #[arg(long, default_value_t = 0.25)]
+    pub warmup: f64,
+    /// The heddle binary (default: next to this executable).
+    #[arg(long)]
+    pub bin: Option<PathBuf>,
+    /// Output directory (`soak.json`).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// No progress line on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl SoakArgs {
+    /// The run these flags describe.
+    pub fn config(&self) -> crate::soak::SoakConfig {
+        crate::soak::SoakConfig {
+            duration: self.duration,
+            interval: self.interval,
+            series: self.series,
+            active_tenants: self.active_tenants,
+            tenant_pool: self.tenant_pool,
+            tenant_lifetime: self.tenant_lifetime,
+            sample_every: self.sample_every,
+            close_idle: self.close_idle,
+            warmup: self.warmup,
+        }
+    }
 }
 
 #[cfg(test)]

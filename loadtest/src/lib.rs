@@ -41,6 +41,7 @@ pub mod report;
 mod retry;
 pub mod run;
 pub mod scenario;
+pub mod soak;
 mod stats;
 pub mod svg;
 pub mod target;

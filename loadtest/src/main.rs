@@ -5,7 +5,7 @@
 //! 2 on unusable flags or a target that could not start.
 
 use clap::Parser;
-use heddle_loadtest::args::{Cli, Command, CompareArgs, ReadApi, RunArgs};
+use heddle_loadtest::args::{Cli, Command, CompareArgs, ReadApi, RunArgs, SoakArgs};
 use heddle_loadtest::compare::{StartedRun, run_compare, run_started, text_table, write_run};
 use heddle_loadtest::readback::ReadBackend;
 use heddle_loadtest::run::{RunResult, run_scenario};
@@ -41,6 +41,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run(args) => return runtime.block_on(run_cmd(&args)),
         Command::Compare(args) => return runtime.block_on(compare_cmd(&args)),
+        Command::Soak(args) => return runtime.block_on(soak_cmd(&args)),
     };
     println!("{json}");
     Ok(exit(ok))
@@ -73,6 +74,7 @@ async fn run_cmd(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 start: StartOptions {
                     binary: args.bin.clone(),
                     multitenancy: args.scenario.sends_tenant(&scenario),
+                    extra_args: Vec::new(),
                 },
                 run: args
                     .scenario
@@ -104,6 +106,48 @@ async fn run_cmd(args: &RunArgs) -> anyhow::Result<ExitCode> {
     Ok(exit(result.checks_passed))
 }
 
+async fn soak_cmd(args: &SoakArgs) -> anyhow::Result<ExitCode> {
+    let cfg = args.config();
+    let r = heddle_loadtest::soak::run_soak(&cfg, args.bin.clone(), !args.no_progress).await?;
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::write(args.out.join("soak.json"), serde_json::to_string_pretty(&r)?)?;
+    let per_hour = |t: &heddle_loadtest::soak::Trend| {
+        format!(
+            "{:.0}->{:.0} (max {:.0}, {:+.1}/h)",
+            t.first, t.last, t.max, t.slope_per_hour
+        )
+    };
+    println!(
+        "soak {}s: verified={} acknowledged={} read_back={} errors={} open_files={} deleted_open={} threads={} rss_MiB={} disk_MiB={} bucket_MiB={}",
+        cfg.duration.as_secs(),
+        r.verified,
+        r.samples_acknowledged,
+        r.samples_read_back,
+        r.errors,
+        per_hour(&r.open_files),
+        per_hour(&r.deleted_open_files),
+        per_hour(&r.threads),
+        per_hour(&scale(&r.rss_bytes, 1.0 / 1048576.0)),
+        per_hour(&scale(&r.disk_bytes, 1.0 / 1048576.0)),
+        per_hour(&scale(&r.bucket_bytes, 1.0 / 1048576.0)),
+    );
+    for e in &r.error_examples {
+        eprintln!("push error: {e}");
+    }
+    eprintln!("wrote {}/soak.json", args.out.display());
+    Ok(exit(r.verified && r.errors == 0))
+}
+
+fn scale(t: &heddle_loadtest::soak::Trend, k: f64) -> heddle_loadtest::soak::Trend {
+    heddle_loadtest::soak::Trend {
+        first: t.first * k,
+        last: t.last * k,
+        max: t.max * k,
+        slope_per_hour: t.slope_per_hour * k,
+        late_growth: t.late_growth * k,
+    }
+}
+
 async fn compare_cmd(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let scenario = args.scenario.load()?;
     let spec = |kind, binary| StartedRun {
@@ -111,6 +155,7 @@ async fn compare_cmd(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         start: StartOptions {
             binary,
             multitenancy: args.scenario.sends_tenant(&scenario),
+            extra_args: Vec::new(),
         },
         run: args
             .scenario

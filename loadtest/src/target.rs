@@ -45,6 +45,8 @@ pub struct StartOptions {
     pub binary: Option<PathBuf>,
     /// Start heddle with `--auth.multitenancy-enabled` (the workload sends `X-Scope-OrgID`).
     pub multitenancy: bool,
+    /// More flags for heddle (after the driver's own, so they win).
+    pub extra_args: Vec<String>,
 }
 
 /// A running target owned by the driver.
@@ -104,6 +106,7 @@ impl StartedTarget {
                 if opts.multitenancy {
                     args.push("--auth.multitenancy-enabled".to_owned());
                 }
+                args.extend(opts.extra_args.iter().cloned());
                 let read = ReadBackend::RemoteRead {
                     base: format!("{base}/prometheus"),
                     mode: ReadMode::Samples,
