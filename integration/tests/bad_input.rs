@@ -362,15 +362,7 @@ async fn bad_input_is_refused_precisely() {
         .await
         .expect("join")
         .expect("start heddle");
-    // A fresh connection per request: after an early refusal (413 without reading the body) the server closes
-    // the connection without `Connection: close`, so a pooled connection would fail the next case with a
-    // broken pipe. That is a keep-alive hygiene issue of the server, not what this table checks.
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .pool_max_idle_per_host(0)
-        .no_proxy()
-        .build()
-        .expect("client");
+    let http = heddle_testkit::http_client_unpooled(Duration::from_secs(30)).expect("client");
     let reader = ReadClient::new(
         http_client(Duration::from_secs(30)).expect("client"),
         &heddle.prometheus_url(),

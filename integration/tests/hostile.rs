@@ -431,13 +431,7 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
         .await
         .expect("join")
         .expect("start heddle");
-    // A fresh connection per request: an early refusal may close the connection.
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .pool_max_idle_per_host(0)
-        .no_proxy()
-        .build()
-        .expect("client");
+    let http = heddle_testkit::http_client_unpooled(Duration::from_secs(30)).expect("client");
     let now = now_ms();
     let witness_samples: Vec<(i64, f64)> = (0..WITNESS_SAMPLES as i64)
         .map(|i| (now - 60_000 + i * 1000, i as f64))

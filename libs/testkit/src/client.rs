@@ -41,6 +41,22 @@ pub fn http_client(timeout: Duration) -> Result<reqwest::Client, TestkitError> {
         })
 }
 
+/// Like [`http_client`], but every request opens a fresh connection: after an early refusal (a 413 before the
+/// body is read) a server may close the connection, and a pooled one would fail the next request with a broken
+/// pipe. For tables of bad requests, where that is not what is checked.
+pub fn http_client_unpooled(timeout: Duration) -> Result<reqwest::Client, TestkitError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(Duration::from_secs(5))
+        .pool_max_idle_per_host(0)
+        .no_proxy()
+        .build()
+        .map_err(|e| TestkitError::Http {
+            url: String::new(),
+            detail: format!("building the http client: {e}"),
+        })
+}
+
 /// Sends an already encoded remote-write body (snappy block of a `WriteRequest`) with the headers Prometheus
 /// sends, plus `X-Scope-OrgID` when `tenant` is set. Transport failures are errors; any HTTP status is an
 /// outcome.
