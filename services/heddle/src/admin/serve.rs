@@ -7,7 +7,7 @@ use crate::config::ServerConfig;
 use anyhow::Context;
 use heddle_proto::IngesterClient;
 use heddle_proto::admin::admin_server::AdminServer;
-use heddle_proto::transport::ServerTls;
+use heddle_proto::transport::{ClientAuth, ServerTls};
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -106,11 +106,20 @@ pub async fn serve_grpc(
         "serving the Admin API"
     );
     let ingester_service = ingester.map(|ing| {
-        tracing::info!(
-            cluster_token_required = cluster_token.bearer().is_set(),
-            client_auth = ?tls.map(ServerTls::client_auth),
-            "serving the ingester API"
-        );
+        let mtls = tls.map(ServerTls::client_auth) == Some(ClientAuth::RequireAndVerifyClientCert);
+        if cluster_token.bearer().is_set() || mtls {
+            tracing::info!(
+                cluster_token_required = cluster_token.bearer().is_set(),
+                mtls,
+                "serving the ingester API"
+            );
+        } else {
+            // Allowed only without multitenancy and admin token (config validation refuses the rest).
+            tracing::warn!(
+                "serving the ingester API without credentials: anyone reaching this gRPC port can read and write \
+                 every tenant; set --server.cluster-token-file or mutual TLS"
+            );
+        }
         InterceptedService::new(
             heddle_proto::ingester_service(ing),
             cluster_token.interceptor(refusals.clone()),
