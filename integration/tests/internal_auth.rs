@@ -4,7 +4,8 @@
 //!   while the distributor and querier, which send it, write and read as before; two `x-scope-orgid` values are
 //!   refused even with the token;
 //! - a multitenant cluster process without any credentials refuses to start and names both options;
-//! - the single process does not serve the ingester API at all.
+//! - the single process does not serve the ingester API at all; a clustered `--target=all` serves it, with the
+//!   token only.
 //!
 //! The calls use the generated tonic client of `heddle_proto` directly, as an attacker on the network would.
 
@@ -246,4 +247,42 @@ async fn the_single_process_does_not_serve_the_ingester_api() {
         .unwrap();
     let body: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
     assert_eq!(body["data"], serde_json::json!(["alpha-secret-job"]), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clustered_single_binary_serves_the_ingester_api_with_credentials_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("cluster-token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let gossip = free_port().unwrap();
+    let h = HeddleProcess::start(HeddleOptions {
+        multitenancy: true,
+        args: vec![
+            "--memberlist.bind-addr=127.0.0.1".into(),
+            format!("--memberlist.bind-port={gossip}"),
+            format!("--memberlist.join=127.0.0.1:{gossip}"),
+            "--ingester.ring.instance-addr=127.0.0.1".into(),
+            "--ingester.ring.replication-factor=1".into(),
+            format!("--server.cluster-token-file={}", token_file.display()),
+        ],
+        ..HeddleOptions::default()
+    })
+    .expect("start a clustered --target=all");
+    let http = http_client(TIMEOUT).unwrap();
+    let out = push(&http, &h.push_url(), Some("alpha"), &series("up", "alpha-secret-job"))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status, 200,
+        "its distributor reaches its ingester over gRPC with the token: {}",
+        out.body
+    );
+    let status = label_values(h.grpc_addr(), &["alpha"], None)
+        .await
+        .expect_err("answered without the token");
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let values = label_values(h.grpc_addr(), &["alpha"], Some(&format!("Bearer {TOKEN}")))
+        .await
+        .expect("with the token");
+    assert_eq!(values, vec!["alpha-secret-job".to_owned()]);
 }
