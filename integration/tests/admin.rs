@@ -234,7 +234,8 @@ async fn admin_token_and_separate_listener() {
     })
     .expect("start heddle");
     let admin = format!("127.0.0.1:{admin_port}");
-    let prepare_url = format!("{}/ingester/prepare-shutdown", h.url());
+    // Admin HTTP routes live on the admin listener too; the public port refuses them whatever the token.
+    let prepare_url = format!("http://{admin}/ingester/prepare-shutdown");
 
     // Unauthenticated or wrongly authenticated: refused with exit 4, and nothing changes.
     for (name, token) in [("no token", None), ("wrong token", Some(wrong_file.as_path()))] {
@@ -247,11 +248,20 @@ async fn admin_token_and_separate_listener() {
     assert!(h.is_running(), "an unauthenticated Shutdown stopped the process");
     assert_eq!(http(reqwest::Method::GET, &prepare_url, None).await.0, 401);
     assert_eq!(
-        http(reqwest::Method::POST, &format!("{}/ingester/shutdown", h.url()), None)
-            .await
-            .0,
+        http(
+            reqwest::Method::POST,
+            &format!("http://{admin}/ingester/shutdown"),
+            Some("guess")
+        )
+        .await
+        .0,
         401
     );
+    for token in [None, Some("letmein")] {
+        let (status, body) = http(reqwest::Method::POST, &format!("{}/ingester/shutdown", h.url()), token).await;
+        assert_eq!(status, 403, "public port, token {token:?}: {body}");
+        assert!(body.starts_with("err-heddle-admin-listener-only"), "{body}");
+    }
     assert_eq!(
         http(reqwest::Method::GET, &prepare_url, Some("letmein")).await,
         (200, "unset".into()),
@@ -267,11 +277,74 @@ async fn admin_token_and_separate_listener() {
     let v = json(&heddlectl(&admin, Some(&token_file), &["version", "--output=json"]));
     assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
 
-    // Mimir's shutdown endpoint, authenticated, stops the process.
+    // Mimir's shutdown endpoint, authenticated, on the admin listener, stops the process.
     let (status, body) = http(
         reqwest::Method::POST,
-        &format!("{}/ingester/shutdown", h.url()),
+        &format!("http://{admin}/ingester/shutdown"),
         Some("letmein"),
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    assert!(
+        wait_exit(&mut h),
+        "heddle still running after /ingester/shutdown:\n{}",
+        h.log_tail(20)
+    );
+}
+
+/// The lockdown of admin calls to a private listener, without a token: every admin route on the public HTTP
+/// port is refused (403, naming the listener, counted) and changes nothing; the admin listener serves them.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_admin_listener_lockdown_holds_on_the_public_http_port() {
+    let admin_port = free_port().unwrap();
+    let mut h = HeddleProcess::start(HeddleOptions {
+        args: vec![
+            "--server.admin-grpc-listen-address=127.0.0.1".into(),
+            format!("--server.admin-grpc-listen-port={admin_port}"),
+        ],
+        ..HeddleOptions::default()
+    })
+    .expect("start heddle");
+    let admin = format!("127.0.0.1:{admin_port}");
+    let public = [
+        (reqwest::Method::POST, "/ingester/shutdown"),
+        (reqwest::Method::POST, "/ingester/flush"),
+        (reqwest::Method::POST, "/ingester/prepare-shutdown"),
+        (reqwest::Method::GET, "/ingester/prepare-shutdown"),
+        (reqwest::Method::GET, "/ingester/ring"),
+        (reqwest::Method::POST, "/ingester/ring"),
+    ];
+    for (method, path) in &public {
+        let (status, body) = http(method.clone(), &format!("{}{path}", h.url()), None).await;
+        assert_eq!(status, 403, "{method} {path}: {body}");
+        assert!(body.starts_with("err-heddle-admin-listener-only"), "{body}");
+        assert!(
+            body.contains(&admin) && body.contains("--server.admin-grpc-listen-port"),
+            "{body}"
+        );
+    }
+    assert!(h.is_running(), "a refused /ingester/shutdown stopped the process");
+    let metrics = http(reqwest::Method::GET, &format!("{}/metrics", h.url()), None)
+        .await
+        .1;
+    let want = format!(
+        "heddle_auth_refused_requests_total{{api=\"admin_http\",reason=\"admin_listener_only\"}} {}",
+        public.len()
+    );
+    assert!(metrics.contains(&want), "{want} not in the metrics");
+    // Nothing changed: prepare-shutdown is still unset, read on the admin listener.
+    let prepare_url = format!("http://{admin}/ingester/prepare-shutdown");
+    assert_eq!(
+        http(reqwest::Method::GET, &prepare_url, None).await,
+        (200, "unset".into())
+    );
+    let (status, body) = http(reqwest::Method::GET, &format!("http://{admin}/ingester/ring"), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("<table"), "{body}");
+    let (status, body) = http(
+        reqwest::Method::POST,
+        &format!("http://{admin}/ingester/shutdown"),
+        None,
     )
     .await;
     assert_eq!(status, 204, "{body}");

@@ -70,6 +70,14 @@ const FAMILIES: &[Family] = &[
     f("heddle_runtime_config_reload_failures", &[]),
     f("heddle_runtime_config_overridden_tenants", &[]),
     f("heddle_ring_members", &["state"]),
+    unseen(
+        "heddle_auth_refused_requests",
+        &["api", "reason"],
+        "counter",
+        "all, distributor, ingester, querier",
+        "Calls to the ingester or admin APIs refused for missing or wrong credentials, or made on a listener that \
+         does not serve them.",
+    ),
     f("heddle_distributor_requests", &["status"]),
     f("heddle_distributor_request_duration_seconds", &[]),
     f("heddle_distributor_received_bytes", &[]),

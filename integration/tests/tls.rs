@@ -32,15 +32,29 @@ fn code(out: &CommandOutput) -> i32 {
     out.status.code().unwrap_or(-1)
 }
 
-async fn prepare_shutdown_state(h: &HeddleProcess) -> String {
-    let url = format!("{}/ingester/prepare-shutdown", h.url());
-    let resp = http_client(CALL_TIMEOUT)
-        .unwrap()
-        .get(&url)
-        .send()
+/// `GET /ingester/prepare-shutdown` on the admin listener, which serves the admin HTTP routes over the same TLS
+/// (HTTP/2, presenting the client certificate of `tls`): `set` or `unset`.
+async fn prepare_shutdown_state(admin: &str, tls: &ClientTls) -> String {
+    use tonic::codegen::{Body as _, Service as _, http};
+    let call = async {
+        let mut channel = grpc_endpoint(admin, Some(tls)).unwrap().connect().await.unwrap();
+        let uri = format!("https://{admin}/ingester/prepare-shutdown");
+        let request = http::Request::get(uri).body(tonic::body::Body::empty()).unwrap();
+        std::future::poll_fn(|cx| channel.poll_ready(cx)).await.unwrap();
+        let response = channel.call(request).await.unwrap();
+        assert_eq!(response.status(), 200, "prepare-shutdown on the admin listener");
+        let mut body = response.into_body();
+        let mut text = Vec::new();
+        while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+            if let Ok(data) = frame.unwrap().into_data() {
+                text.extend_from_slice(&data);
+            }
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    };
+    tokio::time::timeout(Duration::from_secs(10), call)
         .await
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
-    resp.text().await.unwrap_or_default()
+        .expect("no answer within 10s")
 }
 
 /// `grpc.health.v1.Health/Check` on `addr` over TLS; `Err` carries the failure text.
@@ -105,7 +119,7 @@ async fn mtls_listeners_refuse_callers_without_a_certificate_of_the_ca() {
                 assert!(out.stderr.contains("TLS handshake"), "{name} {command}: {}", out.stderr);
             }
             assert_eq!(
-                prepare_shutdown_state(&h).await,
+                prepare_shutdown_state(&admin, &pki.client_tls().unwrap()).await,
                 "unset",
                 "{name} {command} changed state"
             );
@@ -115,7 +129,7 @@ async fn mtls_listeners_refuse_callers_without_a_certificate_of_the_ca() {
     // Only the trusted caller changes state.
     let out = heddlectl(&admin, &good, &["prepare-shutdown"]);
     assert_eq!(code(&out), 0, "mtls prepare-shutdown: {}", out.stderr);
-    assert_eq!(prepare_shutdown_state(&h).await, "set");
+    assert_eq!(prepare_shutdown_state(&admin, &pki.client_tls().unwrap()).await, "set");
 
     // The main gRPC listener (ingester API and health) requires the same.
     let main = h.grpc_addr().to_string();

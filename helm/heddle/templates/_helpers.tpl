@@ -139,6 +139,7 @@ restarts but not the loss of that volume. */ -}}
   "tls_server_name" $v.grpcTls.serverName)) -}}
 {{- end -}}
 {{- if include "heddle.distributed" . -}}
+{{- $_ := set $cfg.server "cluster_token_file" (include "heddle.clusterTokenFile" $) -}}
 {{- $ring := dict
   "replication_factor" (int $v.ingester.replicationFactor)
   "zone_awareness_enabled" $v.ingester.zoneAwareness.enabled
@@ -150,6 +151,16 @@ restarts but not the loss of that volume. */ -}}
 {{- $_ := set $cfg "memberlist" (dict "bind_port" (int $v.memberlist.port) "join_members" (list (include "heddle.gossipAddress" .)) "cluster_label" (printf "%s.%s" .Release.Namespace (include "heddle.fullname" .))) -}}
 {{- end -}}
 {{- toYaml (mergeOverwrite $cfg (deepCopy $c.extra)) -}}
+{{- end -}}
+
+{{/* The Secret holding the cluster token: the operator's, or the one the chart generates. */}}
+{{- define "heddle.clusterTokenSecret" -}}
+{{- .Values.clusterToken.existingSecret.name | default (printf "%s-cluster-token" (include "heddle.fullname" .)) -}}
+{{- end -}}
+
+{{/* Where the cluster token is mounted (distributed mode). */}}
+{{- define "heddle.clusterTokenFile" -}}
+{{- printf "/etc/heddle-cluster/%s" (ternary .Values.clusterToken.existingSecret.key "token" (not (empty .Values.clusterToken.existingSecret.name))) -}}
 {{- end -}}
 
 {{/* Where the admin token Secret is mounted. */}}
@@ -337,6 +348,11 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
   mountPath: /etc/heddle-tls
   readOnly: true
 {{- end }}
+{{- if include "heddle.distributed" . }}
+- name: cluster-token
+  mountPath: /etc/heddle-cluster
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "heddle.volumes" -}}
@@ -355,6 +371,16 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
       - key: {{ .key }}
         path: {{ .key }}
 {{- end }}
+{{- end }}
+{{- if include "heddle.distributed" . }}
+{{- $key := ternary .Values.clusterToken.existingSecret.key "token" (not (empty .Values.clusterToken.existingSecret.name)) }}
+- name: cluster-token
+  secret:
+    secretName: {{ include "heddle.clusterTokenSecret" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ $key }}
+        path: {{ $key }}
 {{- end }}
 {{- with .Values.grpcTls.existingSecret.name }}
 - name: grpc-tls

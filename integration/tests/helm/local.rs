@@ -41,6 +41,10 @@ pub const LOCAL_SWAPS: &[(&str, &str)] = &[
         "the admin token Secret mounted at /etc/heddle-admin is a local file",
     ),
     (
+        "server.cluster_token_file",
+        "the cluster token Secret mounted at /etc/heddle-cluster is one local file for every process (distributed)",
+    ),
+    (
         "memberlist.join_members",
         "the first ingester's local gossip address instead of the cluster DNS name (distributed)",
     ),
@@ -281,6 +285,12 @@ fn start_pod(
     });
     if let Some((file, _)) = &admin_token {
         swaps.push(("server.admin_token_file", path_value(file)));
+    }
+    // Every pod mounts the same cluster token Secret; here every process reads the same file.
+    if config["server"].get("cluster_token_file").is_some() {
+        let file = root.join("cluster-token");
+        std::fs::write(&file, "local-cluster-token\n").expect("write the cluster token");
+        swaps.push(("server.cluster_token_file", path_value(&file)));
     }
     if let Some(tls) = tls {
         for (section, keys) in [

@@ -225,3 +225,23 @@ pub fn values_table(values_yaml: &str) -> String {
     }
     format!("| key | default | description |\n|---|---|---|\n{}\n", rows.join("\n"))
 }
+
+/// The comment the chart puts above a value it generates at random (`helm template` renders a new one each time).
+const GENERATED_MARK: &str = "# generated: random on install, kept on upgrade";
+
+/// `manifests` with every generated secret value replaced by `<generated>`, so renderings compare equal.
+pub fn mask_generated_secrets(manifests: &str) -> String {
+    let mut out = String::with_capacity(manifests.len());
+    let mut mask_next = false;
+    for line in manifests.lines() {
+        if mask_next && let Some((key, _)) = line.split_once(": ") {
+            out.push_str(key);
+            out.push_str(": <generated>");
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+        mask_next = line.trim() == GENERATED_MARK;
+    }
+    out
+}

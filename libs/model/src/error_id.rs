@@ -136,6 +136,15 @@ catalogue! {
     /// Too many of a set's instances are unhealthy to form a quorum.
     RING_TOO_MANY_UNHEALTHY = "err-heddle-ring-too-many-unhealthy", 503, Request,
         "too many ingesters are unhealthy or unreachable to form a replica set";
+    /// An ingester gRPC call without the cluster token (or with another one).
+    CLUSTER_UNAUTHENTICATED = "err-heddle-cluster-unauthenticated", 401, Request,
+        "an ingester gRPC call lacked the cluster token of `server.cluster_token_file` (gRPC `Unauthenticated`): give every process the same file";
+    /// An admin call without the admin token (or with another one).
+    ADMIN_UNAUTHENTICATED = "err-heddle-admin-unauthenticated", 401, Request,
+        "an admin call (gRPC Admin, `/ingester/*`, `/distributor/ha_tracker`) lacked the token of `server.admin_token_file`";
+    /// An admin HTTP route called on the public HTTP port while admin calls have their own listener.
+    ADMIN_LISTENER_ONLY = "err-heddle-admin-listener-only", 403, Request,
+        "admin routes are served only on the admin listener (`server.admin_grpc_listen_address`/`_port`), not on the public HTTP port";
 }
 
 /// The catalogue entry of `id`, if it is one.

@@ -6,14 +6,19 @@
 //! context as `traceparent` when trace export is on. `Push` carries the encoded `prometheus.WriteRequest` as raw
 //! bytes end to end ([`crate::RawPushCodec`]).
 //!
+//! A cluster may also require a shared bearer token on every call ([`BearerToken`]): the client sends it as
+//! `authorization` metadata, the server side checks it (the check lives with the process that serves).
+//!
 //! Either side may run over TLS ([`ServerTls`], [`ClientTls`]), mutual when the server requires client
 //! certificates.
 
+mod auth;
 mod client;
 mod server;
 mod tls;
 mod trace;
 
+pub use auth::{AUTHORIZATION_METADATA, BearerToken, CredentialsRefusal, constant_time_eq};
 pub use client::GrpcIngesterClient;
 pub use server::{IngesterAdapter, ingester_service, tenant_from_metadata};
 pub use tls::{ClientAuth, ClientTls, PemSource, ServerTls, TlsError, describe_error, grpc_endpoint, grpc_uri};

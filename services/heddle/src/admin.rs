@@ -1,8 +1,9 @@
 //! The operator API: `heddle.admin.v1.Admin` over gRPC and Mimir's `/ingester/*` HTTP endpoints, both backed
 //! by one [`AdminCore`] so they cannot drift apart.
 //!
-//! Security: calls may require a bearer token ([`AdminToken`]) and may be served on their own listener
-//! (`--server.admin-grpc-listen-port`), see `run.rs`.
+//! Security, one rule for both protocols: with `--server.admin-token-file` every admin call on every listener
+//! needs the token ([`AdminToken`]); with `--server.admin-grpc-listen-port` admin calls (gRPC and HTTP) are
+//! served only on that listener and the public ports refuse them ([`AdminAccess`], [`serve_grpc`]).
 
 mod auth;
 mod error;
@@ -14,9 +15,9 @@ mod serve;
 pub use auth::AdminToken;
 pub use error::AdminError;
 pub use grpc::AdminGrpc;
-pub use http::router as http_router;
+pub use http::{AdminAccess, router as http_router};
 pub use ring::{LocalRing, MemberStatus, MembershipRing, RingAdmin};
-pub use serve::serve_grpc;
+pub use serve::{GrpcApis, serve_grpc};
 
 use heddle_ingester::{Ingester, TenantStats};
 use heddle_model::TenantId;

@@ -69,8 +69,12 @@ pub struct ServerConfig {
     pub admin_grpc_listen_address: String,
     /// 0 (the default) serves the Admin service on the main gRPC port.
     pub admin_grpc_listen_port: u16,
-    /// File holding the bearer token admin calls (gRPC Admin and `/ingester/*`) must present; empty: none.
+    /// File holding the bearer token admin calls (gRPC Admin, `/ingester/*`, `/distributor/ha_tracker`) must
+    /// present on every listener; empty: none.
     pub admin_token_file: std::path::PathBuf,
+    /// File holding the token of the cluster's internal gRPC API: ingesters require it on every call and
+    /// distributors and queriers send it. No Mimir equivalent (Mimir relies on the network or mTLS). Empty: none.
+    pub cluster_token_file: std::path::PathBuf,
     /// TLS of every gRPC listener (the main one and the admin one); off unless a certificate and key are set.
     pub grpc_tls_config: GrpcTlsConfig,
 }
@@ -89,6 +93,7 @@ impl Default for ServerConfig {
             admin_grpc_listen_address: String::new(),
             admin_grpc_listen_port: 0,
             admin_token_file: std::path::PathBuf::new(),
+            cluster_token_file: std::path::PathBuf::new(),
             grpc_tls_config: GrpcTlsConfig::default(),
         }
     }
@@ -237,7 +242,16 @@ const ADMIN_FLAGS: &[FlagSpec] = &[
         flag: "server.admin-token-file",
         key: "server.admin_token_file",
         kind: FlagKind::Value,
-        help: "File with the bearer token that Admin gRPC calls and /ingester/* HTTP calls must send; empty: no token",
+        help: "File with the bearer token every admin call must send on every listener: Admin gRPC, /ingester/* and \
+               /distributor/ha_tracker; empty: no token",
+    },
+    FlagSpec {
+        flag: "server.cluster-token-file",
+        key: "server.cluster_token_file",
+        kind: FlagKind::Value,
+        help: "File with the shared token of the internal ingester gRPC API: ingesters require it, distributors and \
+               queriers send it (the same file on every process); required in a cluster with multitenancy or an \
+               admin token unless gRPC uses mutual TLS; empty: no token",
     },
 ];
 
@@ -281,6 +295,78 @@ impl Config {
         self.memberlist.validate()?;
         self.server.grpc_tls_config.validate()?;
         self.ingester_client.grpc_client_config.validate()?;
+        self.server.validate_admin_listener()?;
+        self.validate_cluster_credentials()?;
+        Ok(())
+    }
+
+    /// Whether this process is part of a cluster: every role but the single process without peers. Only then
+    /// does it serve (an ingester) or dial (a distributor, a querier) the ingester gRPC API.
+    pub fn clustered(&self) -> bool {
+        self.target != Target::All || !self.memberlist.join_members.is_empty()
+    }
+
+    /// With tenants to keep apart (multitenancy) or an admin surface to protect (an admin token), a cluster's
+    /// ingester API must not be open: anyone reaching an ingester's gRPC port could read and write every tenant.
+    /// Each clustered process needs credentials for its side of that API: ingesters a cluster token or
+    /// required client certificates; distributors and queriers a cluster token or a client certificate.
+    fn validate_cluster_credentials(&self) -> Result<(), String> {
+        let guarded = if self.multitenancy_enabled {
+            "--auth.multitenancy-enabled"
+        } else if !self.server.admin_token_file.as_os_str().is_empty() {
+            "--server.admin-token-file"
+        } else {
+            return Ok(());
+        };
+        if !self.clustered() || !self.server.cluster_token_file.as_os_str().is_empty() {
+            return Ok(());
+        }
+        let target = format!("{:?}", self.target).to_lowercase();
+        let serves = matches!(self.target, Target::All | Target::Ingester);
+        let dials = self.target != Target::Ingester;
+        if serves && !self.server.grpc_tls_config.requires_client_certificates() {
+            return Err(format!(
+                "server.cluster_token_file: this --target={target} process serves the ingester gRPC API to its \
+                 cluster with {guarded}, but nothing authenticates the callers, so anyone reaching its gRPC port \
+                 could read and write every tenant; set --server.cluster-token-file (the same file on every \
+                 process) or mutual TLS (--server.grpc-tls-client-auth=RequireAndVerifyClientCert with \
+                 --server.grpc-tls-ca-path)"
+            ));
+        }
+        if dials && !self.ingester_client.grpc_client_config.presents_certificate() {
+            return Err(format!(
+                "server.cluster_token_file: this --target={target} process calls ingesters in a cluster with \
+                 {guarded}, and the ingesters must require credentials, but it has none to present; set \
+                 --server.cluster-token-file (the same file on every process) or a client certificate \
+                 (--ingester.client.tls-enabled with --ingester.client.tls-cert-path and -tls-key-path)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ServerConfig {
+    /// The address of the admin listener when admin calls have their own (`admin_grpc_listen_port` set).
+    pub fn admin_listener(&self) -> Option<String> {
+        (self.admin_grpc_listen_port != 0).then(|| {
+            let host = match self.admin_grpc_listen_address.as_str() {
+                "" => "0.0.0.0",
+                a => a,
+            };
+            format!("{host}:{}", self.admin_grpc_listen_port)
+        })
+    }
+
+    /// An admin address without a port would leave admin calls on the public ports while looking locked down.
+    fn validate_admin_listener(&self) -> Result<(), String> {
+        if !self.admin_grpc_listen_address.is_empty() && self.admin_grpc_listen_port == 0 {
+            return Err(format!(
+                "server.admin_grpc_listen_port: --server.admin-grpc-listen-address={} is set but the port is 0, so \
+                 admin calls would still be served on the public ports; set --server.admin-grpc-listen-port to \
+                 give them their own listener",
+                self.admin_grpc_listen_address
+            ));
+        }
         Ok(())
     }
 }
@@ -300,6 +386,117 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(before, names.len(), "a flag is declared twice");
+    }
+
+    #[test]
+    fn a_guarded_cluster_needs_credentials_on_each_side_of_the_ingester_api() {
+        let base = |target: Target, multitenancy: bool, admin_token: bool| {
+            let mut c = Config {
+                target,
+                multitenancy_enabled: multitenancy,
+                ..Config::default()
+            };
+            if admin_token {
+                c.server.admin_token_file = "/etc/admin".into();
+            }
+            c
+        };
+        let token = |mut c: Config| {
+            c.server.cluster_token_file = "/etc/cluster".into();
+            c
+        };
+        let mtls = |mut c: Config| {
+            c.server.grpc_tls_config = GrpcTlsConfig {
+                cert_file: "s.crt".into(),
+                key_file: "s.key".into(),
+                client_auth_type: "RequireAndVerifyClientCert".into(),
+                client_ca_file: "ca.crt".into(),
+            };
+            c.ingester_client.grpc_client_config.tls_enabled = true;
+            c.ingester_client.grpc_client_config.tls_ca_path = "ca.crt".into();
+            c.ingester_client.grpc_client_config.tls_cert_path = "c.crt".into();
+            c.ingester_client.grpc_client_config.tls_key_path = "c.key".into();
+            c
+        };
+        let joined = |mut c: Config| {
+            c.memberlist.join_members = vec!["10.0.0.1:7946".into()];
+            c
+        };
+        let cases: Vec<(&str, Config, Option<&str>)> = vec![
+            ("single process, multitenant", base(Target::All, true, true), None),
+            (
+                "cluster without tenants or admin token",
+                base(Target::Ingester, false, false),
+                None,
+            ),
+            (
+                "multitenant ingester, open",
+                base(Target::Ingester, true, false),
+                Some("--target=ingester process serves the ingester gRPC API"),
+            ),
+            (
+                "ingester with an admin token, open",
+                base(Target::Ingester, false, true),
+                Some("with --server.admin-token-file"),
+            ),
+            (
+                "multitenant distributor, open",
+                base(Target::Distributor, true, false),
+                Some("--target=distributor process calls ingesters"),
+            ),
+            (
+                "clustered all, open",
+                joined(base(Target::All, true, false)),
+                Some("--target=all process serves"),
+            ),
+            (
+                "ingester with the token",
+                token(base(Target::Ingester, true, false)),
+                None,
+            ),
+            ("querier with the token", token(base(Target::Querier, true, true)), None),
+            ("ingester with mTLS", mtls(base(Target::Ingester, true, false)), None),
+            (
+                "distributor with a client certificate",
+                mtls(base(Target::Distributor, true, false)),
+                None,
+            ),
+        ];
+        for (name, cfg, want) in cases {
+            match (cfg.validate(), want) {
+                (Ok(()), None) => {}
+                (Err(e), Some(text)) => {
+                    assert!(e.contains(text), "case {name}: {e}");
+                    assert!(
+                        e.contains("--server.cluster-token-file"),
+                        "case {name} names the token: {e}"
+                    );
+                    assert!(
+                        e.contains("--server.grpc-tls-client-auth") || e.contains("--ingester.client.tls-cert-path"),
+                        "case {name} names mTLS: {e}"
+                    );
+                }
+                (got, want) => panic!("case {name}: got {got:?}, want {want:?}"),
+            }
+        }
+        let mut half = mtls(base(Target::Ingester, true, false));
+        half.server.grpc_tls_config.client_auth_type = "VerifyClientCertIfGiven".into();
+        assert!(
+            half.validate().is_err(),
+            "optional client certificates do not authenticate every caller"
+        );
+    }
+
+    #[test]
+    fn an_admin_address_without_a_port_is_refused() {
+        let mut c = Config::default();
+        c.server.admin_grpc_listen_address = "127.0.0.1".into();
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("--server.admin-grpc-listen-port"), "{e}");
+        assert_eq!(c.server.admin_listener(), None);
+        c.server.admin_grpc_listen_port = 9096;
+        c.validate().unwrap();
+        assert_eq!(c.server.admin_listener().as_deref(), Some("127.0.0.1:9096"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! With no flags it runs the single-process default: distributor, ingester and querier in one process, an
 //! in-memory ring holding this one ingester (replication factor 1), data under `./tsdb`.
 
+mod access;
 mod admin;
 mod config;
 mod ring_metrics;

@@ -1,5 +1,7 @@
 //! Wiring the roles together and running them until SIGTERM.
 
+use crate::access::{AuthRefusals, ClusterToken};
+use crate::admin::{AdminAccess, GrpcApis};
 use crate::config::{Config, Target};
 use anyhow::{Context, bail};
 use heddle_distributor::Distributor;
@@ -65,6 +67,7 @@ impl Cluster {
         cfg: &Config,
         node_id: &str,
         tls: Option<heddle_proto::transport::ClientTls>,
+        credentials: heddle_proto::transport::BearerToken,
         stop: &CancellationToken,
     ) -> anyhow::Result<Self> {
         let gossip_cfg = cfg.memberlist.gossip(node_id).await?;
@@ -76,7 +79,10 @@ impl Cluster {
         let (push_timeout, query_timeout) = (cfg.distributor.remote_timeout, cfg.querier.query_timeout);
         let pool: Arc<ClientPool<Arc<dyn IngesterClient>>> = Arc::new(ClientPool::new(Arc::new(move |addr: &str| {
             heddle_proto::GrpcIngesterClient::connect_lazy_with_tls(addr, push_timeout, tls.as_ref())
-                .map(|c| Arc::new(c.with_query_timeout(query_timeout)) as Arc<dyn IngesterClient>)
+                .map(|c| {
+                    Arc::new(c.with_query_timeout(query_timeout).with_credentials(&credentials))
+                        as Arc<dyn IngesterClient>
+                })
                 .map_err(|e| format!("invalid ingester address {addr:?}: {e}"))
         })));
         // Close the channels of ingesters that left the ring.
@@ -162,6 +168,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     // Certificates are read once, here: a bad file stops the start with the flag and path that named it.
     let grpc_tls = cfg.server.grpc_tls_config.load()?;
     let ingester_tls = cfg.ingester_client.grpc_client_config.load()?;
+    let admin_token = crate::admin::AdminToken::load(&cfg.server.admin_token_file).map_err(anyhow::Error::msg)?;
+    let cluster_token = ClusterToken::load(&cfg.server.cluster_token_file).map_err(anyhow::Error::msg)?;
+    let refusals = AuthRefusals::register(&mut registry);
     let discarded = DiscardedSamples::register(&mut registry);
     let overrides = Arc::new(Overrides::new(cfg.limits.clone()).register_metrics(&mut registry));
     if !cfg.runtime_config.file.as_os_str().is_empty() {
@@ -195,13 +204,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     };
     // Single-process mode (all roles, nobody to join) keeps its ring of one in-process ingester with RF 1;
     // everything else joins the gossip ring.
-    let clustered = cfg.target != Target::All || !cfg.memberlist.join_members.is_empty();
+    let clustered = cfg.clustered();
     let cluster = if clustered {
         let node_id = match &ingester {
             Some(_) => cfg.ingester.ring.resolved_instance_id(),
             None => reader_node_id(&cfg),
         };
-        Some(Cluster::join(&cfg, &node_id, ingester_tls, &stop).await?)
+        Some(Cluster::join(&cfg, &node_id, ingester_tls, cluster_token.bearer().clone(), &stop).await?)
     } else {
         None
     };
@@ -232,7 +241,6 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
         (None, None) => bail!("--target={:?} without an ingester needs the cluster ring", cfg.target),
     };
-    let admin_token = crate::admin::AdminToken::load(&cfg.server.admin_token_file).map_err(anyhow::Error::msg)?;
     let admin = crate::admin::AdminCore::new(
         ingester.clone(),
         ring_admin(
@@ -244,8 +252,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         format!("{:?}", cfg.target).to_lowercase(),
     );
     let mut api = axum::Router::new();
-    // Status pages outside the tenant layer.
-    let mut pages = axum::Router::new();
+    // Admin routes: outside the tenant layer, behind the admin gate (see `access`).
+    let mut admin_routes = crate::admin::http_router(admin.clone());
     if matches!(cfg.target, Target::All | Target::Distributor) {
         let mut distributor_cfg = cfg.distributor.clone();
         distributor_cfg.body_read_timeout = cfg.server.http_server_read_timeout;
@@ -258,7 +266,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         )
         .with_overrides(overrides.clone());
         if let Some(tracker) = distributor.ha_tracker() {
-            pages = pages.merge(heddle_distributor::ha_tracker_router(
+            admin_routes = admin_routes.merge(heddle_distributor::ha_tracker_router(
                 tracker.clone(),
                 distributor.clock().clone(),
             ));
@@ -293,10 +301,18 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
 
     let registry = Arc::new(registry);
+    // With an admin listener of its own, admin routes are served there only and the public port refuses them.
+    let serve_admin = AdminAccess::serve(admin_token.clone(), refusals.clone());
+    let (public_admin, private_admin) = match cfg.server.admin_listener() {
+        Some(addr) => (
+            AdminAccess::refuse(&addr, refusals.clone()).guard(admin_routes.clone()),
+            serve_admin.guard(admin_routes),
+        ),
+        None => (serve_admin.guard(admin_routes), axum::Router::new()),
+    };
     let http = heddle_server::tenant_layer(api, cfg.multitenancy_enabled)
         .merge(heddle_server::metrics_and_ready_routes(registry, readiness.clone()))
-        .merge(crate::admin::http_router(admin.clone(), admin_token.clone()))
-        .merge(pages);
+        .merge(public_admin);
     let http_addr = listen_addr(&cfg.server.http_listen_address, cfg.server.http_listen_port);
     let http_listener = tokio::net::TcpListener::bind(&http_addr)
         .await
@@ -304,13 +320,22 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     tracing::info!(http = %http_addr, "listening for HTTP");
 
     let http_task = tokio::spawn(heddle_server::serve_http(http_listener, http, stop.clone()));
-    // Every process serves gRPC: Admin and health everywhere, the ingester API where there is an ingester.
+    // Every process serves gRPC: Admin and health everywhere, the ingester API where others dial it (an
+    // ingester in a cluster; the single process calls its ingester in memory).
     let grpc = crate::admin::serve_grpc(
         &cfg.server,
         grpc_tls.as_ref(),
-        ingester.clone().map(|i| i as Arc<dyn IngesterClient>),
-        admin.clone(),
-        admin_token,
+        GrpcApis {
+            ingester: ingester
+                .clone()
+                .filter(|_| clustered)
+                .map(|i| i as Arc<dyn IngesterClient>),
+            cluster_token,
+            admin: admin.clone(),
+            admin_token,
+            admin_http: private_admin,
+            refusals,
+        },
         stop.clone(),
     )
     .await?;

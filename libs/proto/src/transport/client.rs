@@ -1,5 +1,6 @@
 //! [`GrpcIngesterClient`]: [`IngesterClient`] over gRPC.
 
+use super::auth::{AUTHORIZATION_METADATA, BearerToken};
 use super::tls::{ClientTls, grpc_endpoint};
 use super::{DEFAULT_MAX_MESSAGE_BYTES, TENANT_METADATA};
 use crate::client::{IngesterClient, QueryStream};
@@ -14,7 +15,7 @@ use heddle_model::TenantId;
 use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
-use tonic::metadata::MetadataValue;
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
@@ -29,6 +30,8 @@ pub struct GrpcIngesterClient {
     inner: GeneratedClient<Channel>,
     timeout: Duration,
     query_timeout: Duration,
+    /// `authorization` value sent with every call, when the ingesters require a cluster token.
+    credentials: Option<MetadataValue<Ascii>>,
 }
 
 impl GrpcIngesterClient {
@@ -41,6 +44,7 @@ impl GrpcIngesterClient {
             inner,
             timeout,
             query_timeout: timeout,
+            credentials: None,
         }
     }
 
@@ -70,6 +74,13 @@ impl GrpcIngesterClient {
         self
     }
 
+    /// Sends `token` as `authorization: Bearer <token>` with every call (nothing when no token is set), for
+    /// ingesters that require the cluster token.
+    pub fn with_credentials(mut self, token: &BearerToken) -> Self {
+        self.credentials = token.metadata_value();
+        self
+    }
+
     fn request<T>(&self, tenant: &TenantId, message: T, timeout: Duration) -> Result<Request<T>, Status> {
         let value = MetadataValue::try_from(tenant.as_str()).map_err(|_| {
             Status::invalid_argument(format!(
@@ -78,6 +89,11 @@ impl GrpcIngesterClient {
         })?;
         let mut request = Request::new(message);
         request.metadata_mut().insert(TENANT_METADATA, value);
+        if let Some(credentials) = &self.credentials {
+            request
+                .metadata_mut()
+                .insert(AUTHORIZATION_METADATA, credentials.clone());
+        }
         super::trace::inject(request.metadata_mut());
         request.set_timeout(timeout);
         Ok(request)

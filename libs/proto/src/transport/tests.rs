@@ -364,3 +364,63 @@ fn tenant_from_metadata_accepts_a_valid_id() {
     metadata.insert(TENANT_METADATA, "tenant-1".parse().unwrap());
     assert_eq!(tenant_from_metadata(&metadata).unwrap().as_str(), "tenant-1");
 }
+
+/// `with_credentials` sends the token on every call kind (unary, raw push, stream), so an ingester that checks
+/// it with [`BearerToken::verify`] answers; the same client without it is refused.
+#[tokio::test]
+async fn credentials_travel_with_every_call() {
+    let token = BearerToken::parse("cluster-token").unwrap();
+    let check = token.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let service = tonic::service::interceptor::InterceptedService::new(
+        ingester_service(Arc::new(fake())),
+        move |req: tonic::Request<()>| {
+            let header = req.metadata().get(AUTHORIZATION_METADATA).map(|v| v.as_bytes());
+            check
+                .verify(header)
+                .map(|()| req)
+                .map_err(|r| tonic::Status::unauthenticated(r.reason()))
+        },
+    );
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(TcpIncoming::from(listener), async {
+                let _ = stopped.await;
+            }),
+    );
+    let plain = GrpcIngesterClient::connect_lazy(&addr.to_string(), Duration::from_secs(10)).unwrap();
+    let with = plain.clone().with_credentials(&token);
+    let t = tenant("alpha");
+    let body = Bytes::from(write_request().encode_to_vec());
+    with.push(&t, body.clone()).await.expect("push with the token");
+    with.label_names(&t, LabelNamesRequest::default())
+        .await
+        .expect("label names with the token");
+    let stream = with
+        .query_stream(&t, QueryRequest::default())
+        .await
+        .expect("query with the token");
+    assert!(
+        stream.collect::<Vec<_>>().await.iter().all(Result::is_ok),
+        "the stream answered"
+    );
+    let refused = plain.push(&t, body).await.expect_err("push without the token");
+    assert_eq!(
+        (refused.code(), refused.message()),
+        (Code::Unauthenticated, "missing_token")
+    );
+    let refused = plain
+        .label_names(&t, LabelNamesRequest::default())
+        .await
+        .expect_err("label names without the token");
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("server stops")
+        .unwrap()
+        .unwrap();
+}

@@ -1,86 +1,64 @@
-//! Bearer-token check for admin calls (`--server.admin-token-file`).
+//! Bearer-token check for admin calls (`--server.admin-token-file`), on the shared constant-time
+//! [`BearerToken`].
 
+use crate::access::{Api, AuthRefusals};
+use heddle_model::error_id::ADMIN_UNAUTHENTICATED;
+use heddle_proto::transport::{AUTHORIZATION_METADATA, BearerToken, CredentialsRefusal};
 use std::path::Path;
-use std::sync::Arc;
 
-/// The token admin callers must present as `authorization: Bearer <token>`; `None` when admin calls are
-/// open (the default: bind them to a private address with `--server.admin-grpc-listen-address` instead).
-#[derive(Clone, Default)]
-pub struct AdminToken(Option<Arc<str>>);
-
-impl std::fmt::Debug for AdminToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print the secret.
-        f.write_str(if self.0.is_some() {
-            "AdminToken(set)"
-        } else {
-            "AdminToken(none)"
-        })
-    }
-}
+/// The token admin callers must present as `authorization: Bearer <token>`; none when admin calls are open
+/// (the default: bind them to a private address with `--server.admin-grpc-listen-address` instead).
+#[derive(Debug, Clone, Default)]
+pub struct AdminToken(BearerToken);
 
 impl AdminToken {
     /// Reads the token from `path` (surrounding whitespace trimmed); an empty path means no token.
     pub fn load(path: &Path) -> Result<Self, String> {
-        if path.as_os_str().is_empty() {
-            return Ok(Self(None));
-        }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read server.admin_token_file {}: {e}", path.display()))?;
-        let token = text.trim();
-        if token.is_empty() {
-            return Err(format!("server.admin_token_file {} is empty", path.display()));
-        }
-        Ok(Self(Some(token.into())))
+        BearerToken::load(path, "server.admin_token_file").map(Self)
     }
 
     /// A token from memory (tests).
     #[cfg(test)]
     pub fn from_str(token: &str) -> Self {
-        Self(Some(token.into()))
+        Self(BearerToken::parse(token).expect("test token"))
     }
 
     /// Whether a token is required.
     pub fn is_set(&self) -> bool {
-        self.0.is_some()
+        self.0.is_set()
     }
 
-    /// Checks an `authorization` header value; `Ok` when no token is configured.
-    pub fn check(&self, authorization: Option<&[u8]>) -> Result<(), &'static str> {
-        let Some(expected) = &self.0 else {
-            return Ok(());
-        };
-        let Some(value) = authorization else {
-            return Err("admin call without credentials: send `authorization: Bearer <token>` \
-                        (heddlectl --token-file)");
-        };
-        let presented = value.strip_prefix(b"Bearer ").unwrap_or(b"");
-        if constant_time_eq(presented, expected.as_bytes()) {
-            Ok(())
-        } else {
-            Err("admin token rejected: it does not match --server.admin-token-file")
-        }
+    /// Checks an `authorization` header value; `Ok` when no token is configured. The error carries the reason
+    /// (for the refusal metric) and the message for the caller.
+    pub fn check(&self, authorization: Option<&[u8]>) -> Result<(), (CredentialsRefusal, String)> {
+        self.0.verify(authorization).map_err(|refusal| {
+            let msg = match refusal {
+                CredentialsRefusal::Missing => format!(
+                    "{ADMIN_UNAUTHENTICATED}: admin call without credentials: send `authorization: Bearer <token>` \
+                     with the token of --server.admin-token-file (heddlectl --token-file)"
+                ),
+                CredentialsRefusal::Wrong => format!(
+                    "{ADMIN_UNAUTHENTICATED}: admin token rejected: it does not match --server.admin-token-file"
+                ),
+            };
+            (refusal, msg)
+        })
     }
 
-    /// The tonic interceptor refusing unauthenticated calls with `Unauthenticated`.
-    pub fn interceptor(&self) -> impl tonic::service::Interceptor + Clone + use<> {
+    /// The tonic interceptor refusing unauthenticated calls with `Unauthenticated`, counted in `refusals`.
+    pub fn interceptor(&self, refusals: AuthRefusals) -> impl tonic::service::Interceptor + Clone + use<> {
         let token = self.clone();
         move |req: tonic::Request<()>| {
-            let header = req.metadata().get("authorization").map(|v| v.as_bytes());
+            let header = req.metadata().get(AUTHORIZATION_METADATA).map(|v| v.as_bytes());
             match token.check(header) {
                 Ok(()) => Ok(req),
-                Err(msg) => Err(tonic::Status::unauthenticated(msg)),
+                Err((refusal, msg)) => {
+                    refusals.count(Api::AdminGrpc, refusal.reason());
+                    Err(tonic::Status::unauthenticated(msg))
+                }
             }
         }
     }
-}
-
-/// Compares without an early exit, so response time does not reveal how much of a guess was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -92,18 +70,42 @@ mod tests {
         let none = AdminToken::default();
         assert!(none.check(None).is_ok(), "no token configured: open");
         let t = AdminToken::from_str("s3cret");
-        let cases: &[(&str, Option<&[u8]>, bool)] = &[
-            ("missing", None, false),
-            ("right", Some(b"Bearer s3cret"), true),
-            ("wrong", Some(b"Bearer s3cre7"), false),
-            ("prefix", Some(b"Bearer s3cretX"), false),
-            ("no scheme", Some(b"s3cret"), false),
-            ("basic", Some(b"Basic s3cret"), false),
+        type Case = (&'static str, Option<&'static [u8]>, Option<CredentialsRefusal>);
+        let cases: &[Case] = &[
+            ("missing", None, Some(CredentialsRefusal::Missing)),
+            ("right", Some(b"Bearer s3cret"), None),
+            ("wrong", Some(b"Bearer s3cre7"), Some(CredentialsRefusal::Wrong)),
+            ("prefix", Some(b"Bearer s3cretX"), Some(CredentialsRefusal::Wrong)),
+            ("no scheme", Some(b"s3cret"), Some(CredentialsRefusal::Missing)),
+            ("basic", Some(b"Basic s3cret"), Some(CredentialsRefusal::Missing)),
         ];
-        for (name, header, ok) in cases {
-            assert_eq!(t.check(*header).is_ok(), *ok, "case {name}");
+        for (name, header, want) in cases {
+            let got = t.check(*header);
+            assert_eq!(got.as_ref().err().map(|e| e.0), *want, "case {name}");
+            if let Err((_, msg)) = got {
+                assert!(msg.starts_with(ADMIN_UNAUTHENTICATED), "case {name}: {msg}");
+                assert!(msg.contains("--server.admin-token-file"), "case {name}: {msg}");
+            }
         }
-        assert_eq!(format!("{t:?}"), "AdminToken(set)", "debug output hides the secret");
+        assert!(!format!("{t:?}").contains("s3cret"), "debug output hides the secret");
+    }
+
+    #[test]
+    fn interceptor_refuses_and_counts() {
+        use tonic::service::Interceptor as _;
+        let refusals = AuthRefusals::default();
+        let mut i = AdminToken::from_str("abc").interceptor(refusals.clone());
+        let status = i.call(tonic::Request::new(())).unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unauthenticated);
+        assert!(
+            status.message().starts_with(ADMIN_UNAUTHENTICATED),
+            "{}",
+            status.message()
+        );
+        let mut ok = tonic::Request::new(());
+        ok.metadata_mut().insert("authorization", "Bearer abc".parse().unwrap());
+        assert!(i.call(ok).is_ok());
+        assert_eq!(refusals.get(Api::AdminGrpc, "missing_token"), 1);
     }
 
     #[test]

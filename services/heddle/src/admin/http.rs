@@ -4,13 +4,17 @@
 //! - `GET /ingester/prepare-shutdown`: 200 `set` or `unset`; `POST` sets it (204); `DELETE` reverts it (204)
 //! - `GET /ingester/ring`: the ring as an HTML page with Forget buttons (`POST`), see [`page`]
 //!
-//! When `--server.admin-token-file` is set they require `Authorization: Bearer <token>` too.
+//! Who may call them is decided in one place, [`guard`], put in front of these routes and the distributor's
+//! `/distributor/ha_tracker` page alike.
 
+mod guard;
 mod page;
 
-use super::{AdminCore, AdminToken};
+pub use guard::AdminAccess;
+
+use super::AdminCore;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use std::sync::Arc;
@@ -18,11 +22,11 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 struct AdminState {
     core: Arc<AdminCore>,
-    token: AdminToken,
 }
 
-/// The `/ingester/*` routes.
-pub fn router(core: Arc<AdminCore>, token: AdminToken) -> axum::Router {
+/// The `/ingester/*` routes, without their gate: wrap them (with any other admin route) in
+/// [`AdminAccess::guard`].
+pub fn router(core: Arc<AdminCore>) -> axum::Router {
     axum::Router::new()
         .route("/ingester/flush", get(flush).post(flush))
         .route("/ingester/shutdown", post(shutdown))
@@ -31,23 +35,10 @@ pub fn router(core: Arc<AdminCore>, token: AdminToken) -> axum::Router {
             "/ingester/prepare-shutdown",
             get(prepare_get).post(prepare_set).delete(prepare_unset),
         )
-        .with_state(AdminState { core, token })
+        .with_state(AdminState { core })
 }
 
-/// The 401 answer when the call lacks the admin token, else `None`.
-fn unauthorized(state: &AdminState, headers: &HeaderMap) -> Option<Response> {
-    let header = headers.get(axum::http::header::AUTHORIZATION).map(|v| v.as_bytes());
-    state
-        .token
-        .check(header)
-        .err()
-        .map(|msg| (StatusCode::UNAUTHORIZED, msg).into_response())
-}
-
-async fn flush(State(s): State<AdminState>, headers: HeaderMap, RawQuery(query): RawQuery) -> Response {
-    if let Some(r) = unauthorized(&s, &headers) {
-        return r;
-    }
+async fn flush(State(s): State<AdminState>, RawQuery(query): RawQuery) -> Response {
     let mut tenants = Vec::new();
     let mut wait = false;
     for (k, v) in query_pairs(query.as_deref().unwrap_or("")) {
@@ -63,36 +54,24 @@ async fn flush(State(s): State<AdminState>, headers: HeaderMap, RawQuery(query):
     }
 }
 
-async fn shutdown(State(s): State<AdminState>, headers: HeaderMap) -> Response {
-    if let Some(r) = unauthorized(&s, &headers) {
-        return r;
-    }
+async fn shutdown(State(s): State<AdminState>) -> Response {
     match s.core.shutdown() {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => (e.http_status(), e.to_string()).into_response(),
     }
 }
 
-async fn prepare_get(State(s): State<AdminState>, headers: HeaderMap) -> Response {
-    if let Some(r) = unauthorized(&s, &headers) {
-        return r;
-    }
+async fn prepare_get(State(s): State<AdminState>) -> Response {
     let state = if s.core.is_prepared() { "set" } else { "unset" };
     (StatusCode::OK, state).into_response()
 }
 
-async fn prepare_set(State(s): State<AdminState>, headers: HeaderMap) -> Response {
-    if let Some(r) = unauthorized(&s, &headers) {
-        return r;
-    }
+async fn prepare_set(State(s): State<AdminState>) -> Response {
     s.core.set_prepared(true);
     StatusCode::NO_CONTENT.into_response()
 }
 
-async fn prepare_unset(State(s): State<AdminState>, headers: HeaderMap) -> Response {
-    if let Some(r) = unauthorized(&s, &headers) {
-        return r;
-    }
+async fn prepare_unset(State(s): State<AdminState>) -> Response {
     s.core.set_prepared(false);
     StatusCode::NO_CONTENT.into_response()
 }

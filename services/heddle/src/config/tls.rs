@@ -40,6 +40,13 @@ impl GrpcTlsConfig {
         set(&self.cert_file) || set(&self.key_file)
     }
 
+    /// Whether every gRPC caller must present a certificate the client CA signed (mutual TLS).
+    pub fn requires_client_certificates(&self) -> bool {
+        self.enabled()
+            && set(&self.client_ca_file)
+            && self.client_auth_type.parse::<ClientAuth>().ok() == Some(ClientAuth::RequireAndVerifyClientCert)
+    }
+
     /// Checks the combination of settings, naming the YAML key that is wrong.
     pub fn validate(&self) -> Result<(), String> {
         let prefix = "server.grpc_tls_config";
@@ -120,6 +127,11 @@ const CLIENT_KEY: &str = "--ingester.client.tls-key-path (ingester_client.grpc_c
 const CLIENT_SERVER_CA: &str = "--ingester.client.tls-ca-path (ingester_client.grpc_client_config.tls_ca_path)";
 
 impl GrpcClientConfig {
+    /// Whether connections to ingesters present a client certificate.
+    pub fn presents_certificate(&self) -> bool {
+        self.tls_enabled && set(&self.tls_cert_path)
+    }
+
     /// Checks the combination of settings, naming the YAML key that is wrong.
     pub fn validate(&self) -> Result<(), String> {
         let prefix = "ingester_client.grpc_client_config";

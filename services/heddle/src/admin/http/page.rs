@@ -4,15 +4,14 @@
 //! same path, answered with a redirect back to the page. Both go through the same [`AdminCore`] calls as the
 //! Admin gRPC `RingStatus` and `ForgetMember`.
 //!
-//! With `--server.admin-token-file` the page is an admin surface like the others: it takes
-//! `Authorization: Bearer <token>`, or HTTP Basic credentials whose password is the token (so a browser can
-//! ask for it), and answers 401 with a Basic challenge otherwise. A `POST` whose `Origin` is another site is
-//! refused, so a page elsewhere cannot make a visitor's browser forget members.
+//! The page is an admin surface like the others (see [`super::guard`]): with `--server.admin-token-file` a
+//! browser is asked for the token as the password of a Basic login prompt. A `POST` whose `Origin` is another
+//! site is refused, so a page elsewhere cannot make a visitor's browser forget members.
 
 use super::{AdminCore, AdminState};
 use crate::admin::MemberStatus;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use heddle_server::{format_age_ms, html_escape};
 use std::fmt::Write as _;
@@ -21,18 +20,12 @@ use std::fmt::Write as _;
 pub const PATH: &str = "/ingester/ring";
 
 /// `GET /ingester/ring`.
-pub async fn show(State(s): State<AdminState>, headers: HeaderMap) -> Response {
-    if let Some(r) = unauthorized(&s, &headers) {
-        return r;
-    }
+pub async fn show(State(s): State<AdminState>) -> Response {
     Html(render(&s.core, None).await).into_response()
 }
 
 /// `POST /ingester/ring` with the form field `forget=<member id>`.
 pub async fn forget(State(s): State<AdminState>, headers: HeaderMap, body: String) -> Response {
-    if let Some(r) = unauthorized(&s, &headers) {
-        return r;
-    }
     if !same_origin(&headers) {
         return (
             StatusCode::FORBIDDEN,
@@ -57,57 +50,6 @@ pub async fn forget(State(s): State<AdminState>, headers: HeaderMap, body: Strin
             (e.http_status(), Html(render(&s.core, Some(&msg)).await)).into_response()
         }
     }
-}
-
-/// The 401 answer, with a Basic challenge a browser turns into a password prompt, unless the request carries
-/// the admin token (as a Bearer token or the Basic password).
-fn unauthorized(state: &AdminState, headers: &HeaderMap) -> Option<Response> {
-    let presented = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
-    let bearer = presented.and_then(|v| match v.strip_prefix(b"Basic ") {
-        Some(b64) => basic_password(b64).map(|p| [b"Bearer ".as_slice(), &p].concat()),
-        None => Some(v.to_vec()),
-    });
-    let msg = state.token.check(bearer.as_deref()).err()?;
-    let mut response = (StatusCode::UNAUTHORIZED, msg).into_response();
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Basic realm=\"heddle admin\", charset=\"UTF-8\""),
-    );
-    Some(response)
-}
-
-/// The password of a Basic credential (`base64(user:password)`).
-fn basic_password(b64: &[u8]) -> Option<Vec<u8>> {
-    let decoded = base64_decode(b64)?;
-    let colon = decoded.iter().position(|&b| b == b':')?;
-    Some(decoded[colon + 1..].to_vec())
-}
-
-fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
-    let value = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let input: Vec<u8> = input.iter().copied().take_while(|&c| c != b'=').collect();
-    let mut out = Vec::with_capacity(input.len() * 3 / 4);
-    for chunk in input.chunks(4) {
-        if chunk.len() == 1 {
-            return None;
-        }
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            n |= value(c)? << (18 - 6 * i);
-        }
-        let bytes = n.to_be_bytes();
-        out.extend_from_slice(&bytes[1..chunk.len()]);
-    }
-    Some(out)
 }
 
 /// False when the browser says the form came from another origin (`Origin` host differs from `Host`).
@@ -184,6 +126,7 @@ fn render_members(members: &[MemberStatus], backend: &str, target: &str, error: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     fn member(id: &str, state: &str) -> MemberStatus {
         MemberStatus {
@@ -223,15 +166,6 @@ mod tests {
         assert!(!html.contains("<script>"), "{html}");
         assert!(html.contains("&lt;script&gt;x&lt;/script&gt;"), "{html}");
         assert!(html.contains("a&amp;b"), "{html}");
-    }
-
-    #[test]
-    fn basic_credentials_carry_the_token_as_password() {
-        // base64("admin:s3cret") and base64("x:ab") (padding).
-        assert_eq!(basic_password(b"YWRtaW46czNjcmV0").unwrap(), b"s3cret");
-        assert_eq!(basic_password(b"eDphYg==").unwrap(), b"ab");
-        assert_eq!(basic_password(b"bm9jb2xvbg=="), None, "no colon");
-        assert_eq!(basic_password(b"!!!!"), None, "not base64");
     }
 
     #[test]
