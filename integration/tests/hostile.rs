@@ -1,10 +1,15 @@
 //! Hostile input against one real heddle with multitenancy and an admin token: semantic attacks rather than
-//! fuzzed bytes, across remote write, remote read, the series and label API, the admin routes and gRPC. Each
+//! fuzzed bytes, across remote write, remote read, the series and label API, the admin routes and gRPC (the
+//! single process serves no ingester API; Admin needs the token). Each
 //! case states the status and the words its answer must hold. Before the cases a witness tenant stores known
 //! samples; after them the witness still reads back exactly, the process is still ready, and no case's data
 //! leaked into the witness tenant or out of its own.
 
 use heddle_model::{METRIC_NAME, TENANT_HEADER};
+use heddle_proto::admin::admin_client::AdminClient;
+use heddle_proto::admin::{ForgetMemberRequest, ListTenantsRequest, ShutdownRequest};
+use heddle_proto::ingester::LabelValuesRequest;
+use heddle_proto::ingester::ingester_client::IngesterClient as IngesterGrpc;
 use heddle_proto::prometheus::label_matcher::Type as MatcherType;
 use heddle_proto::prometheus::{Query, ReadRequest, WriteRequest};
 use heddle_testkit::codec::{encode_write_request, snappy_compress, snappy_decompress};
@@ -395,6 +400,99 @@ fn write_raw_label(name: &[u8], value: &[u8], now: i64) -> Vec<u8> {
     snappy(&req)
 }
 
+/// A gRPC call and the status code it must end with (the message must hold `contains`).
+struct GrpcCase {
+    name: &'static str,
+    code: tonic::Code,
+    contains: &'static str,
+    /// `Some` when the call succeeded: what it answered, which must not hold the witness tenant's data.
+    call: fn(std::net::SocketAddr) -> BoxedCall,
+}
+
+type BoxedCall = std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, tonic::Status>> + Send>>;
+
+fn request<T>(msg: T, tenant: Option<&str>, authorization: Option<&str>) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    if let Some(t) = tenant {
+        req.metadata_mut().insert("x-scope-orgid", t.parse().expect("ascii"));
+    }
+    if let Some(a) = authorization {
+        req.metadata_mut().insert("authorization", a.parse().expect("ascii"));
+    }
+    req.set_timeout(Duration::from_secs(10));
+    req
+}
+
+async fn admin(addr: std::net::SocketAddr) -> AdminClient<tonic::transport::Channel> {
+    AdminClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect to Admin")
+}
+
+fn grpc_cases() -> Vec<GrpcCase> {
+    vec![
+        GrpcCase {
+            name: "ingester LabelValues on the single process",
+            code: tonic::Code::Unimplemented,
+            contains: "",
+            call: |addr| {
+                Box::pin(async move {
+                    let mut c = IngesterGrpc::connect(format!("http://{addr}")).await.expect("connect");
+                    let req = LabelValuesRequest {
+                        name: METRIC_NAME.into(),
+                        start_timestamp_ms: 0,
+                        end_timestamp_ms: i64::MAX,
+                        matchers: vec![],
+                    };
+                    c.label_values(request(req, Some(WITNESS), None))
+                        .await
+                        .map(|r| format!("{:?}", r.into_inner().values))
+                })
+            },
+        },
+        GrpcCase {
+            name: "admin ListTenants without the token",
+            code: tonic::Code::Unauthenticated,
+            contains: "err-heddle-admin-unauthenticated",
+            call: |addr| {
+                Box::pin(async move {
+                    let r = admin(addr)
+                        .await
+                        .list_tenants(request(ListTenantsRequest {}, None, None))
+                        .await;
+                    r.map(|r| format!("{:?}", r.into_inner().tenants))
+                })
+            },
+        },
+        GrpcCase {
+            name: "admin Shutdown with a wrong token",
+            code: tonic::Code::Unauthenticated,
+            contains: "err-heddle-admin-unauthenticated",
+            call: |addr| {
+                Box::pin(async move {
+                    let req = request(ShutdownRequest {}, None, Some("Bearer guess"));
+                    admin(addr).await.shutdown(req).await.map(|r| r.into_inner().message)
+                })
+            },
+        },
+        GrpcCase {
+            name: "admin ForgetMember with the token in Basic form",
+            code: tonic::Code::Unauthenticated,
+            contains: "err-heddle-admin-unauthenticated",
+            call: |addr| {
+                Box::pin(async move {
+                    let req = request(
+                        ForgetMemberRequest { id: "x".into() },
+                        None,
+                        Some(&format!("Basic {TOKEN}")),
+                    );
+                    admin(addr).await.forget_member(req).await.map(|r| format!("{r:?}"))
+                })
+            },
+        },
+    ]
+}
+
 async fn send(http: &reqwest::Client, base: &str, case: &Case) -> (u16, String) {
     let mut req = http
         .request(case.method.clone(), format!("{base}{}", case.path))
@@ -475,6 +573,26 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
             }
         }
     }
+    let grpc = grpc_cases();
+    for case in &grpc {
+        match (case.call)(heddle.grpc_addr()).await {
+            Ok(answer) => failures.push(format!("{:?}: answered {answer}, want {:?}", case.name, case.code)),
+            Err(status) if status.code() != case.code => failures.push(format!(
+                "{:?}: status {:?}, want {:?}: {}",
+                case.name,
+                status.code(),
+                case.code,
+                status.message()
+            )),
+            Err(status) if !status.message().contains(case.contains) => failures.push(format!(
+                "{:?}: message lacks {:?}: {}",
+                case.name,
+                case.contains,
+                status.message()
+            )),
+            Err(_) => {}
+        }
+    }
     assert!(
         heddle.is_running(),
         "a case stopped the process: {}",
@@ -484,7 +602,7 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
         failures.is_empty(),
         "{} of {} cases failed:\n{}\n{}",
         failures.len(),
-        cases.len(),
+        cases.len() + grpc.len(),
         failures.join("\n"),
         heddle.log_tail(20)
     );
@@ -514,5 +632,5 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
     );
     let samples: Vec<(i64, f64)> = series[0].samples.iter().map(|s| (s.t, s.v)).collect();
     assert_eq!(samples, witness_samples, "the witness samples are intact");
-    assert!(cases.len() >= 40, "{} cases", cases.len());
+    assert!(cases.len() + grpc.len() >= 40, "{} cases", cases.len() + grpc.len());
 }
