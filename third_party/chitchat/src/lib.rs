@@ -64,11 +64,16 @@ pub fn setup_tracing_for_tests() {
 /// or so.
 pub(crate) const MAX_UDP_DATAGRAM_PAYLOAD_SIZE: usize = 65_507;
 
+/// Bytes of every datagram left to the transport for its own framing (for instance an authentication
+/// trailer): chitchat never fills a datagram past `MAX_UDP_DATAGRAM_PAYLOAD_SIZE - TRANSPORT_RESERVED_LEN`.
+pub const TRANSPORT_RESERVED_LEN: usize = 64;
+
 /// Number of bytes left for a delta payload in a single reply datagram, once
 /// the message header and `reserved_len` bytes (e.g. a digest carried in the
 /// same message) are accounted for.
 pub(crate) const fn delta_mtu(reserved_len: usize) -> usize {
     MAX_UDP_DATAGRAM_PAYLOAD_SIZE
+        .saturating_sub(TRANSPORT_RESERVED_LEN)
         .saturating_sub(ChitchatEnvelope::HEADER_LEN)
         .saturating_sub(reserved_len)
 }
@@ -552,7 +557,7 @@ mod tests {
             let envelope_len = syn_ack_envelope.serialize_to_vec().len();
             assert_eq!(
                 envelope_len - delta_len,
-                MAX_UDP_DATAGRAM_PAYLOAD_SIZE - delta_mtu(reserved),
+                MAX_UDP_DATAGRAM_PAYLOAD_SIZE - TRANSPORT_RESERVED_LEN - delta_mtu(reserved),
             );
         }
 
@@ -561,7 +566,7 @@ mod tests {
         let envelope_len = ack_envelope.serialize_to_vec().len();
         assert_eq!(
             envelope_len - delta_len,
-            MAX_UDP_DATAGRAM_PAYLOAD_SIZE - delta_mtu(0),
+            MAX_UDP_DATAGRAM_PAYLOAD_SIZE - TRANSPORT_RESERVED_LEN - delta_mtu(0),
         );
     }
 

@@ -56,7 +56,7 @@ impl ChitchatEnvelope {
 
     /// Serializes the message. The protocol version is stamped in the header
     /// and drives the digest encoding.
-    pub(crate) fn serialize(&self, buf: &mut Vec<u8>) {
+    pub fn serialize(&self, buf: &mut Vec<u8>) {
         buf.extend(MAGIC_NUMBER.to_le_bytes());
         self.version.to_code().serialize(buf);
 
@@ -112,7 +112,7 @@ impl ChitchatEnvelope {
     /// The version is needed both to decode the digest and by the caller: a
     /// responder echoes it so its reply is encoded with a format the
     /// initiator is guaranteed to understand.
-    pub(crate) fn deserialize(buf: &mut &[u8]) -> anyhow::Result<Self> {
+    pub fn deserialize(buf: &mut &[u8]) -> anyhow::Result<Self> {
         if buf.len() < 3 {
             bail!("buffer too small to store the magic number and the protocol version");
         }
