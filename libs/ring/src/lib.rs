@@ -28,7 +28,7 @@ mod tokens;
 pub use config::{MEMBERLIST_FLAGS, MemberlistConfig, RING_FLAGS, RingConfig, hostname};
 pub use desc::{MembershipView, RingDesc};
 pub use error::RingError;
-pub use gossip::{GossipConfig, GossipMembership};
+pub use gossip::{ClusterKey, GossipConfig, GossipMembership, GossipMetrics};
 pub use instance::{InstanceDesc, InstanceState};
 pub use lifecycler::{Lifecycler, LifecyclerConfig, system_clock};
 pub use membership::Membership;

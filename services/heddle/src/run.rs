@@ -8,7 +8,8 @@ use heddle_limits::Overrides;
 use heddle_proto::IngesterClient;
 use heddle_querier::{IngesterReplicas, Querier};
 use heddle_ring::{
-    ClientPool, FixedReplicas, GossipMembership, InstanceState, Lifecycler, Membership, Ring, RingReplicas,
+    ClientPool, FixedReplicas, GossipMembership, GossipMetrics, InstanceState, Lifecycler, Membership, Ring,
+    RingReplicas,
 };
 use heddle_server::{DiscardedSamples, Readiness};
 use prometheus_client::registry::Registry;
@@ -65,10 +66,11 @@ impl Cluster {
         cfg: &Config,
         node_id: &str,
         tls: Option<heddle_proto::transport::ClientTls>,
+        gossip_metrics: GossipMetrics,
         stop: &CancellationToken,
     ) -> anyhow::Result<Self> {
         let gossip_cfg = cfg.memberlist.gossip(node_id).await?;
-        let gossip = GossipMembership::start_udp(gossip_cfg)
+        let gossip = GossipMembership::start_udp(gossip_cfg, gossip_metrics)
             .await
             .context("joining the memberlist cluster")?;
         let ring = Arc::new(Ring::new(cfg.ingester.ring.replication()));
@@ -201,7 +203,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             Some(_) => cfg.ingester.ring.resolved_instance_id(),
             None => reader_node_id(&cfg),
         };
-        Some(Cluster::join(&cfg, &node_id, ingester_tls, &stop).await?)
+        let gossip_metrics = GossipMetrics::register(&mut registry);
+        Some(Cluster::join(&cfg, &node_id, ingester_tls, gossip_metrics, &stop).await?)
     } else {
         None
     };
