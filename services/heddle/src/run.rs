@@ -267,6 +267,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             ));
             // Elections are shared with the other distributors over gossip; alone, they stay in memory.
             if let (Some(c), true) = (&cluster, cfg.distributor.ha_tracker.shared()) {
+                tracker.set_max_clock_skew(cfg.memberlist.max_clock_skew);
                 let kv: Arc<dyn heddle_ring::SharedState> = c.gossip.clone();
                 tokio::spawn(tracker.clone().run_sync(
                     kv,
