@@ -225,3 +225,28 @@ pub fn values_table(values_yaml: &str) -> String {
     }
     format!("| key | default | description |\n|---|---|---|\n{}\n", rows.join("\n"))
 }
+
+/// `manifests` with the generated gossip key replaced by a placeholder: the chart makes a new random key on
+/// every `helm template`, so golden files hold the placeholder.
+pub fn mask_generated_gossip_key(manifests: &str) -> String {
+    manifests
+        .split("\n---\n")
+        .map(|doc| {
+            if doc.contains("kind: Secret") && doc.contains("-gossip-key\n") {
+                doc.lines()
+                    .map(|l| {
+                        if l.starts_with("  key: ") {
+                            "  key: <generated>"
+                        } else {
+                            l
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            } else {
+                doc.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
