@@ -492,6 +492,45 @@ mod tests {
             ..Default::default()
         };
         assert!(bad.validate().unwrap_err().starts_with("memberlist.bind_addr"));
+        let bad = MemberlistConfig {
+            max_clock_skew: Duration::from_millis(500),
+            ..Default::default()
+        };
+        assert!(bad.validate().unwrap_err().starts_with("memberlist.max_clock_skew"));
+    }
+
+    #[tokio::test]
+    async fn the_cluster_key_is_read_at_start_and_a_bad_file_names_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = |file: &str| MemberlistConfig {
+            bind_addr: "127.0.0.1".into(),
+            cluster_key_file: file.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            m("").gossip("d").await.unwrap().cluster_key,
+            None,
+            "no file: open gossip"
+        );
+        let good = dir.path().join("key");
+        std::fs::write(&good, "0123456789abcdef0123\n").unwrap();
+        assert!(
+            m(good.to_str().unwrap())
+                .gossip("d")
+                .await
+                .unwrap()
+                .cluster_key
+                .is_some()
+        );
+        let short = dir.path().join("short");
+        std::fs::write(&short, "tiny").unwrap();
+        for (file, want) in [(short, "at least 16 are needed"), (dir.path().join("absent"), "absent")] {
+            let err = m(file.to_str().unwrap()).gossip("d").await.unwrap_err().to_string();
+            assert!(
+                err.starts_with("memberlist.cluster_key_file") && err.contains(want),
+                "{err}"
+            );
+        }
     }
 
     #[test]
