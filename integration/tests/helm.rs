@@ -388,6 +388,84 @@ fn external_s3_values_take_the_keys_from_the_existing_secret() {
     );
 }
 
+/// The gossip key: generated into a Secret, random per install, mounted read-only in every pod and named by
+/// `memberlist.cluster_key_file`; an existing Secret replaces it; off, or in single-node mode, none of it.
+#[test]
+fn distributed_gossip_is_signed_with_a_generated_or_existing_key() {
+    let Some(helm) = helm() else { return };
+    let production = [ci_values("production-3-zone-values.yaml")];
+    let key_of = |objs: &[Value]| -> String {
+        let secret = named(objs, "Secret", &format!("{RELEASE}-gossip-key"));
+        secret["data"]["key"].as_str().expect("data.key").to_owned()
+    };
+    let objs = objects(&render_ok(&helm, &production, &[]));
+    let key = key_of(&objs);
+    // 48 random characters, base64: 64 characters, and another install gets another key.
+    assert_eq!(key.len(), 64, "{key}");
+    assert_ne!(
+        key_of(&objects(&render_ok(&helm, &production, &[]))),
+        key,
+        "the key is random"
+    );
+    let (_, config) = rendered_config(&objs);
+    assert_eq!(config["memberlist"]["cluster_key_file"], "/etc/heddle-gossip/key");
+    let pods = workloads(&objs);
+    assert!(pods.len() >= 5, "{:?}", names(&objs));
+    for w in &pods {
+        let pod = &w["spec"]["template"]["spec"];
+        let volume = pod["volumes"]
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["name"] == "gossip-key"))
+            .unwrap_or_else(|| panic!("{}: no gossip-key volume", w["metadata"]["name"]));
+        assert_eq!(volume["secret"]["secretName"], format!("{RELEASE}-gossip-key"));
+        assert!(
+            pod["containers"][0]["volumeMounts"].as_array().is_some_and(|m| m
+                .iter()
+                .any(|m| m["mountPath"] == "/etc/heddle-gossip" && m["readOnly"] == true)),
+            "{}: the key is mounted read-only",
+            w["metadata"]["name"]
+        );
+    }
+
+    let objs = objects(&render_ok(
+        &helm,
+        &production,
+        &[
+            "memberlist.clusterKey.existingSecret.name=ops-gossip",
+            "memberlist.clusterKey.existingSecret.key=cluster.key",
+        ],
+    ));
+    assert!(
+        of_kind(&objs, "Secret").is_empty(),
+        "an existing Secret: none generated"
+    );
+    let (_, config) = rendered_config(&objs);
+    assert_eq!(
+        config["memberlist"]["cluster_key_file"],
+        "/etc/heddle-gossip/cluster.key"
+    );
+    let volume = workloads(&objs)[0]["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "gossip-key").cloned())
+        .expect("gossip-key volume");
+    assert_eq!(volume["secret"]["secretName"], "ops-gossip");
+    assert_eq!(volume["secret"]["items"][0]["key"], "cluster.key");
+
+    for (case, values, sets) in [
+        (
+            "disabled",
+            &production[..],
+            &["memberlist.clusterKey.enabled=false"][..],
+        ),
+        ("single-node", &[ci_values("single-node-values.yaml")][..], &[][..]),
+    ] {
+        let manifests = render_ok(&helm, values, sets);
+        assert!(!manifests.contains("gossip-key"), "{case}: {manifests}");
+        let (_, config) = rendered_config(&objects(&manifests));
+        assert!(lookup(&config, "memberlist.cluster_key_file").is_none(), "{case}");
+    }
+}
+
 #[test]
 fn every_pod_is_non_root_read_only_and_ready_on_ready() {
     let Some(helm) = helm() else { return };

@@ -78,6 +78,15 @@ const FAMILIES: &[Family] = &[
         "Calls to the ingester or admin APIs refused for missing or wrong credentials, or made on a listener that \
          does not serve them.",
     ),
+    f("heddle_memberlist_dropped_datagrams", &["reason"]),
+    unseen(
+        "heddle_memberlist_future_values",
+        &["field"],
+        "counter",
+        "distributor, ingester, querier",
+        "Times values read from gossip were dated beyond now + memberlist.max_clock_skew, by field: a heartbeat \
+         or forget marker is ignored, a registered_at is clamped to now.",
+    ),
     f("heddle_distributor_requests", &["status"]),
     f("heddle_distributor_request_duration_seconds", &[]),
     f("heddle_distributor_received_bytes", &[]),
@@ -107,6 +116,15 @@ const FAMILIES: &[Family] = &[
         DISTRIBUTOR,
         "Times this distributor saw another replica elected for an HA cluster, by itself or by another \
          distributor (the first election counts).",
+    ),
+    unseen(
+        "heddle_distributor_ha_tracker_future_elections",
+        &[],
+        "counter",
+        DISTRIBUTOR,
+        "Elections read from other distributors dated beyond now + memberlist.max_clock_skew, ignored: they would \
+         win every election, or never fail over, until the clock caught up (with \
+         `distributor.ha_tracker.enable_ha_tracker`).",
     ),
     f("heddle_ingester_ingested_samples", &[]),
     f("heddle_ingester_deduplicated_samples", &[]),

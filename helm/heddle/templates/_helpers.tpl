@@ -149,6 +149,9 @@ restarts but not the loss of that volume. */ -}}
 {{- $_ := set $cfg "ingester" (dict "ring" $ring) -}}
 {{- /* The cluster label keeps two releases' gossip apart even if their seeds ever overlap. */ -}}
 {{- $_ := set $cfg "memberlist" (dict "bind_port" (int $v.memberlist.port) "join_members" (list (include "heddle.gossipAddress" .)) "cluster_label" (printf "%s.%s" .Release.Namespace (include "heddle.fullname" .))) -}}
+{{- if include "heddle.gossipKey" . -}}
+{{- $_ := set $cfg.memberlist "cluster_key_file" (printf "/etc/heddle-gossip/%s" (include "heddle.gossipKeyItem" .)) -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml (mergeOverwrite $cfg (deepCopy $c.extra)) -}}
 {{- end -}}
@@ -161,6 +164,21 @@ restarts but not the loss of that volume. */ -}}
 {{/* Where the cluster token is mounted (distributed mode). */}}
 {{- define "heddle.clusterTokenFile" -}}
 {{- printf "/etc/heddle-cluster/%s" (ternary .Values.clusterToken.existingSecret.key "token" (not (empty .Values.clusterToken.existingSecret.name))) -}}
+{{- end -}}
+
+{{/* "true" when gossip is signed with a cluster key (distributed mode with memberlist.clusterKey.enabled). */}}
+{{- define "heddle.gossipKey" -}}
+{{- if and (include "heddle.distributed" .) .Values.memberlist.clusterKey.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the gossip key: the operator's, or the one the chart generates. */}}
+{{- define "heddle.gossipKeySecret" -}}
+{{- .Values.memberlist.clusterKey.existingSecret.name | default (printf "%s-gossip-key" (include "heddle.fullname" .)) -}}
+{{- end -}}
+
+{{/* The gossip key's item in that Secret. */}}
+{{- define "heddle.gossipKeyItem" -}}
+{{- if .Values.memberlist.clusterKey.existingSecret.name -}}{{ .Values.memberlist.clusterKey.existingSecret.key }}{{- else -}}key{{- end -}}
 {{- end -}}
 
 {{/* Where the admin token Secret is mounted. */}}
@@ -353,6 +371,11 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
   mountPath: /etc/heddle-cluster
   readOnly: true
 {{- end }}
+{{- if include "heddle.gossipKey" . }}
+- name: gossip-key
+  mountPath: /etc/heddle-gossip
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "heddle.volumes" -}}
@@ -394,6 +417,15 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
         path: tls.key
       - key: ca.crt
         path: ca.crt
+{{- end }}
+{{- if include "heddle.gossipKey" . }}
+- name: gossip-key
+  secret:
+    secretName: {{ include "heddle.gossipKeySecret" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ include "heddle.gossipKeyItem" . }}
+        path: {{ include "heddle.gossipKeyItem" . }}
 {{- end }}
 {{- end -}}
 

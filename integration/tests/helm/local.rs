@@ -45,6 +45,10 @@ pub const LOCAL_SWAPS: &[(&str, &str)] = &[
         "the cluster token Secret mounted at /etc/heddle-cluster is one local file for every process (distributed)",
     ),
     (
+        "memberlist.cluster_key_file",
+        "the gossip key Secret mounted at /etc/heddle-gossip is a local file, one key per deployment",
+    ),
+    (
         "memberlist.join_members",
         "the first ingester's local gossip address instead of the cluster DNS name (distributed)",
     ),
@@ -291,6 +295,12 @@ fn start_pod(
         let file = root.join("cluster-token");
         std::fs::write(&file, "local-cluster-token\n").expect("write the cluster token");
         swaps.push(("server.cluster_token_file", path_value(&file)));
+    }
+    if distributed && config["memberlist"].get("cluster_key_file").is_some() {
+        // `root` is the deployment's: every pod reads the same key, as they would the one Secret.
+        let file = root.join("gossip-key");
+        std::fs::write(&file, "local-gossip-key-of-this-deployment\n").expect("write the gossip key");
+        swaps.push(("memberlist.cluster_key_file", path_value(&file)));
     }
     if let Some(tls) = tls {
         for (section, keys) in [

@@ -73,6 +73,9 @@ catalogue! {
     /// The tenant has more HA clusters than `limits.ha_max_clusters`.
     TOO_MANY_HA_CLUSTERS = "err-heddle-too-many-ha-clusters", 400, Request,
         "the tenant sends from more HA clusters than `limits.ha_max_clusters`";
+    /// The HA cluster or replica label value of a request is longer than a label value may be.
+    INVALID_HA_LABEL = "err-heddle-invalid-ha-label", 400, Request,
+        "the HA cluster or replica label value is longer than `limits.max_label_value_length`; it is neither tracked nor shared";
     /// Samples from a non-elected HA replica are dropped (accepted, 202).
     HA_REPLICA_NOT_ELECTED = "err-heddle-ha-replica-not-elected", 202, Request,
         "samples from an HA replica that is not the elected one are acknowledged and dropped";
@@ -145,6 +148,9 @@ catalogue! {
     /// An admin HTTP route called on the public HTTP port while admin calls have their own listener.
     ADMIN_LISTENER_ONLY = "err-heddle-admin-listener-only", 403, Request,
         "admin routes are served only on the admin listener (`server.admin_grpc_listen_address`/`_port`), not on the public HTTP port";
+    /// A zone-aware read has unhealthy instances in more zones than may fail.
+    RING_TOO_MANY_UNHEALTHY_ZONES = "err-heddle-ring-too-many-unhealthy-zones", 503, Request,
+        "a zone-aware read has unhealthy or unreachable ingesters in more zones than RF/2 (it needs every ingester of the other zones)";
 }
 
 /// The catalogue entry of `id`, if it is one.

@@ -1,13 +1,13 @@
 //! Ring and gossip configuration: `ingester.ring.*` and `memberlist.*` in YAML, Mimir's names.
 
 use crate::error::RingError;
-use crate::gossip::GossipConfig;
+use crate::gossip::{ClusterKey, GossipConfig};
 use crate::lifecycler::LifecyclerConfig;
 use crate::replication::ReplicationConfig;
 use heddle_config::{FlagKind, FlagSpec, serde_duration};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// `ingester.ring:` settings.
@@ -85,6 +85,14 @@ pub struct MemberlistConfig {
     /// How long a member that left or died stays in the ring as unhealthy before it is dropped.
     #[serde(with = "serde_duration")]
     pub left_ingesters_timeout: Duration,
+    /// File holding the cluster's shared secret (at least 16 bytes; surrounding whitespace is dropped).
+    /// Every gossip datagram is then signed with it (HMAC-SHA256) and datagrams without a valid tag are
+    /// dropped. Empty gossips unauthenticated. All members must use the same key.
+    pub cluster_key_file: String,
+    /// How far members' clocks may disagree: signed datagrams dated further away are dropped (replays), and
+    /// gossiped times (heartbeats, forget markers, HA elections) further in the future are not trusted.
+    #[serde(with = "serde_duration")]
+    pub max_clock_skew: Duration,
 }
 
 impl Default for MemberlistConfig {
@@ -98,6 +106,8 @@ impl Default for MemberlistConfig {
             cluster_label: "heddle".into(),
             gossip_interval: Duration::from_millis(200),
             left_ingesters_timeout: Duration::from_secs(300),
+            cluster_key_file: String::new(),
+            max_clock_skew: Duration::from_secs(30),
         }
     }
 }
@@ -210,6 +220,12 @@ impl MemberlistConfig {
         if self.gossip_interval.is_zero() {
             return Err("memberlist.gossip_interval: must be positive".into());
         }
+        if self.max_clock_skew < Duration::from_secs(1) {
+            return Err(format!(
+                "memberlist.max_clock_skew: {:?} is below 1s: members' clocks never agree that closely",
+                self.max_clock_skew
+            ));
+        }
         if !self.bind_addr.is_empty() && self.bind_addr.parse::<IpAddr>().is_err() {
             return Err(format!(
                 "memberlist.bind_addr: {:?} is not an IP address",
@@ -266,7 +282,19 @@ impl MemberlistConfig {
             seeds: self.seeds(),
             gossip_interval: self.gossip_interval,
             dead_node_grace_period: self.left_ingesters_timeout,
+            cluster_key: self.cluster_key()?,
+            max_clock_skew: self.max_clock_skew,
         })
+    }
+
+    /// The key of `cluster_key_file`, read now; `None` when no file is set.
+    pub fn cluster_key(&self) -> Result<Option<ClusterKey>, RingError> {
+        if self.cluster_key_file.is_empty() {
+            return Ok(None);
+        }
+        ClusterKey::load(Path::new(&self.cluster_key_file))
+            .map(Some)
+            .map_err(RingError::Config)
     }
 }
 
@@ -390,6 +418,20 @@ pub const MEMBERLIST_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Value,
         help: "How long a member that left or died stays in the ring before it is dropped",
     },
+    FlagSpec {
+        flag: "memberlist.cluster-key-file",
+        key: "memberlist.cluster_key_file",
+        kind: FlagKind::Value,
+        help: "File with the cluster's shared secret (>= 16 bytes): gossip datagrams are signed with it \
+               (HMAC-SHA256) and unsigned ones dropped; empty gossips unauthenticated",
+    },
+    FlagSpec {
+        flag: "memberlist.max-clock-skew",
+        key: "memberlist.max_clock_skew",
+        kind: FlagKind::Value,
+        help: "How far members' clocks may disagree: older or newer signed datagrams are dropped, and \
+               gossiped times further in the future are not trusted",
+    },
 ];
 
 #[cfg(test)]
@@ -450,6 +492,45 @@ mod tests {
             ..Default::default()
         };
         assert!(bad.validate().unwrap_err().starts_with("memberlist.bind_addr"));
+        let bad = MemberlistConfig {
+            max_clock_skew: Duration::from_millis(500),
+            ..Default::default()
+        };
+        assert!(bad.validate().unwrap_err().starts_with("memberlist.max_clock_skew"));
+    }
+
+    #[tokio::test]
+    async fn the_cluster_key_is_read_at_start_and_a_bad_file_names_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = |file: &str| MemberlistConfig {
+            bind_addr: "127.0.0.1".into(),
+            cluster_key_file: file.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            m("").gossip("d").await.unwrap().cluster_key,
+            None,
+            "no file: open gossip"
+        );
+        let good = dir.path().join("key");
+        std::fs::write(&good, "0123456789abcdef0123\n").unwrap();
+        assert!(
+            m(good.to_str().unwrap())
+                .gossip("d")
+                .await
+                .unwrap()
+                .cluster_key
+                .is_some()
+        );
+        let short = dir.path().join("short");
+        std::fs::write(&short, "tiny").unwrap();
+        for (file, want) in [(short, "at least 16 are needed"), (dir.path().join("absent"), "absent")] {
+            let err = m(file.to_str().unwrap()).gossip("d").await.unwrap_err().to_string();
+            assert!(
+                err.starts_with("memberlist.cluster_key_file") && err.contains(want),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -19,6 +19,19 @@ pub enum RingError {
         found: usize,
         unhealthy: String,
     },
+    /// A zone-aware read cannot be complete: instances are unhealthy in more zones than may fail.
+    #[error(
+        "err-heddle-ring-too-many-unhealthy-zones: a zone-aware read needs every instance of {required} of the \
+         {zones} zones, but {failed} zones have unhealthy or unreachable instances (at most {max_unavailable} may): \
+         {unhealthy}"
+    )]
+    TooManyUnhealthyZones {
+        required: usize,
+        zones: usize,
+        failed: usize,
+        max_unavailable: usize,
+        unhealthy: String,
+    },
     /// The tokens file could not be read or written.
     #[error("tokens file {path}: {source}")]
     TokensFileIo { path: PathBuf, source: std::io::Error },

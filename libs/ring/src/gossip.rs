@@ -8,7 +8,12 @@
 //! `dead_node_grace_period`. A member restarting with the same id is a new chitchat generation; the newest
 //! live generation wins.
 
+mod auth;
 mod codec;
+mod metrics;
+
+pub use auth::ClusterKey;
+pub use metrics::GossipMetrics;
 
 use crate::desc::{MembershipView, RingDesc};
 use crate::error::RingError;
@@ -39,6 +44,12 @@ pub struct GossipConfig {
     pub gossip_interval: Duration,
     /// How long a dead member (and a forget marker) is kept before it is dropped.
     pub dead_node_grace_period: Duration,
+    /// Sign and verify every datagram with this key; `None` gossips unauthenticated (anyone who can send
+    /// UDP to the gossip port can join).
+    pub cluster_key: Option<ClusterKey>,
+    /// How far members' clocks may disagree: signed datagrams older or newer than this are dropped, and
+    /// gossiped times beyond now plus this are clamped or ignored.
+    pub max_clock_skew: Duration,
 }
 
 /// A running gossip member.
@@ -49,6 +60,8 @@ pub struct GossipMembership {
     tx: watch::Sender<Arc<MembershipView>>,
     refresh: Arc<Notify>,
     stop: CancellationToken,
+    max_clock_skew: Duration,
+    metrics: GossipMetrics,
 }
 
 impl std::fmt::Debug for GossipMembership {
@@ -60,9 +73,14 @@ impl std::fmt::Debug for GossipMembership {
 }
 
 impl GossipMembership {
-    /// Binds, starts gossiping with the seeds and starts the refresh task. `transport` is
-    /// `&chitchat::transport::UdpTransport` in production, a `ChannelTransport` in tests.
-    pub async fn start(cfg: GossipConfig, transport: &dyn Transport) -> Result<Arc<Self>, RingError> {
+    /// Binds, starts gossiping with the seeds and starts the refresh task. `transport` is the UDP one of
+    /// [`Self::start_udp`] in production, a `ChannelTransport` in tests; `cfg.cluster_key` is applied by
+    /// [`Self::start_udp`] only.
+    pub async fn start(
+        cfg: GossipConfig,
+        transport: &dyn Transport,
+        metrics: GossipMetrics,
+    ) -> Result<Arc<Self>, RingError> {
         let generation = crate::ring::now_ms().max(0) as u64;
         let chitchat_id = ChitchatId::new(cfg.node_id.clone(), generation, cfg.advertise_addr);
         let config = ChitchatConfig {
@@ -93,15 +111,35 @@ impl GossipMembership {
             tx,
             refresh: Arc::new(Notify::new()),
             stop: CancellationToken::new(),
+            max_clock_skew: cfg.max_clock_skew,
+            metrics,
         });
         tokio::spawn(refresh_loop(Arc::clone(&me), cfg.gossip_interval));
         tracing::info!(node = %cfg.node_id, listen = %cfg.listen_addr, advertise = %cfg.advertise_addr, seeds = ?cfg.seeds, "gossip started");
         Ok(me)
     }
 
-    /// [`Self::start`] over UDP, the production transport.
-    pub async fn start_udp(cfg: GossipConfig) -> Result<Arc<Self>, RingError> {
-        Self::start(cfg, &chitchat::transport::UdpTransport).await
+    /// [`Self::start`] over UDP, the production transport: every datagram signed and verified with
+    /// `cfg.cluster_key` when there is one (see [`auth`]).
+    pub async fn start_udp(cfg: GossipConfig, metrics: GossipMetrics) -> Result<Arc<Self>, RingError> {
+        match cfg.cluster_key.clone() {
+            Some(key) => {
+                let transport = auth::AuthUdpTransport {
+                    key,
+                    max_clock_skew: cfg.max_clock_skew,
+                    metrics: metrics.clone(),
+                };
+                Self::start(cfg, &transport, metrics).await
+            }
+            None => {
+                tracing::warn!(
+                    listen = %cfg.listen_addr,
+                    "gossip is not authenticated: anyone who can reach this UDP port can join the ring, claim \
+                     tokens and forget members; set memberlist.cluster_key_file on every member"
+                );
+                Self::start(cfg, &chitchat::transport::UdpTransport, metrics).await
+            }
+        }
     }
 
     /// This member's id.
@@ -207,7 +245,11 @@ async fn refresh_loop(me: Arc<GossipMembership>, interval: Duration) {
                 .map(|(id, state)| (id.clone(), state.max_version(), live.contains(id)))
                 .collect();
             if last.as_ref() != Some(&fingerprint) {
-                let view = build_view(&c, &live);
+                let bounds = TimeBounds {
+                    now_ms: crate::ring::now_ms(),
+                    max_skew_ms: i64::try_from(me.max_clock_skew.as_millis()).unwrap_or(i64::MAX),
+                };
+                let view = build_view(&c, &live, bounds, &me.metrics);
                 me.tx.send_if_modified(|current| {
                     if **current == view {
                         false
@@ -227,7 +269,31 @@ async fn refresh_loop(me: Arc<GossipMembership>, interval: Duration) {
     }
 }
 
-fn build_view(c: &Chitchat, live: &HashSet<&ChitchatId>) -> MembershipView {
+/// Gossiped times are trusted up to `now_ms + max_skew_ms`: a member's clock may run that far ahead.
+#[derive(Debug, Clone, Copy)]
+struct TimeBounds {
+    now_ms: i64,
+    max_skew_ms: i64,
+}
+
+impl TimeBounds {
+    fn in_future(&self, at_ms: i64) -> bool {
+        at_ms > self.now_ms.saturating_add(self.max_skew_ms)
+    }
+}
+
+/// The membership view of chitchat's state. Times beyond [`TimeBounds`] are not trusted: a forget marker in
+/// the future is ignored (it would hide the member until its heartbeat caught up, possibly forever); a
+/// heartbeat in the future is ignored too (the member counts as not heard from, so unhealthy: such a
+/// heartbeat would keep a dead member healthy until the clock reached it); a registration time in the
+/// future is clamped to now (it only ranks the member's duplicated tokens). Each is counted in
+/// `heddle_memberlist_future_values_total`.
+fn build_view(
+    c: &Chitchat,
+    live: &HashSet<&ChitchatId>,
+    bounds: TimeBounds,
+    metrics: &GossipMetrics,
+) -> MembershipView {
     // Newest live generation of each node id, else its newest dead one.
     let mut best: BTreeMap<&str, (&ChitchatId, bool)> = BTreeMap::new();
     for id in c.node_states().keys() {
@@ -244,6 +310,10 @@ fn build_view(c: &Chitchat, live: &HashSet<&ChitchatId>) -> MembershipView {
     for state in c.node_states().values() {
         for (key, value) in state.iter_prefix(codec::FORGET_PREFIX) {
             if let (Some(id), Ok(at)) = (key.strip_prefix(codec::FORGET_PREFIX), value.value.parse::<i64>()) {
+                if bounds.in_future(at) {
+                    metrics.future_value("forget");
+                    continue;
+                }
                 let e = forgotten.entry(id.to_owned()).or_insert(at);
                 *e = (*e).max(at);
             }
@@ -254,7 +324,17 @@ fn build_view(c: &Chitchat, live: &HashSet<&ChitchatId>) -> MembershipView {
     for (node_id, (id, alive)) in best {
         let Some(state) = c.node_state(id) else { continue };
         match codec::decode(node_id, |k| state.get(k)) {
-            Ok(Some(inst)) => {
+            Ok(Some(mut inst)) => {
+                if bounds.in_future(inst.heartbeat_ms) {
+                    // Ignored, as if never heard from: clamping to now would refresh it at every rebuild, and
+                    // keeping it would hold a dead member healthy (and unforgettable) until the clock got there.
+                    metrics.future_value("heartbeat");
+                    inst.heartbeat_ms = 0;
+                }
+                if bounds.in_future(inst.registered_at_ms) {
+                    metrics.future_value("registered_at");
+                    inst.registered_at_ms = bounds.now_ms;
+                }
                 if forgotten.get(node_id).is_some_and(|&at| inst.heartbeat_ms <= at)
                     || inst.state == InstanceState::Left
                 {

@@ -48,7 +48,22 @@ pub struct ReadSet<C> {
     /// Each counts as one failed answer against `max_errors`.
     pub unreachable: Vec<(InstanceId, String)>,
     /// How many instances may fail before the query fails. With RF replicas written at quorum, RF - quorum.
+    /// Zero for zone-aware reads, which count failed zones instead.
     pub max_errors: usize,
+    /// Zone-aware reads: the zone of every instance and how many zones may fail; see [`crate::ReadTracker`].
+    pub zones: Option<ReadZones>,
+}
+
+/// The zones of a zone-aware read (dskit's `MaxUnavailableZones`): one failed instance fails its zone, and
+/// the read is complete once every instance of all zones but `max_unavailable` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadZones {
+    /// The zone of each of [`ReadSet::replicas`], in order.
+    pub of_replica: Vec<String>,
+    /// The zone of each of [`ReadSet::unreachable`], in order.
+    pub of_unreachable: Vec<String>,
+    /// Zones that may fail with the read still complete.
+    pub max_unavailable: usize,
 }
 
 impl<C> ReadSet<C> {
@@ -129,6 +144,7 @@ impl<C: Clone + Send + Sync + fmt::Debug> Replicas<C> for FixedReplicas<C> {
             replicas: self.replicas.clone(),
             unreachable: Vec::new(),
             max_errors: self.max_errors,
+            zones: None,
         })
     }
 }
@@ -137,7 +153,7 @@ impl<C: Clone + Send + Sync + fmt::Debug> Replicas<C> for FixedReplicas<C> {
 ///
 /// Writes use [`Operation::Write`] (ACTIVE instances only, extended past unhealthy ones); reads use
 /// [`Operation::Read`] over every instance healthy for reads, tolerating RF/2 failures minus those already
-/// unhealthy (dskit's `GetReplicationSetForOperation`).
+/// unhealthy, or with zone awareness RF/2 failed zones (dskit's `GetReplicationSetForOperation`).
 pub struct RingReplicas<C> {
     ring: Arc<Ring>,
     pool: Arc<ClientPool<C>>,
@@ -216,14 +232,30 @@ impl<C: Clone + Send + Sync> Replicas<C> for RingReplicas<C> {
             replicas: Vec::with_capacity(set.instances.len()),
             unreachable: Vec::new(),
             max_errors: set.max_errors,
+            zones: set.max_unavailable_zones.map(|max_unavailable| ReadZones {
+                of_replica: Vec::with_capacity(set.instances.len()),
+                of_unreachable: Vec::new(),
+                max_unavailable,
+            }),
         };
         for instance in set.instances {
+            let zone = instance.zone.clone();
             match self.pool.get(&instance.addr) {
-                Ok(client) => out.replicas.push((instance.id.clone(), client)),
-                Err(e) => out.unreachable.push((
-                    instance.id.clone(),
-                    format!("ingester {} at {:?}: {e}", instance.id, instance.addr),
-                )),
+                Ok(client) => {
+                    out.replicas.push((instance.id.clone(), client));
+                    if let Some(z) = out.zones.as_mut() {
+                        z.of_replica.push(zone);
+                    }
+                }
+                Err(e) => {
+                    out.unreachable.push((
+                        instance.id.clone(),
+                        format!("ingester {} at {:?}: {e}", instance.id, instance.addr),
+                    ));
+                    if let Some(z) = out.zones.as_mut() {
+                        z.of_unreachable.push(zone);
+                    }
+                }
             }
         }
         Ok(out)

@@ -37,6 +37,8 @@ pub struct InstanceSet<'a> {
 pub struct ReadInstances<'a> {
     pub instances: Vec<&'a InstanceDesc>,
     pub max_errors: usize,
+    /// Zone-aware reads: how many zones of `instances` may still fail (`max_errors` is then 0).
+    pub max_unavailable_zones: Option<usize>,
 }
 
 impl RingSnapshot {
@@ -207,11 +209,14 @@ impl RingSnapshot {
     }
 
     /// Every instance a query must ask for `op`, and how many of them may fail: with RF replicas written at
-    /// quorum, any RF/2 instances may be missing (dskit's `GetReplicationSetForOperation`, without its
-    /// zone-by-zone variant: with zones the same count of failures is tolerated).
+    /// quorum, any RF/2 instances may be missing (dskit's `GetReplicationSetForOperation`). With zone
+    /// awareness, failures are counted by zone instead; see [`Self::read_zones`].
     pub fn read_instances(&self, op: Operation, now_ms: i64) -> Result<ReadInstances<'_>, RingError> {
         if self.instances.is_empty() {
             return Err(RingError::Empty);
+        }
+        if self.cfg.zone_awareness_enabled {
+            return self.read_zones(op, now_ms);
         }
         let rf = self.cfg.replication_factor.max(1);
         let required = self.instances.len().max(rf) - rf / 2;
@@ -233,6 +238,56 @@ impl RingSnapshot {
         Ok(ReadInstances {
             max_errors: healthy.len() - required,
             instances: healthy,
+            max_unavailable_zones: None,
+        })
+    }
+
+    /// The zone-aware read set (dskit's zone branch of `GetReplicationSetForOperation`): a series is written
+    /// to `min(RF, zones)` zones and acknowledged by a majority of them, so all but `min(RF, zones)/2` zones
+    /// together hold every acknowledged sample. A zone with any unhealthy instance is left out whole (its
+    /// healthy instances hold nothing the other zones lack) and uses up one of the zones that may fail;
+    /// more failed zones than that fail the read.
+    fn read_zones(&self, op: Operation, now_ms: i64) -> Result<ReadInstances<'_>, RingError> {
+        let mut zones: Vec<&str> = self.instances.iter().map(|i| i.zone.as_str()).collect();
+        zones.sort_unstable();
+        zones.dedup();
+        let replicated = zones.len().min(self.cfg.replication_factor.max(1));
+        let max_unavailable = replicated / 2;
+        let unhealthy: Vec<&InstanceDesc> = (0..self.instances.len() as u32)
+            .filter(|&i| !self.is_healthy(i, op, now_ms))
+            .map(|i| self.instance(i))
+            .collect();
+        let mut failed: Vec<&str> = unhealthy.iter().map(|i| i.zone.as_str()).collect();
+        failed.sort_unstable();
+        failed.dedup();
+        if failed.len() > max_unavailable {
+            let detail: Vec<String> = failed
+                .iter()
+                .map(|zone| {
+                    let ids: Vec<&str> = unhealthy
+                        .iter()
+                        .filter(|i| i.zone == *zone)
+                        .map(|i| i.id.as_str())
+                        .collect();
+                    format!("zone {zone:?}: {}", ids.join(","))
+                })
+                .collect();
+            return Err(RingError::TooManyUnhealthyZones {
+                required: zones.len() - max_unavailable,
+                zones: zones.len(),
+                failed: failed.len(),
+                max_unavailable,
+                unhealthy: detail.join("; "),
+            });
+        }
+        Ok(ReadInstances {
+            instances: self
+                .instances
+                .iter()
+                .filter(|i| !failed.contains(&i.zone.as_str()))
+                .collect(),
+            max_errors: 0,
+            max_unavailable_zones: Some(max_unavailable - failed.len()),
         })
     }
 }

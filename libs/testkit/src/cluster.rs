@@ -32,9 +32,11 @@ pub struct ClusterOptions {
     pub distributors: usize,
     /// `--ingester.ring.replication-factor`, given to every process.
     pub replication_factor: usize,
-    /// Zone awareness: ingester `i` is in zone `zone-<i>` and every process gets
+    /// Zone awareness: ingester `i` is in zone `zone-<i % zones>` and every process gets
     /// `--ingester.ring.zone-awareness-enabled`.
     pub zone_awareness: bool,
+    /// With zone awareness, how many zones the ingesters are spread over; 0 means one zone per ingester.
+    pub zones: usize,
     /// `--ingester.ring.heartbeat-period`.
     pub heartbeat_period: Duration,
     /// `--ingester.ring.heartbeat-timeout` (ingesters, distributors and the querier all judge health with it).
@@ -67,6 +69,7 @@ impl Default for ClusterOptions {
             distributors: 2,
             replication_factor: 3,
             zone_awareness: false,
+            zones: 0,
             heartbeat_period: Duration::from_secs(1),
             heartbeat_timeout: Duration::from_secs(5),
             remote_timeout: Duration::from_secs(2),
@@ -388,7 +391,8 @@ impl Cluster {
                 format!("--ingester.ring.unregister-on-shutdown={}", opts.unregister_on_shutdown),
             ]);
             if opts.zone_awareness {
-                a.push(format!("--ingester.ring.instance-zone=zone-{index}"));
+                let zone = if opts.zones == 0 { index } else { index % opts.zones };
+                a.push(format!("--ingester.ring.instance-zone=zone-{zone}"));
             }
         }
         a.extend(opts.args.iter().cloned());

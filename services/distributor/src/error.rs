@@ -65,6 +65,21 @@ pub enum PushError {
         cluster: String,
         limit: usize,
     },
+    #[error(
+        "err-heddle-invalid-ha-label: the HA {role} label {label:?} has a value of {len} bytes starting {start:?} \
+         (tenant={tenant}): label values may have at most {limit} bytes; the request is refused before it is \
+         tracked. Shorten the value or raise `limits.max_label_value_length` (--validation.max-length-label-value)"
+    )]
+    InvalidHaLabel {
+        tenant: String,
+        /// `cluster` or `replica`.
+        role: &'static str,
+        label: String,
+        len: usize,
+        /// The value's first characters.
+        start: String,
+        limit: usize,
+    },
     #[error("err-heddle-no-tenant: the request carries no tenant; the server's tenant layer is missing (a bug)")]
     NoTenant,
 }
@@ -83,6 +98,7 @@ impl PushError {
             PushError::BodyReadTimeout { .. } => error_id::BODY_READ_TIMEOUT,
             PushError::RateLimited { .. } => error_id::INGESTION_RATE_LIMITED,
             PushError::TooManyHaClusters { .. } => error_id::TOO_MANY_HA_CLUSTERS,
+            PushError::InvalidHaLabel { .. } => error_id::INVALID_HA_LABEL,
             PushError::NoTenant => error_id::NO_TENANT,
         }
     }
@@ -100,7 +116,8 @@ impl PushError {
             | PushError::CorruptSnappy { .. }
             | PushError::InvalidProtobuf { .. }
             | PushError::BodyRead { .. }
-            | PushError::TooManyHaClusters { .. } => StatusCode::BAD_REQUEST,
+            | PushError::TooManyHaClusters { .. }
+            | PushError::InvalidHaLabel { .. } => StatusCode::BAD_REQUEST,
             PushError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             PushError::NoTenant => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -231,6 +248,14 @@ mod tests {
                 tenant: "t".into(),
                 cluster: "c".into(),
                 limit: 1,
+            },
+            PushError::InvalidHaLabel {
+                tenant: "t".into(),
+                role: "cluster",
+                label: "cluster".into(),
+                len: 3000,
+                start: "x".into(),
+                limit: 2048,
             },
             PushError::NoTenant,
         ];

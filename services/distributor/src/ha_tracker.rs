@@ -17,6 +17,12 @@
 //! distributors electing different replicas at the same moment converge on the later election within a
 //! gossip round or two; samples accepted from the loser in that window are ingested (memberlist in Mimir
 //! has the same window). Without a cluster (the single process) elections stay in memory.
+//!
+//! Times read from gossip are bounded by the clock: an election whose election or last-sample time is more
+//! than `memberlist.max_clock_skew` ahead of this distributor's clock is ignored (and counted in
+//! `heddle_distributor_ha_tracker_future_elections_total`). Adopted, it would supersede every later election
+//! or keep its replica from ever failing over until the clock caught up. Distributors' clocks must agree
+//! within that skew (NTP), as for gossip itself.
 
 mod page;
 mod sync;
@@ -33,8 +39,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use tokio::sync::Notify;
+
+/// How far ahead of this distributor's clock a gossiped election may be dated before it is ignored, unless
+/// [`HaTracker::set_max_clock_skew`] says otherwise (`memberlist.max_clock_skew`'s default).
+const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(30);
 
 /// An election older than this (no sample from its replica) is forgotten, and its gossip key deleted, so
 /// clusters that stopped sending do not count against `ha_max_clusters` forever.
@@ -219,6 +230,9 @@ pub struct HaTracker {
     jitter_seed: RandomState,
     deduped: Family<ClusterLabels, Counter>,
     elected_changes: Family<ClusterLabels, Counter>,
+    /// Gossiped elections dated beyond now plus this are ignored.
+    max_clock_skew_ms: AtomicI64,
+    future_elections: Counter,
 }
 
 fn ms(d: Duration) -> i64 {
@@ -238,6 +252,8 @@ impl HaTracker {
             jitter_seed: RandomState::new(),
             deduped: Family::default(),
             elected_changes: Family::default(),
+            max_clock_skew_ms: AtomicI64::new(ms(DEFAULT_MAX_CLOCK_SKEW)),
+            future_elections: Counter::default(),
         };
         registry.register(
             "heddle_distributor_deduped_samples",
@@ -250,7 +266,19 @@ impl HaTracker {
              distributor (the first election counts)",
             t.elected_changes.clone(),
         );
+        registry.register(
+            "heddle_distributor_ha_tracker_future_elections",
+            "Elections read from other distributors dated beyond now + memberlist.max_clock_skew, ignored: they \
+             would win every election, or never fail over, until the clock caught up",
+            t.future_elections.clone(),
+        );
         t
+    }
+
+    /// Gossiped elections (their election or last-sample time) dated more than `skew` ahead of this
+    /// distributor's clock are ignored (`memberlist.max_clock_skew`, 30s unless set).
+    pub fn set_max_clock_skew(&self, skew: Duration) {
+        self.max_clock_skew_ms.store(ms(skew), Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Elections> {

@@ -10,7 +10,8 @@ use heddle_limits::Overrides;
 use heddle_proto::IngesterClient;
 use heddle_querier::{IngesterReplicas, Querier};
 use heddle_ring::{
-    ClientPool, FixedReplicas, GossipMembership, InstanceState, Lifecycler, Membership, Ring, RingReplicas,
+    ClientPool, FixedReplicas, GossipMembership, GossipMetrics, InstanceState, Lifecycler, Membership, Ring,
+    RingReplicas,
 };
 use heddle_server::{DiscardedSamples, Readiness};
 use prometheus_client::registry::Registry;
@@ -68,10 +69,11 @@ impl Cluster {
         node_id: &str,
         tls: Option<heddle_proto::transport::ClientTls>,
         credentials: heddle_proto::transport::BearerToken,
+        gossip_metrics: GossipMetrics,
         stop: &CancellationToken,
     ) -> anyhow::Result<Self> {
         let gossip_cfg = cfg.memberlist.gossip(node_id).await?;
-        let gossip = GossipMembership::start_udp(gossip_cfg)
+        let gossip = GossipMembership::start_udp(gossip_cfg, gossip_metrics)
             .await
             .context("joining the memberlist cluster")?;
         let ring = Arc::new(Ring::new(cfg.ingester.ring.replication()));
@@ -210,7 +212,18 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             Some(_) => cfg.ingester.ring.resolved_instance_id(),
             None => reader_node_id(&cfg),
         };
-        Some(Cluster::join(&cfg, &node_id, ingester_tls, cluster_token.bearer().clone(), &stop).await?)
+        let gossip_metrics = GossipMetrics::register(&mut registry);
+        Some(
+            Cluster::join(
+                &cfg,
+                &node_id,
+                ingester_tls,
+                cluster_token.bearer().clone(),
+                gossip_metrics,
+                &stop,
+            )
+            .await?,
+        )
     } else {
         None
     };
@@ -272,6 +285,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             ));
             // Elections are shared with the other distributors over gossip; alone, they stay in memory.
             if let (Some(c), true) = (&cluster, cfg.distributor.ha_tracker.shared()) {
+                tracker.set_max_clock_skew(cfg.memberlist.max_clock_skew);
                 let kv: Arc<dyn heddle_ring::SharedState> = c.gossip.clone();
                 tokio::spawn(tracker.clone().run_sync(
                     kv,

@@ -32,6 +32,14 @@ pub enum QuerierError {
         max_errors: usize,
         last: Box<tonic::Status>,
     },
+    /// A zone-aware read lost more zones than may fail (an ingester failing fails its zone).
+    #[error("ingesters failed in zones {failed} of the {zones} zones asked (at most {max_unavailable} may): {last}")]
+    IngesterZones {
+        failed: String,
+        zones: usize,
+        max_unavailable: usize,
+        last: Box<tonic::Status>,
+    },
     /// The ring cannot name enough healthy ingesters to answer completely (its error, with its stable id).
     #[error("no ingesters to ask: {0}")]
     Ring(String),
@@ -50,7 +58,7 @@ impl QuerierError {
             QuerierError::BadData(_) => StatusCode::BAD_REQUEST,
             QuerierError::TooManySamples { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             QuerierError::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            QuerierError::Ingesters { last, .. } => match last.code() {
+            QuerierError::Ingesters { last, .. } | QuerierError::IngesterZones { last, .. } => match last.code() {
                 tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
                 tonic::Code::ResourceExhausted => StatusCode::UNPROCESSABLE_ENTITY,
                 tonic::Code::DeadlineExceeded | tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

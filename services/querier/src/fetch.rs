@@ -1,4 +1,5 @@
-//! Fan-out to the ingesters of a read set, tolerating up to `max_errors` failures.
+//! Fan-out to the ingesters of a read set, tolerating the failures the set allows: `max_errors` instances, or
+//! with zone awareness whole zones (see [`ReadTracker`]).
 
 use crate::error::QuerierError;
 use futures::future::BoxFuture;
@@ -8,7 +9,7 @@ use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
 use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, SeriesRequest};
 use heddle_proto::prometheus::Labels as ProtoLabels;
-use heddle_ring::{InstanceId, ReadSet};
+use heddle_ring::{InstanceId, ReadSet, ReadTracker};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -17,16 +18,16 @@ pub(crate) type IngesterSet = ReadSet<Arc<dyn IngesterClient>>;
 
 /// One call per ingester of a read set, running concurrently; answers are taken as they come.
 ///
-/// Failures are counted against the set's `max_errors` (ingesters that could not be asked at all count from
-/// the start); one too many fails the whole call with [`QuerierError::Ingesters`]. Calls not yet answered
+/// Failures are counted against what the set tolerates (ingesters that could not be asked at all count from
+/// the start); one too many fails the whole call with [`QuerierError::Ingesters`] (or
+/// [`QuerierError::IngesterZones`]). Every failure counts, whatever its status: an ingester still replaying
+/// its WAL answers `Unavailable` and is one failed replica, never an empty answer. Calls not yet answered
 /// keep running while the `FanOut` lives and are cancelled when it is dropped, so a caller can take the
 /// answers it needs and keep the rest in reserve.
 pub(crate) struct FanOut<'a, T> {
     ids: Vec<InstanceId>,
     pending: FuturesUnordered<BoxFuture<'a, (usize, Result<T, tonic::Status>)>>,
-    asked: usize,
-    max_errors: usize,
-    failed: usize,
+    tracker: ReadTracker,
     last: Option<tonic::Status>,
 }
 
@@ -46,44 +47,71 @@ impl<'a, T: Send + 'a> FanOut<'a, T> {
         let mut fan = Self {
             ids: set.replicas.iter().map(|(id, _)| id.clone()).collect(),
             pending,
-            asked: set.len(),
-            max_errors: set.max_errors,
-            failed: 0,
+            tracker: ReadTracker::new(set),
             last: None,
         };
         for (id, reason) in &set.unreachable {
             tracing::warn!(ingester = %id, reason = %reason, "ingester cannot be asked");
-            fan.failed += 1;
             fan.last = Some(tonic::Status::unavailable(reason.clone()));
         }
         fan
     }
 
-    /// Answers needed for a complete result: all but `max_errors`. That many answers already hold every
-    /// acknowledged sample (a write is acknowledged by a majority of its replicas, and the set tolerates
-    /// losing `max_errors` of them), so a frozen ingester need not hold the query until its deadline.
-    pub(crate) fn enough(&self) -> usize {
-        self.asked.saturating_sub(self.max_errors)
+    /// True once the answers standing hold every acknowledged sample: all but `max_errors` ingesters (a write
+    /// is acknowledged by a majority of its replicas, and the set tolerates losing `max_errors` of them), or
+    /// every ingester of all but the zones that may fail. A frozen ingester then need not hold the query
+    /// until its deadline.
+    pub(crate) fn complete(&self) -> bool {
+        self.tracker.complete()
     }
 
-    /// Counts a failure of the ingester at `index` (from its call, or later, from its stream).
+    /// Counts a failure of the ingester at `index` (from its call, or later, from its stream: its answer no
+    /// longer counts).
     pub(crate) fn fail(&mut self, index: usize, status: tonic::Status) -> Result<(), QuerierError> {
         tracing::warn!(ingester = %self.ids[index], code = ?status.code(), message = status.message(), "ingester query failed");
-        self.failed += 1;
+        self.tracker.failed(index);
         self.last = Some(status);
         self.check()
     }
 
-    fn check(&self) -> Result<(), QuerierError> {
-        match &self.last {
-            Some(last) if self.failed > self.max_errors => Err(QuerierError::Ingesters {
-                failed: self.failed,
-                asked: self.asked,
-                max_errors: self.max_errors,
-                last: Box::new(last.clone()),
-            }),
-            _ => Ok(()),
+    /// Fails when every call finished without the answers being complete. Unreachable with the tolerance
+    /// counted right (each missing answer is a counted failure), kept so a partial answer can never pass as a
+    /// whole one.
+    pub(crate) fn check_complete(&self) -> Result<(), QuerierError> {
+        if self.complete() {
+            return Ok(());
         }
+        Err(QuerierError::Ingesters {
+            failed: self.tracker.failures(),
+            asked: self.tracker.asked(),
+            max_errors: self.tracker.max_errors(),
+            last: Box::new(
+                self.last
+                    .clone()
+                    .unwrap_or_else(|| tonic::Status::unavailable("too few ingesters answered")),
+            ),
+        })
+    }
+
+    fn check(&self) -> Result<(), QuerierError> {
+        let Some(last) = self.last.as_ref().filter(|_| !self.tracker.within_tolerance()) else {
+            return Ok(());
+        };
+        let last = Box::new(last.clone());
+        Err(match self.tracker.zone_failures() {
+            None => QuerierError::Ingesters {
+                failed: self.tracker.failures(),
+                asked: self.tracker.asked(),
+                max_errors: self.tracker.max_errors(),
+                last,
+            },
+            Some((failed, zones, max_unavailable)) => QuerierError::IngesterZones {
+                failed: failed.join(","),
+                zones,
+                max_unavailable,
+                last,
+            },
+        })
     }
 
     /// The next successful answer, with its ingester's index; `None` once every call has finished.
@@ -91,7 +119,10 @@ impl<'a, T: Send + 'a> FanOut<'a, T> {
         self.check()?;
         while let Some((i, r)) = self.pending.next().await {
             match r {
-                Ok(v) => return Ok(Some((i, v))),
+                Ok(v) => {
+                    self.tracker.answered(i);
+                    return Ok(Some((i, v)));
+                }
                 Err(status) => self.fail(i, status)?,
             }
         }
@@ -99,8 +130,8 @@ impl<'a, T: Send + 'a> FanOut<'a, T> {
     }
 }
 
-/// Calls `call` on every ingester of `set` concurrently and returns the successful answers once
-/// [`FanOut::enough`] of them arrived; the calls still running are cancelled.
+/// Calls `call` on every ingester of `set` concurrently and returns the successful answers once they are
+/// [`FanOut::complete`]; the calls still running are cancelled.
 async fn fan_out<'a, T, F, Fut>(set: &IngesterSet, call: F) -> Result<Vec<T>, QuerierError>
 where
     T: Send + 'a,
@@ -108,13 +139,13 @@ where
     Fut: Future<Output = Result<T, tonic::Status>> + Send + 'a,
 {
     let mut fan = FanOut::start(set, call);
-    let enough = fan.enough();
-    let mut ok = Vec::with_capacity(enough);
-    while ok.len() < enough
+    let mut ok = Vec::with_capacity(set.replicas.len());
+    while !fan.complete()
         && let Some((_, v)) = fan.next().await?
     {
         ok.push(v);
     }
+    fan.check_complete()?;
     Ok(ok)
 }
 

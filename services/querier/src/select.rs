@@ -1,11 +1,12 @@
 //! Selecting a query's series, one at a time: a k-way merge over sources that each yield series sorted by
 //! labels (every ingester's stream, every bucket block overlapping the range).
 //!
-//! - **Opening.** Every ingester of the read set is asked at once; the query starts merging once all but
-//!   `max_errors` of them have sent their first message (see [`FanOut::enough`]), so a frozen ingester does
-//!   not hold it. The others stay in reserve: when an ingester fails mid-stream, one of them takes its place
-//!   (skipping the series already answered), and the query fails only when more than `max_errors` failed,
-//!   as when every answer was collected whole.
+//! - **Opening.** Every ingester of the read set is asked at once; the query starts merging once enough of
+//!   them have sent their first message (see [`FanOut::complete`]: all but `max_errors`, or every ingester
+//!   of all but the zones that may fail), so a frozen ingester does not hold it. The others stay in reserve:
+//!   when an ingester fails mid-stream, reserves take its place until the answers are complete again
+//!   (skipping the series already answered; with zones, a whole other zone), and the query fails only when
+//!   more failed than the set tolerates, as when every answer was collected whole.
 //! - **Merging.** Each step pulls the next series of every source that has none waiting, takes the smallest
 //!   label set, and hands over that series' chunks from every source that has it, in source order (ingesters
 //!   in read-set order, then blocks oldest first): that order decides ties in `merge`. Nothing but the
@@ -123,11 +124,12 @@ impl Merge {
             }
         });
         let mut opened = Vec::new();
-        while opened.len() < reserve.enough()
+        while !reserve.complete()
             && let Some(answer) = reserve.next().await?
         {
             opened.push(answer);
         }
+        reserve.check_complete()?;
         Ok(IngesterStreams { opened, reserve })
     }
 
@@ -182,11 +184,14 @@ impl Merge {
                 Pulled::Failed(index, status) => {
                     self.slots.remove(i);
                     self.reserve.fail(index, status)?;
-                    if let Some((index, opened)) = self.reserve.next().await? {
+                    while !self.reserve.complete()
+                        && let Some((index, opened)) = self.reserve.next().await?
+                    {
                         let source = Source::ingester(index, opened);
                         let at = self.slots.partition_point(|s| s.source.rank() < source.rank());
                         self.slots.insert(at, Slot::new(source, true));
                     }
+                    self.reserve.check_complete()?;
                     // The new source may sit before `i`: look again from the start.
                     i = 0;
                 }

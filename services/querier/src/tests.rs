@@ -696,3 +696,6 @@ async fn too_few_healthy_ingesters_fail_the_query_with_the_ring_error() {
     let a = send(&empty, get("/prometheus/api/v1/labels")).await;
     unavailable_with(&a, "err-heddle-ring-empty");
 }
+
+#[path = "tests/replicas.rs"]
+mod replicas;

@@ -214,6 +214,78 @@ fn zone_awareness_takes_one_per_zone_and_survives_losing_a_zone() {
     assert_eq!(set.min_success, 2);
 }
 
+/// Three zones of two ingesters each, a-1 a-2 b-1 b-2 c-1 c-2, with `down` unreachable.
+fn three_zones(down: &[&str]) -> RingSnapshot {
+    let instances = ["a", "b", "c"]
+        .iter()
+        .enumerate()
+        .flat_map(|(z, zone)| {
+            (1..=2).map(move |n| {
+                instance(
+                    &format!("{zone}-{n}"),
+                    zone,
+                    InstanceState::Active,
+                    vec![(z * 2 + n) as u32 * 100],
+                )
+            })
+        })
+        .collect();
+    let mut v = view(instances);
+    v.unreachable = down.iter().map(|s| s.to_string()).collect();
+    RingSnapshot::new(&v, cfg(3, true))
+}
+
+fn read_ids(set: &ReadInstances<'_>) -> Vec<String> {
+    set.instances.iter().map(|i| i.id.clone()).collect()
+}
+
+#[test]
+fn zone_aware_reads_survive_a_whole_zone_and_skip_its_healthy_instances() {
+    let all = three_zones(&[]);
+    let set = all.read_instances(Operation::Read, NOW).unwrap();
+    assert_eq!(read_ids(&set), ["a-1", "a-2", "b-1", "b-2", "c-1", "c-2"]);
+    assert_eq!(
+        (set.max_errors, set.max_unavailable_zones),
+        (0, Some(1)),
+        "RF 3 over 3 zones: one zone may fail"
+    );
+
+    // Zone a entirely down: the instance-count rule (6 - 3/2 = 5 of 6 needed) would refuse this read.
+    let zone_down = three_zones(&["a-1", "a-2"]);
+    let set = zone_down.read_instances(Operation::Read, NOW).unwrap();
+    assert_eq!(read_ids(&set), ["b-1", "b-2", "c-1", "c-2"]);
+    assert_eq!(set.max_unavailable_zones, Some(0), "b and c must both answer whole");
+
+    // One instance of zone a down: the whole zone is left out, its healthy a-2 included.
+    let one_down = three_zones(&["a-1"]);
+    let set = one_down.read_instances(Operation::Read, NOW).unwrap();
+    assert_eq!(read_ids(&set), ["b-1", "b-2", "c-1", "c-2"]);
+}
+
+#[test]
+fn zone_aware_reads_fail_with_two_zones_down_naming_them() {
+    let err = three_zones(&["a-1", "a-2", "b-2"])
+        .read_instances(Operation::Read, NOW)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "err-heddle-ring-too-many-unhealthy-zones: a zone-aware read needs every instance of 2 of the 3 zones, \
+         but 2 zones have unhealthy or unreachable instances (at most 1 may): zone \"a\": a-1,a-2; zone \"b\": b-2"
+    );
+    // RF 5 over 5 zones tolerates two.
+    let instances = ["a", "b", "c", "d", "e"]
+        .iter()
+        .enumerate()
+        .map(|(z, zone)| instance(zone, zone, InstanceState::Active, vec![z as u32 * 100 + 1]))
+        .collect();
+    let mut v = view(instances);
+    v.unreachable = ["a".to_string(), "b".to_string()].into();
+    let five_zones = RingSnapshot::new(&v, cfg(5, true));
+    let set = five_zones.read_instances(Operation::Read, NOW).unwrap();
+    assert_eq!((set.instances.len(), set.max_unavailable_zones), (3, Some(0)));
+}
+
 #[test]
 fn read_set_tolerates_rf_over_two_failures() {
     let mut v = view(five([InstanceState::Active; 5]));

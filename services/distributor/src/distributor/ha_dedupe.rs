@@ -4,7 +4,12 @@
 //! Only the first series is looked at, before validation and rate limiting (as Mimir): Prometheus sends one
 //! replica's data per request. It applies when the HA tracker runs and the tenant opted in with
 //! `limits.accept_ha_samples`, and only to requests whose first series carries both the cluster and the
-//! replica label with non-empty values.
+//! replica label with non-empty values (an empty label value is an absent label in Prometheus' data model).
+//!
+//! The two values become a tracker key and are shared with every distributor over gossip, so they are
+//! checked first, before validation would see them: a value longer than the tenant's
+//! `limits.max_label_value_length` refuses the request (400, `err-heddle-invalid-ha-label`) and is never
+//! stored or gossiped. Values are UTF-8 already (the decoder refuses anything else).
 
 use crate::error::PushError;
 use crate::ha_tracker::{HaDecision, HaTracker};
@@ -46,6 +51,22 @@ pub(crate) fn dedupe<'l>(
         return Ok(ingest);
     }
     let samples: u64 = series.iter().map(|ts| ts.samples.len() as u64).sum();
+    for (role, label, value) in [
+        ("cluster", &limits.ha_cluster_label, cluster),
+        ("replica", &limits.ha_replica_label, replica),
+    ] {
+        if value.len() > limits.max_label_value_length {
+            discarded.add(tenant.as_str(), error_id::INVALID_HA_LABEL, samples);
+            return Err(PushError::InvalidHaLabel {
+                tenant: tenant.to_string(),
+                role,
+                label: label.clone(),
+                len: value.len(),
+                start: value.chars().take(32).collect(),
+                limit: limits.max_label_value_length,
+            });
+        }
+    }
     match tracker.check(
         tenant.as_str(),
         cluster,

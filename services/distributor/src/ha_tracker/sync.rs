@@ -126,6 +126,13 @@ impl HaTracker {
         if now_ms.saturating_sub(remote.received_at_ms) > FORGET_AFTER_MS {
             return;
         }
+        let horizon = now_ms.saturating_add(self.max_clock_skew_ms.load(std::sync::atomic::Ordering::Relaxed));
+        if remote.elected_at_ms > horizon || remote.received_at_ms > horizon {
+            self.future_elections.inc();
+            tracing::debug!(tenant, cluster, replica = %remote.replica, elected_at_ms = remote.elected_at_ms,
+                received_at_ms = remote.received_at_ms, now_ms, "ignoring an HA election dated in the future");
+            return;
+        }
         let mut all = self.lock();
         let clusters = all.entry(tenant.to_owned()).or_default();
         let changed = match clusters.get_mut(cluster) {

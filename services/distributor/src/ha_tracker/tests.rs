@@ -242,3 +242,47 @@ async fn silent_clusters_are_forgotten_everywhere() {
         "a forgotten cluster no longer counts against ha_max_clusters"
     );
 }
+
+/// A forged or badly skewed election in gossip: `elected_at_ms`, `received_at_ms`, replica.
+async fn gossip_election(store: &Arc<MemorySharedState>, elected_at_ms: i64, received_at_ms: i64, replica: &str) {
+    store
+        .member("rogue")
+        .set("ha/1/uc", &format!("{elected_at_ms} {received_at_ms} {replica}"))
+        .await;
+}
+
+#[tokio::test]
+async fn elections_dated_beyond_the_clock_skew_are_ignored() {
+    let day = 24 * 3600 * S;
+    for (name, elected_at, received_at) in [
+        (
+            "elected tomorrow: would win every election until then",
+            T0 + day,
+            T0 + day,
+        ),
+        ("alive until tomorrow: would never fail over", T0, T0 + day),
+    ] {
+        let p = Pair::new();
+        assert_eq!(p.d1.check("u", "c", "a", 1, 0, T0), HaDecision::Accept, "{name}");
+        gossip_election(&p.store, elected_at, received_at, "evil").await;
+        p.sync(T0 + S).await;
+        assert_eq!(p.d1.elected("u", "c").as_deref(), Some("a"), "{name}");
+        assert_eq!(p.d2.elected("u", "c").as_deref(), Some("a"), "{name}");
+        // Once a goes silent, b is elected on time: the future entry kept nothing alive.
+        p.sync(T0 + 30 * S).await;
+        assert_eq!(
+            p.d2.check("u", "c", "b", 1, 0, T0 + 31 * S),
+            HaDecision::Accept,
+            "{name}"
+        );
+        assert!(
+            p.d1.future_elections.get() > 0 && p.d2.future_elections.get() > 0,
+            "{name}: counted"
+        );
+    }
+    // Within the skew (a clock a few seconds ahead) an election is adopted as usual.
+    let p = Pair::new();
+    gossip_election(&p.store, T0 + 5 * S, T0 + 5 * S, "ahead").await;
+    p.sync(T0).await;
+    assert_eq!(p.d1.elected("u", "c").as_deref(), Some("ahead"));
+}

@@ -37,6 +37,7 @@ fn set(fakes: Vec<FakeIngester>, max_errors: usize) -> IngesterSet {
             .collect(),
         unreachable: Vec::new(),
         max_errors,
+        zones: None,
     }
 }
 

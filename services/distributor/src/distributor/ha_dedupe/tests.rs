@@ -213,3 +213,71 @@ async fn ha_is_off_for_tenants_that_did_not_opt_in() {
         "labels untouched"
     );
 }
+
+#[test]
+fn overlong_ha_label_values_are_refused_before_they_are_tracked() {
+    let mut registry = Registry::default();
+    let discarded = DiscardedSamples::register(&mut registry);
+    let t = tracker(&mut registry);
+    let limits = Limits {
+        max_label_value_length: 16,
+        ..opted_in()
+    };
+    let long = "c".repeat(17);
+    let from = |replica: &str, cluster: &str| {
+        vec![series(
+            &[("__name__", "up"), ("__replica__", replica), ("cluster", cluster)],
+            &[(NOW_MS, 1.0), (NOW_MS + 1, 2.0)],
+        )]
+    };
+    for (name, sent, role, label) in [
+        ("long cluster", from("a", &long), "cluster", "cluster"),
+        ("long replica", from(&long, "prom"), "replica", "__replica__"),
+    ] {
+        let err = judge(Some(&t), &limits, sent, NOW_MS, &discarded).unwrap_err();
+        assert_eq!(err.id(), "err-heddle-invalid-ha-label", "{name}: {err}");
+        assert_eq!(err.status(), StatusCode::BAD_REQUEST, "{name}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("the HA {role} label {label:?} has a value of 17 bytes"))
+                && msg.contains("at most 16 bytes")
+                && msg.contains("--validation.max-length-label-value"),
+            "{name}: {msg}"
+        );
+    }
+    assert!(t.elections().is_empty(), "nothing was elected, so nothing is gossiped");
+    let text = exposition(&registry);
+    assert!(
+        text.contains(r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-invalid-ha-label"} 4"#),
+        "{text}"
+    );
+    // At the limit, the values are fine.
+    let at_limit = "c".repeat(16);
+    assert_eq!(
+        judge(Some(&t), &limits, from(&at_limit, &at_limit), NOW_MS, &discarded),
+        Ok(Judged::Ingest {
+            drop_label: Some("__replica__".into())
+        })
+    );
+    assert_eq!(t.elected("team-a", &at_limit).as_deref(), Some(at_limit.as_str()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_push_with_an_overlong_ha_cluster_is_a_400_and_forwards_nothing() {
+    let fake = fake(crate::testutil::Behavior::Accept);
+    let (d, _registry, _clock) = ha_distributor(fake.clone());
+    let long = "p".repeat(Limits::default().max_label_value_length + 1);
+    let sent = vec![series(
+        &[("__name__", "up"), ("__replica__", "a"), ("cluster", &long)],
+        &[(NOW_MS, 1.0)],
+    )];
+    let err = push(&d, sent).await.unwrap_err();
+    assert_eq!(err.status(), StatusCode::BAD_REQUEST, "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("err-heddle-invalid-ha-label: the HA cluster label"),
+        "{err}"
+    );
+    assert!(fake.pushed_series().is_empty());
+    assert!(d.ha_tracker().unwrap().elections().is_empty());
+}
