@@ -14,7 +14,7 @@ use crate::error::IngesterError;
 use crate::limits::{IngesterLimits, SeriesAdmission, TopologySource};
 use crate::metrics::Metrics;
 use crate::tenant::Tenant;
-use heddle_model::TenantId;
+use heddle_model::{Clock, SystemClock, TenantId};
 use heddle_proto::ArenaPool;
 use heddle_server::DiscardedSamples;
 use heddle_tsdb::block::BlockMeta;
@@ -46,6 +46,8 @@ pub struct Ingester {
     /// How long reads still answer a block after its upload, in ms (see [`Ingester::set_shipped_blocks_grace`]).
     shipped_blocks_grace_ms: AtomicU64,
     state: AtomicU8,
+    /// The time the push path's bounds are taken from (tests set a manual one).
+    clock: RwLock<Arc<dyn Clock>>,
 }
 
 impl Ingester {
@@ -69,6 +71,7 @@ impl Ingester {
             bucket,
             shipped_blocks_grace_ms: AtomicU64::new(0),
             state: AtomicU8::new(STARTING),
+            clock: RwLock::new(Arc::new(SystemClock)),
         })
     }
 
@@ -90,6 +93,26 @@ impl Ingester {
     pub fn set_shipped_blocks_grace(&self, grace: Duration) {
         let ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
         self.shipped_blocks_grace_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Takes "now" from `clock` from now on (default: the system clock): the push path refuses samples past
+    /// now + the tenant's creation grace period, and, for an empty head, before now - one block range.
+    pub fn set_clock(&self, clock: Arc<dyn Clock>) {
+        *self.clock.write().unwrap_or_else(|p| p.into_inner()) = clock;
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.read().unwrap_or_else(|p| p.into_inner()).now_ms()
+    }
+
+    /// The time bounds of a push of `tenant` now (see [`Ingester::set_clock`]).
+    fn append_bounds(&self, tenant: &TenantId) -> heddle_tsdb::AppendBounds {
+        let now = self.now_ms();
+        let grace = i64::try_from(self.limits.creation_grace_period(tenant).as_millis()).unwrap_or(i64::MAX);
+        heddle_tsdb::AppendBounds {
+            empty_head_min: now.saturating_sub(self.tsdb.block_range_ms()),
+            max: now.saturating_add(grace),
+        }
     }
 
     fn shipped_blocks_grace(&self) -> Duration {

@@ -283,6 +283,7 @@ mod tests {
         }
         .encode_to_vec();
         let tenant = TenantId::new(tenant).unwrap();
+        ingester.set_clock(Arc::new(heddle_model::ManualClock::new(ts)));
         let resp = ingester.push(&tenant, Bytes::from(body)).await.unwrap();
         assert!(resp.errors.is_empty(), "{:?}", resp.errors);
     }

@@ -59,6 +59,8 @@ async fn push(ing: &Ingester, from: i64, to: i64) {
     let mut t = from;
     while t < to {
         let end = (t + 60 * STEP).min(to);
+        // The ingester's clock follows the samples, as a sender's does.
+        ing.set_clock(Arc::new(heddle_model::ManualClock::new(end)));
         let timeseries = ["x", "y"]
             .iter()
             .map(|id| TimeSeries {

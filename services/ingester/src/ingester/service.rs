@@ -16,7 +16,8 @@ impl Ingester {
     /// Appends an encoded `WriteRequest` to the tenant (opened on its first push).
     ///
     /// Order of checks, cheapest first: instance limits (in-flight, rate, tenants) before the body is decoded;
-    /// then the tenant's head judges each series (out of bounds, series limits, the instance series limit).
+    /// then the tenant's head judges each series (out of bounds, too far in the future, too old for an empty
+    /// head, series limits, the instance series limit).
     #[tracing::instrument(skip_all, fields(tenant = %tenant))]
     pub(crate) async fn push_bytes(&self, tenant: &TenantId, body: Bytes) -> Result<PushResponse, IngesterError> {
         self.check_accepting()?;
@@ -31,6 +32,7 @@ impl Ingester {
             arenas: self.arenas.clone(),
             metrics: self.metrics.clone(),
             discarded: self.discarded.clone(),
+            bounds: self.append_bounds(tenant),
         };
         let max_series = instance.max_series();
         // The only batch the admission hook refuses whole: the instance's series limit (counted when refused).
