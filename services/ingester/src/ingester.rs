@@ -172,28 +172,64 @@ impl Ingester {
     /// Refuses new pushes, then closes every tenant (flushing its WAL's last page and syncing it), writing a
     /// chunk snapshot of each head when `blocks_storage.tsdb.memory_snapshot_on_shutdown` is on.
     pub async fn close(&self) {
+        let far = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        self.close_by(far, far).await;
+    }
+
+    /// [`Ingester::close`] within deadlines: the flush of `flush_blocks_on_shutdown` stops at `flush_until`
+    /// (the WAL keeps what it did not write as blocks), and closing the heads, which runs after it in any case,
+    /// stops waiting at `close_until`. A head still closing then (a slow snapshot) is left to the process
+    /// exit: its WAL holds every acknowledged sample already (written before the ack; only its last fsync
+    /// is missing). Returns whether every head was closed.
+    pub async fn close_by(&self, flush_until: tokio::time::Instant, close_until: tokio::time::Instant) -> bool {
         let snapshot = self.tsdb.memory_snapshot_on_shutdown;
         self.state.store(STOPPING, Ordering::Release);
         if self.tsdb.flush_blocks_on_shutdown {
-            for tenant in self.tenants() {
-                if let Err(e) = self.flush_tenant(&tenant, true).await {
-                    tracing::error!(%tenant, error = %e, "flushing blocks on shutdown failed; the WAL keeps the samples");
+            let flush = async {
+                for tenant in self.tenants() {
+                    if let Err(e) = self.flush_tenant(&tenant, true).await {
+                        tracing::error!(%tenant, error = %e, "flushing blocks on shutdown failed; the WAL keeps the samples");
+                    }
                 }
+            };
+            if tokio::time::timeout_at(flush_until, flush).await.is_err() {
+                tracing::warn!(
+                    "flushing blocks on shutdown did not finish in time; skipped the rest, the WAL keeps the samples"
+                );
             }
         }
-        for tenant in self.all_tenants() {
-            let t = tenant.clone();
-            let result = tokio::task::spawn_blocking(move || t.close(snapshot)).await;
-            let tenant = tenant.id();
-            match result {
-                Ok(Ok(Some(series))) => {
-                    tracing::info!(%tenant, snapshot_series = series, "closed tenant head with a chunk snapshot")
+        let tenants = self.all_tenants();
+        let total = tenants.len();
+        let closed = std::sync::atomic::AtomicUsize::new(0);
+        // In parallel: each close is mostly an fsync (and a snapshot when enabled).
+        let close_all = futures::future::join_all(tenants.into_iter().map(|tenant| {
+            let closed = &closed;
+            async move {
+                let t = tenant.clone();
+                let result = tokio::task::spawn_blocking(move || t.close(snapshot)).await;
+                let tenant = tenant.id();
+                match result {
+                    Ok(Ok(Some(series))) => {
+                        tracing::info!(%tenant, snapshot_series = series, "closed tenant head with a chunk snapshot")
+                    }
+                    Ok(Ok(None)) => tracing::info!(%tenant, "closed tenant head"),
+                    Ok(Err(e)) => tracing::error!(%tenant, error = %e, "closing tenant head failed"),
+                    Err(e) => tracing::error!(%tenant, error = %e, "closing tenant head panicked"),
                 }
-                Ok(Ok(None)) => tracing::info!(%tenant, "closed tenant head"),
-                Ok(Err(e)) => tracing::error!(%tenant, error = %e, "closing tenant head failed"),
-                Err(e) => tracing::error!(%tenant, error = %e, "closing tenant head panicked"),
+                closed.fetch_add(1, Ordering::Relaxed);
             }
+        }));
+        if tokio::time::timeout_at(close_until, close_all).await.is_err() {
+            let done = closed.load(Ordering::Relaxed);
+            tracing::warn!(
+                closed = done,
+                not_closed = total - done,
+                "tenant heads did not all close in time; the rest were not synced (their WAL holds every acknowledged \
+                 sample, written before it was acknowledged)"
+            );
+            return false;
         }
+        true
     }
 
     /// The tenants that are open here, sorted.

@@ -77,6 +77,7 @@ impl Head {
                 break;
             }
             self.raise_min_valid_time(maxt);
+            crate::file::failpoint("compact-before-block");
             if let Some(meta) = self.write_block(parent, mint, maxt, tenant)? {
                 out.blocks.push(meta);
                 crate::file::failpoint("compact-after-block");
