@@ -64,6 +64,13 @@ pub struct TsdbConfig {
     pub head_compaction_idle_timeout: Duration,
     /// Compact every head into blocks and ship them on shutdown (Mimir's `flush_blocks_on_shutdown`).
     pub flush_blocks_on_shutdown: bool,
+    /// A tenant that received no push for this long, whose head is empty (compacted by the idle compaction)
+    /// and whose blocks are all in the bucket, is closed: its head's files are released, it leaves the tenant
+    /// map and its local directory is deleted; the next push opens it again. 0 disables it. Mimir's
+    /// `close_idle_tsdb_timeout`, with Mimir's default (13h). With shipping off a tenant is closed only when it
+    /// has no local block, since the ingester holds the only copy of its blocks.
+    #[serde(with = "heddle_config::serde_duration")]
+    pub close_idle_tsdb_timeout: Duration,
 }
 
 impl Default for TsdbConfig {
@@ -79,6 +86,7 @@ impl Default for TsdbConfig {
             head_compaction_interval: Duration::from_secs(60),
             head_compaction_idle_timeout: Duration::from_secs(3600),
             flush_blocks_on_shutdown: false,
+            close_idle_tsdb_timeout: Duration::from_secs(13 * 3600),
         }
     }
 }
@@ -193,6 +201,13 @@ pub const TSDB_FLAGS: &[FlagSpec] = &[
         key: "blocks_storage.tsdb.flush_blocks_on_shutdown",
         kind: FlagKind::Bool,
         help: "Compact every head into blocks and ship them on shutdown",
+    },
+    FlagSpec {
+        flag: "blocks-storage.tsdb.close-idle-tsdb-timeout",
+        key: "blocks_storage.tsdb.close_idle_tsdb_timeout",
+        kind: FlagKind::Value,
+        help: "Close a tenant with no push for this long once its head is compacted and its blocks shipped, \
+               releasing its files and deleting its local directory; 0 disables it",
     },
 ];
 

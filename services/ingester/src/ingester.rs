@@ -232,6 +232,76 @@ impl Ingester {
         true
     }
 
+    /// Closes every tenant that may be closed as idle ([`Tenant::closable`], `close_idle_tsdb_timeout`);
+    /// returns how many were. Run by the blocks loop after its compaction tick.
+    pub(crate) async fn close_idle_tenants(&self) -> usize {
+        let timeout = self.tsdb.close_idle_tsdb_timeout;
+        if timeout.is_zero() || !self.is_running() {
+            return 0;
+        }
+        let mut closed = 0;
+        for tenant in self.all_tenants() {
+            if tenant.closable(timeout, std::time::Instant::now()).is_err() {
+                continue;
+            }
+            match self.close_idle_tenant(tenant.id(), timeout).await {
+                Ok(true) => closed += 1,
+                Ok(false) => {}
+                Err(e) => tracing::error!(tenant = %tenant.id(), error = %e, "closing idle tenant failed"),
+            }
+        }
+        closed
+    }
+
+    /// Closes `tenant` if it is still closable, as Mimir closes idle TSDBs. Race-free with pushes: the tenant
+    /// leaves the map under the lock that serializes opening tenants, so a new push waits and then opens it
+    /// afresh; a push that found the old tenant before either lands in its head before the head closes (its
+    /// samples are then in the WAL, and the directory is kept for the next open to replay), or finds the head
+    /// closed and, having stored nothing, retries in the reopened tenant (`service`).
+    async fn close_idle_tenant(&self, tenant: &TenantId, timeout: Duration) -> Result<bool, IngesterError> {
+        let _guard = self.opening.lock().await;
+        let Some(t) = self.tenant(tenant) else {
+            return Ok(false);
+        };
+        if let Err(why) = t.closable(timeout, std::time::Instant::now()) {
+            tracing::debug!(%tenant, why, "idle tenant not closed");
+            return Ok(false);
+        }
+        self.tenants.write().unwrap_or_else(|e| e.into_inner()).remove(tenant);
+        self.metrics.tenants.dec();
+        let samples_before = t.head().stats().samples_appended;
+        let closing = t.clone();
+        let tsdb_err = |source| IngesterError::Tsdb {
+            tenant: tenant.clone(),
+            source,
+        };
+        tokio::task::spawn_blocking(move || closing.close(false))
+            .await
+            .map_err(|e| IngesterError::Task(e.to_string()))?
+            .map_err(tsdb_err)?;
+        // A push that raced the close landed in the WAL: keep the directory, and open the tenant again at once
+        // so that those samples stay readable.
+        let untouched = t.head().stats().samples_appended == samples_before && t.head().stats().series == 0;
+        if !untouched {
+            tracing::info!(%tenant, "a push reached the idle tenant while it closed; opened it again");
+            self.open_tenant_locked(tenant.clone()).await?;
+            return Ok(false);
+        }
+        let dir = t.head().dir().to_path_buf();
+        let d = dir.clone();
+        tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&d))
+            .await
+            .map_err(|e| IngesterError::Task(e.to_string()))?
+            .map_err(|source| tsdb_err(heddle_tsdb::TsdbError::Io { path: dir, source }))?;
+        self.metrics.idle_tenants_closed.inc();
+        tracing::info!(
+            %tenant,
+            idle_for = ?timeout,
+            "closed idle tenant: head closed, files released, local directory deleted; the next push opens it again"
+        );
+        Ok(true)
+    }
+
     /// The tenants that are open here, sorted.
     pub fn tenants(&self) -> Vec<TenantId> {
         let mut tenants: Vec<TenantId> = self.read_tenants().keys().cloned().collect();
@@ -377,6 +447,11 @@ impl Ingester {
         if let Some(t) = self.tenant(&tenant) {
             return Ok(t);
         }
+        self.open_tenant_locked(tenant).await
+    }
+
+    /// Opens `tenant` and adds it to the map; the caller holds `opening`.
+    async fn open_tenant_locked(&self, tenant: TenantId) -> Result<Arc<Tenant>, IngesterError> {
         let dir = self.tsdb.dir.join(tenant.as_str());
         let opts = HeadOptions {
             wal_compression: self.tsdb.wal_compression_enabled,

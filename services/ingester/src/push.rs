@@ -38,8 +38,9 @@ pub(crate) async fn push(
     tenant: Arc<Tenant>,
     ctx: PushContext,
     body: Bytes,
-    refused: impl FnOnce(&'static str, String) -> IngesterError + Send + 'static,
+    refused: impl FnOnce(&'static str, String) -> IngesterError + Send + Clone + 'static,
 ) -> Result<(PushResponse, u64), IngesterError> {
+    tenant.note_push();
     let c = ctx.clone();
     let t = tenant.clone();
     let (outcome, errors) = tokio::task::spawn_blocking(move || append(&t, &c, &body, refused))

@@ -40,7 +40,17 @@ impl Ingester {
             limit: "max_series",
             value: max_series.to_string(),
         };
-        let (response, appended) = crate::push::push(t, ctx, body, refused).await?;
+        let (response, appended) = match crate::push::push(t, ctx.clone(), body.clone(), refused.clone()).await {
+            // Closed as idle between the lookup and the append, which stored nothing: append to it reopened.
+            Err(IngesterError::Tsdb {
+                source: heddle_tsdb::TsdbError::Closed,
+                ..
+            }) if self.is_running() => {
+                let t = self.tenant_or_open(tenant).await?;
+                crate::push::push(t, ctx, body, refused).await?
+            }
+            other => other?,
+        };
         instance.record_samples(appended, tokio::time::Instant::now());
         Ok(response)
     }
