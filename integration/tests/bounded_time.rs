@@ -193,3 +193,108 @@ fn process_metrics_report_open_files_against_the_raised_limit() {
         assert_eq!(max, hard, "the soft limit was raised to the hard one");
     }
 }
+
+/// The process's open descriptors on files under `dir`, from `/proc/<pid>/fd`.
+fn fds_under(pid: u32, dir: &std::path::Path) -> Vec<String> {
+    let dir = dir.to_string_lossy().into_owned();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .map(|p| p.to_string_lossy().into_owned())
+                .filter(|p| p.starts_with(&dir))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The value of an unlabelled sample line `name value` of an exposition, 0 when absent.
+fn sample_value(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A tenant that goes idle is compacted, shipped and then closed: it leaves `heddle_ingester_tenants`, the
+/// process holds no descriptor under its directory and the directory is gone; its samples are read from the
+/// bucket, and the next push opens it again with the earlier samples still readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tenant_is_closed_and_its_files_released_then_reopened_by_a_push() {
+    let heddle = HeddleProcess::start(HeddleOptions {
+        multitenancy: true,
+        args: [
+            "--blocks-storage.tsdb.head-compaction-interval=300ms",
+            "--blocks-storage.tsdb.head-compaction-idle-timeout=1s",
+            "--blocks-storage.tsdb.ship-interval=300ms",
+            "--blocks-storage.bucket-store.sync-interval=300ms",
+            "--blocks-storage.tsdb.close-idle-tsdb-timeout=3s",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..HeddleOptions::default()
+    })
+    .expect("heddle starts");
+    let pid = heddle.pid().expect("running");
+    let tenant_dir = heddle.data_dir().join(TENANT);
+    let http = http_client(Duration::from_secs(30)).unwrap();
+    let now = now_ms();
+    let first: Vec<(i64, f64)> = (0..5).map(|i| (now - 60_000 + i * 1000, i as f64)).collect();
+    let out = push(
+        &http,
+        &heddle.push_url(),
+        Some(TENANT),
+        &request(vec![series("m", &first)]),
+    )
+    .await
+    .expect("push sent");
+    assert!(out.is_success(), "{out:?}");
+    assert!(
+        !fds_under(pid, &tenant_dir).is_empty(),
+        "an open tenant holds its WAL open"
+    );
+
+    let metrics = || {
+        http_get(heddle.http_addr(), "/metrics", Duration::from_secs(10))
+            .expect("scrape")
+            .1
+    };
+    let closed = wait_until(Duration::from_secs(60), || {
+        sample_value(&metrics(), "heddle_ingester_idle_tenants_closed_total") == 1.0
+    });
+    assert!(closed, "the idle tenant was not closed\n{}", heddle.log_tail(40));
+    let text = metrics();
+    assert_eq!(sample_value(&text, "heddle_ingester_tenants"), 0.0, "{text}");
+    assert_eq!(
+        fds_under(pid, &tenant_dir),
+        Vec::<String>::new(),
+        "descriptors left under the closed tenant"
+    );
+    assert!(!tenant_dir.exists(), "the closed tenant's directory is deleted");
+    assert!(
+        sample_value(&text, "process_open_fds") <= sample_value(&text, "process_max_fds"),
+        "{text}"
+    );
+    assert_eq!(
+        stored(&heddle, "m").await,
+        5,
+        "the closed tenant's samples are read from the bucket"
+    );
+
+    let out = push(
+        &http,
+        &heddle.push_url(),
+        Some(TENANT),
+        &request(vec![series("m", &[(now_ms(), 9.0)])]),
+    )
+    .await
+    .expect("push sent");
+    assert!(out.is_success(), "the next push opens the tenant again: {out:?}");
+    assert!(tenant_dir.exists());
+    assert_eq!(sample_value(&metrics(), "heddle_ingester_tenants"), 1.0);
+    assert_eq!(
+        stored(&heddle, "m").await,
+        6,
+        "earlier samples (bucket) and the new one (head)"
+    );
+}

@@ -106,6 +106,7 @@ const FAMILIES: &[Family] = &[
     f("heddle_ingester_memory_series", &[]),
     f("heddle_ingester_open_chunks_dropped", &[]),
     f("heddle_ingester_tenants", &[]),
+    f("heddle_ingester_idle_tenants_closed", &[]),
     f("heddle_ingester_instance_limit_rejections", &["limit"]),
     f("heddle_ingester_arena_retained_bytes", &[]),
     f("heddle_ingester_arenas_dropped", &[]),

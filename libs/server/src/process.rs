@@ -120,7 +120,9 @@ impl ProcessStats {
         }
         s.threads = field(20);
         s.virtual_memory_bytes = field(23);
-        s.resident_memory_bytes = field(24).zip(rlimit::page_size()).map(|(pages, size)| pages * size);
+        s.resident_memory_bytes = field(24)
+            .zip(rlimit::page_size())
+            .map(|(pages, size)| pages.saturating_mul(size));
         let boot_time = std::fs::read_to_string(proc.join("stat")).ok().and_then(|t| {
             t.lines()
                 .find_map(|l| l.strip_prefix("btime "))

@@ -40,7 +40,7 @@ impl Ingester {
             limit: "max_series",
             value: max_series.to_string(),
         };
-        let (response, appended) = match crate::push::push(t, ctx.clone(), body.clone(), refused.clone()).await {
+        let (response, appended) = match crate::push::push(t, ctx.clone(), body.clone(), refused).await {
             // Closed as idle between the lookup and the append, which stored nothing: append to it reopened.
             Err(IngesterError::Tsdb {
                 source: heddle_tsdb::TsdbError::Closed,
