@@ -96,7 +96,8 @@ impl Ingester {
     }
 
     /// Takes "now" from `clock` from now on (default: the system clock): the push path refuses samples past
-    /// now + the tenant's creation grace period, and, for an empty head, before now - one block range.
+    /// now + the tenant's creation grace period, and, for an empty head, before now - one block range (or
+    /// `empty_head_sample_age_limit`).
     pub fn set_clock(&self, clock: Arc<dyn Clock>) {
         *self.clock.write().unwrap_or_else(|p| p.into_inner()) = clock;
     }
@@ -110,7 +111,7 @@ impl Ingester {
         let now = self.now_ms();
         let grace = i64::try_from(self.limits.creation_grace_period(tenant).as_millis()).unwrap_or(i64::MAX);
         heddle_tsdb::AppendBounds {
-            empty_head_min: now.saturating_sub(self.tsdb.block_range_ms()),
+            empty_head_min: now.saturating_sub(self.tsdb.empty_head_sample_age_limit_ms()),
             max: now.saturating_add(grace),
         }
     }

@@ -140,9 +140,10 @@ fn time_bound_message(e: &SeriesAppendError, tenant: &Tenant, series: &str) -> S
         ),
         _ => format!(
             "{id}: {n} sample(s) too old for the tenant's empty head (first rejected ts={ts}, tenant={tenant}, \
-             series={series}): the oldest accepted timestamp is {bound} ms (the ingester's clock - one block range, \
-             `blocks_storage.tsdb.block_ranges_period` / --blocks-storage.tsdb.block-ranges-period); a head holds \
-             no sample of a block range that is already closed, and out-of-order ingestion is not supported"
+             series={series}): the oldest accepted timestamp is {bound} ms (the ingester's clock minus \
+             --blocks-storage.tsdb.empty-head-sample-age-limit, by default one block range, \
+             --blocks-storage.tsdb.block-ranges-period): a head holds no sample of a block range that is already \
+             closed; raise the age limit to backfill a fresh tenant"
         ),
     }
 }

@@ -420,3 +420,33 @@ async fn series_dropped_by_head_truncation_free_their_slots() {
         r.errors
     );
 }
+
+/// `blocks_storage.tsdb.empty_head_sample_age_limit` widens what an empty head accepts, for a backfill; the
+/// head's own window then applies as usual.
+#[tokio::test]
+async fn the_empty_head_age_limit_lets_a_fresh_tenant_be_backfilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::default();
+    let discarded = DiscardedSamples::register(&mut registry);
+    let tsdb = TsdbConfig {
+        dir: dir.path().to_path_buf(),
+        empty_head_sample_age_limit: std::time::Duration::from_secs(24 * 3600),
+        ..TsdbConfig::default()
+    };
+    let ingester = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
+    ingester.set_clock(Arc::new(ManualClock::new(NOW)));
+    ingester.open_existing().await.unwrap();
+    let r = push(&ingester, "a", vec![ts("m", "1", &[NOW - 20 * HOUR, NOW - 19 * HOUR])])
+        .await
+        .unwrap();
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let r = push(&ingester, "b", vec![ts("m", "1", &[NOW - 25 * HOUR])])
+        .await
+        .unwrap();
+    assert_eq!(r.errors[0].reason, "err-heddle-sample-out-of-bounds");
+    assert!(
+        r.errors[0].message.contains(&format!("{} ms", NOW - 24 * HOUR)),
+        "{}",
+        r.errors[0].message
+    );
+}
