@@ -72,7 +72,12 @@ async fn heddlectl_drives_a_running_heddle() {
     })
     .expect("start heddle");
     let client = http_client(CALL_TIMEOUT).expect("http client");
-    for (tenant, samples) in [("alpha", &[(1000, 1.0), (2000, 2.0)][..]), ("beta", &[(1000, 5.0)][..])] {
+    // Recent timestamps: a fresh tenant's empty head refuses samples older than one block range.
+    let t0 = heddle_testkit::now_ms() - 60_000;
+    for (tenant, samples) in [
+        ("alpha", &[(t0, 1.0), (t0 + 1000, 2.0)][..]),
+        ("beta", &[(t0, 5.0)][..]),
+    ] {
         let out = push(&client, &h.push_url(), Some(tenant), &series("up", samples))
             .await
             .unwrap();
@@ -115,7 +120,7 @@ async fn heddlectl_drives_a_running_heddle() {
     );
     assert_eq!(
         (v["head_min_time_ms"].as_i64(), v["head_max_time_ms"].as_i64()),
-        (Some(1000), Some(2000))
+        (Some(t0), Some(t0 + 1000))
     );
     assert!(v["wal_bytes"].as_u64().unwrap() > 0, "{v}");
 
@@ -205,8 +210,10 @@ async fn heddlectl_drives_a_running_heddle() {
     assert_eq!(v["series"].as_u64(), Some(0), "{v}");
     let resp = client
         .get(format!(
-            "{}/api/v1/series?match[]=up&start=0&end=10",
-            h.prometheus_url()
+            "{}/api/v1/series?match[]=up&start={}&end={}",
+            h.prometheus_url(),
+            t0 / 1000 - 60,
+            t0 / 1000 + 60
         ))
         .header("X-Scope-OrgID", "beta")
         .send()

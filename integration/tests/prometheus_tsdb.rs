@@ -283,6 +283,9 @@ fn heddle_serves_a_tsdb_written_by_prometheus() {
         args: vec![
             "--distributor.ingestion-rate-limit=10000000".into(),
             "--distributor.ingestion-burst-size=10000000".into(),
+            // The datasets start at the block-range boundary before their first sample, up to two block ranges
+            // back: a backfill into each fresh tenant's empty head.
+            "--blocks-storage.tsdb.empty-head-sample-age-limit=6h".into(),
         ],
         ..HeddleOptions::default()
     })

@@ -57,7 +57,8 @@ fn expected(g: &SeriesGen, rounds: u32) -> Dump {
         .collect()
 }
 
-/// Flags every test's heddle gets: the S3 bucket, and fast compaction, shipping and bucket sync ticks.
+/// Flags every test's heddle gets: the S3 bucket, fast compaction, shipping and bucket sync ticks, and a backfill
+/// window for the workload's history.
 fn heddle_args(s3: &S3Server, extra: &[&str]) -> Vec<String> {
     let mut args = s3.heddle_args();
     args.extend(
@@ -65,6 +66,8 @@ fn heddle_args(s3: &S3Server, extra: &[&str]) -> Vec<String> {
             "--blocks-storage.tsdb.head-compaction-interval=500ms",
             "--blocks-storage.tsdb.ship-interval=500ms",
             "--blocks-storage.bucket-store.sync-interval=500ms",
+            // The workload starts six hours back, into a fresh tenant's empty head.
+            "--blocks-storage.tsdb.empty-head-sample-age-limit=24h",
         ]
         .map(String::from),
     );

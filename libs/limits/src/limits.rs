@@ -29,6 +29,13 @@ pub struct Limits {
     /// How far past the distributor's clock a sample timestamp may be.
     #[serde(with = "serde_duration")]
     pub creation_grace_period: Duration,
+    /// How far before the distributor's clock a sample timestamp may be; older samples are refused
+    /// (`err-heddle-sample-too-far-in-past`). 0 disables the check, Mimir's default, which Heddle keeps: the
+    /// ingesters refuse what their heads cannot hold anyway (older than half a block range before a head's
+    /// newest sample, or one block range before now for an empty head), so this is for tenants that want a
+    /// tighter, earlier refusal.
+    #[serde(with = "serde_duration")]
+    pub past_grace_period: Duration,
     /// Most in-memory series of a tenant across the cluster (0 = no limit), enforced by ingesters when they
     /// create a series. Each ingester applies `global * replication_factor / ingesters`.
     pub max_global_series_per_user: usize,
@@ -53,6 +60,7 @@ impl Default for Limits {
             max_label_name_length: 1024,
             max_label_value_length: 2048,
             creation_grace_period: Duration::from_secs(600),
+            past_grace_period: Duration::ZERO,
             max_global_series_per_user: 150_000,
             max_global_series_per_metric: 0,
             accept_ha_samples: false,
@@ -155,6 +163,12 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         help: "How far into the future (past the distributor's clock) a sample timestamp may be",
     },
     FlagSpec {
+        flag: "validation.past-grace-period",
+        key: "limits.past_grace_period",
+        kind: FlagKind::Value,
+        help: "How far into the past (before the distributor's clock) a sample timestamp may be; 0 disables the check",
+    },
+    FlagSpec {
         flag: "ingester.max-global-series-per-user",
         key: "limits.max_global_series_per_user",
         kind: FlagKind::Value,
@@ -202,6 +216,7 @@ mod tests {
         assert_eq!(l.ingestion_rate, 10_000.0);
         assert_eq!(l.ingestion_burst_size, 200_000);
         assert_eq!(l.creation_grace_period, Duration::from_secs(600));
+        assert_eq!(l.past_grace_period, Duration::ZERO, "Mimir's default: disabled");
         l.validate().unwrap();
     }
 

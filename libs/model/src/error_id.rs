@@ -106,6 +106,9 @@ catalogue! {
     /// A sample is further in the future than `limits.creation_grace_period`.
     TOO_FAR_IN_FUTURE = "err-heddle-too-far-in-future", 400, Series,
         "a sample's timestamp is further ahead of the server's clock than `limits.creation_grace_period`";
+    /// A sample is older than the distributor's clock minus `limits.past_grace_period`.
+    SAMPLE_TOO_FAR_IN_PAST = "err-heddle-sample-too-far-in-past", 400, Series,
+        "a sample's timestamp is further behind the server's clock than `limits.past_grace_period` (when set)";
     /// A sample is older than the series' newest sample.
     SAMPLE_OUT_OF_ORDER = "err-heddle-sample-out-of-order", 400, Series,
         "a sample is older than the newest sample of its series (no out-of-order window is offered)";
@@ -114,7 +117,8 @@ catalogue! {
         "a sample has the same timestamp as the newest of its series but another value";
     /// A sample is older than the head accepts (already compacted, or beyond the appendable window).
     SAMPLE_OUT_OF_BOUNDS = "err-heddle-sample-out-of-bounds", 400, Series,
-        "a sample is older than the tenant head accepts: behind a compacted block or the 1 h appendable window";
+        "a sample is older than the tenant head accepts: behind a compacted block, the 1 h appendable window, or, \
+         for an empty head, one block range before now";
     /// The head refused a label set (empty, unsorted or duplicated names) that validation let through.
     SERIES_INVALID_LABELS = "err-heddle-series-invalid-labels", 400, Series,
         "the ingester refused the series' label set (empty, unsorted or duplicate names)";

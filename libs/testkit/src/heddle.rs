@@ -162,6 +162,20 @@ impl HeddleProcess {
         res
     }
 
+    /// SIGTERM and wait up to `timeout` for exit (killing it after that, an error); returns the exit status and
+    /// how long the exit took. For tests of a bounded shutdown.
+    pub fn sigterm_and_wait_within(&mut self, timeout: Duration) -> Result<(ExitStatus, Duration), TestkitError> {
+        let mut process = self
+            .process
+            .take()
+            .ok_or_else(|| TestkitError::NotRunning { name: "heddle".into() })?;
+        let started = std::time::Instant::now();
+        let res = process.sigterm_and_wait(timeout);
+        let took = started.elapsed();
+        self.process = Some(process);
+        res.map(|status| (status, took))
+    }
+
     /// SIGKILL: simulates a crash (nothing flushed, no snapshot).
     pub fn kill9(&mut self) -> Result<(), TestkitError> {
         match self.process.as_mut() {

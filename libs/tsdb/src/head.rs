@@ -45,7 +45,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use append::{AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError};
+pub use append::{AppendBounds, AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError};
 pub use compact::{CompactStats, range_start};
 pub use lifecycle::{RefusalScope, SeriesLifecycle, SeriesRefusal};
 pub use read::{ChunkData, HeadStats, SeriesChunks};

@@ -16,6 +16,7 @@ pub mod record;
 pub use chunks_head::ChunksHeadCorruption;
 pub use error::{ChunkError, TsdbError};
 pub use head::{
-    AppendErrorKind, AppendOutcome, AppendSeries, ChunkData, CompactStats, Head, HeadOptions, HeadStats, RefusalScope,
-    ReplayStats, SeriesAppendError, SeriesChunks, SeriesLifecycle, SeriesRefusal, SnapshotStats, TruncateStats,
+    AppendBounds, AppendErrorKind, AppendOutcome, AppendSeries, ChunkData, CompactStats, Head, HeadOptions, HeadStats,
+    RefusalScope, ReplayStats, SeriesAppendError, SeriesChunks, SeriesLifecycle, SeriesRefusal, SnapshotStats,
+    TruncateStats,
 };

@@ -225,7 +225,7 @@ impl Distributor {
             discarded,
         )?;
         self.metrics.received_samples(tenant.as_str(), valid.samples);
-        let sharded = shard::shard(arena, tenant, &*self.ring, &valid.accepted, valid.max_ms);
+        let sharded = shard::shard(arena, tenant, &*self.ring, &valid.accepted, valid.window);
         Ok(Prepared {
             series_received: series.len(),
             deduplicated: None,

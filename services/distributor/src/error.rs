@@ -168,6 +168,12 @@ pub enum InvalidSeries {
         timestamp_ms: i64,
         max_ms: i64,
     },
+    #[error("{count} samples have timestamps too far in the past (first: {timestamp_ms} ms)")]
+    TooFarInPast {
+        count: usize,
+        timestamp_ms: i64,
+        min_ms: i64,
+    },
 }
 
 impl InvalidSeries {
@@ -183,6 +189,7 @@ impl InvalidSeries {
             InvalidSeries::DuplicateLabelNames { .. } => error_id::DUPLICATE_LABEL_NAMES,
             InvalidSeries::LabelsNotSorted { .. } => error_id::LABELS_NOT_SORTED,
             InvalidSeries::TooFarInFuture { .. } => error_id::TOO_FAR_IN_FUTURE,
+            InvalidSeries::TooFarInPast { .. } => error_id::SAMPLE_TOO_FAR_IN_PAST,
         }
     }
 
@@ -215,6 +222,10 @@ impl InvalidSeries {
             InvalidSeries::TooFarInFuture { max_ms, .. } => format!(
                 "the newest accepted timestamp is {max_ms} ms (now + grace period); fix the sender's clock or \
                  raise `limits.creation_grace_period` (--validation.create-grace-period)"
+            ),
+            InvalidSeries::TooFarInPast { min_ms, .. } => format!(
+                "the oldest accepted timestamp is {min_ms} ms (now - past grace period); fix the sender's clock, \
+                 or raise `limits.past_grace_period` (--validation.past-grace-period; 0 disables the check)"
             ),
         }
     }

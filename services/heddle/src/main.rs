@@ -57,6 +57,15 @@ fn main() -> ExitCode {
         heddle_server::init_telemetry(&cfg.server.log_level, cfg.server.log_format, &role)
     };
     tracing::info!(version = env!("CARGO_PKG_VERSION"), target = ?cfg.target, config = ?source, "starting heddle");
+    match heddle_server::raise_open_files_limit() {
+        Ok(l) => tracing::info!(
+            soft_before = l.soft_before,
+            soft = l.soft,
+            hard = l.hard,
+            "open files limit (RLIMIT_NOFILE): soft limit raised to the hard limit"
+        ),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open files limit; keeping the inherited one"),
+    }
     let code = match runtime.block_on(run::run(cfg)) {
         Ok(()) => {
             tracing::info!("stopped");
@@ -70,5 +79,12 @@ fn main() -> ExitCode {
     };
     // Send the spans still buffered while the runtime (and the exporter's connection on it) is still up.
     telemetry.shutdown();
+    // Dropping the runtime would wait for every blocking task, and a compaction can run for minutes: `run`
+    // already bounded the stop by the graceful shutdown timeout and closed the heads, so work still running
+    // now is abandoned (a block half-written is deleted at the next start).
+    runtime.shutdown_timeout(RUNTIME_STOP_TIMEOUT);
     code
 }
+
+/// How long the runtime waits for tasks still running once `run` returned.
+const RUNTIME_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);

@@ -173,6 +173,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let admin_token = crate::admin::AdminToken::load(&cfg.server.admin_token_file).map_err(anyhow::Error::msg)?;
     let cluster_token = ClusterToken::load(&cfg.server.cluster_token_file).map_err(anyhow::Error::msg)?;
     let refusals = AuthRefusals::register(&mut registry);
+    heddle_server::register_process_metrics(&mut registry);
     let discarded = DiscardedSamples::register(&mut registry);
     let overrides = Arc::new(Overrides::new(cfg.limits.clone()).register_metrics(&mut registry));
     if !cfg.runtime_config.file.as_os_str().is_empty() {
@@ -388,15 +389,25 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
 
     stop.cancelled().await;
+    // The whole stop is bounded by the graceful shutdown timeout, whatever is running: draining requests,
+    // flushes and leaving the ring get the first three quarters (at most all but 10 s), closing the heads
+    // (syncing the WAL) what is left, so it is never skipped for a slow drain. `main` then stops the runtime
+    // without waiting for blocking work (a compaction) that is still running.
+    let timeout = cfg.server.graceful_shutdown_timeout;
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
+    let soft_deadline = deadline - (timeout / 4).min(std::time::Duration::from_secs(10));
+    tracing::info!(timeout = ?timeout, "shutting down");
     readiness.not_ready("server", "shutting down");
     grpc.set_serving(false).await;
     // LEAVING first: distributors stop sending new series here while in-flight pushes finish.
-    if let Some(lc) = &lifecycler
-        && let Err(e) = lc.set_state(InstanceState::Leaving).await
-    {
-        tracing::warn!(error = %e, "could not announce LEAVING in the ring");
+    if let Some(lc) = &lifecycler {
+        match tokio::time::timeout_at(soft_deadline, lc.set_state(InstanceState::Leaving)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not announce LEAVING in the ring"),
+            Err(_) => tracing::warn!("announcing LEAVING in the ring did not finish in time; skipped"),
+        }
     }
-    let timeout = cfg.server.graceful_shutdown_timeout;
     let drain = async {
         if let Ok(Err(e)) = http_task.await {
             tracing::error!(error = %e, "HTTP server failed");
@@ -407,26 +418,42 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             }
         }
     };
-    if tokio::time::timeout(timeout, drain).await.is_err() {
+    if tokio::time::timeout_at(soft_deadline, drain).await.is_err() {
         tracing::warn!(timeout = ?timeout, "in-flight requests did not finish in time; closing anyway");
     }
     // PrepareShutdown / `/ingester/shutdown`: leave the ring and flush before the heads close.
-    admin.on_shutdown().await;
-    if let Some(ing) = &ingester {
-        ing.close().await;
-    }
-    if let Some(lc) = &lifecycler
-        && let Err(e) = lc.stop().await
+    if tokio::time::timeout_at(soft_deadline, admin.on_shutdown())
+        .await
+        .is_err()
     {
-        tracing::warn!(error = %e, "could not leave the ring cleanly");
+        tracing::warn!("the prepared shutdown's flush and ring leave did not finish in time; skipped the rest");
+    }
+    if let Some(ing) = &ingester {
+        ing.close_by(soft_deadline, deadline).await;
+    }
+    if let Some(lc) = &lifecycler {
+        match tokio::time::timeout_at(deadline, lc.stop()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not leave the ring cleanly"),
+            Err(_) => tracing::warn!("leaving the ring did not finish in time; skipped (the heartbeat goes stale)"),
+        }
     }
     if let Some(c) = &cluster {
-        // Give the last ring update (LEFT or LEAVING) a few gossip rounds to spread before going silent.
-        if lifecycler.is_some() {
-            tokio::time::sleep(cfg.memberlist.gossip_interval * 3).await;
+        let leave = async {
+            // Give the last ring update (LEFT or LEAVING) a few gossip rounds to spread before going silent.
+            if lifecycler.is_some() {
+                tokio::time::sleep(cfg.memberlist.gossip_interval * 3).await;
+            }
+            c.gossip.shutdown().await;
+        };
+        if tokio::time::timeout_at(deadline, leave).await.is_err() {
+            tracing::warn!("leaving the gossip cluster did not finish in time; skipped");
         }
-        c.gossip.shutdown().await;
     }
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "shutdown sequence done"
+    );
     Ok(())
 }
 

@@ -128,6 +128,8 @@ mod tests {
         };
         let discarded = DiscardedSamples::register(&mut registry);
         let ing = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
+        // The samples below are a few seconds after the epoch: so is the clock.
+        ing.set_clock(std::sync::Arc::new(heddle_model::ManualClock::new(10_000)));
         ing.open_existing().await.unwrap();
         ing
     }
@@ -190,6 +192,7 @@ mod tests {
             };
             let discarded = DiscardedSamples::register(&mut registry);
             let ing = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
+            ing.set_clock(std::sync::Arc::new(heddle_model::ManualClock::new(10_000)));
             ing.open_existing().await.unwrap();
             let tenant = TenantId::new("t").unwrap();
             for i in 0..series {

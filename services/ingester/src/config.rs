@@ -64,6 +64,19 @@ pub struct TsdbConfig {
     pub head_compaction_idle_timeout: Duration,
     /// Compact every head into blocks and ship them on shutdown (Mimir's `flush_blocks_on_shutdown`).
     pub flush_blocks_on_shutdown: bool,
+    /// A tenant that received no push for this long, whose head is empty (compacted by the idle compaction)
+    /// and whose blocks are all in the bucket, is closed: its head's files are released, it leaves the tenant
+    /// map and its local directory is deleted; the next push opens it again. 0 disables it. Mimir's
+    /// `close_idle_tsdb_timeout`, with Mimir's default (13h). With shipping off a tenant is closed only when it
+    /// has no local block, since the ingester holds the only copy of its blocks.
+    #[serde(with = "heddle_config::serde_duration")]
+    pub close_idle_tsdb_timeout: Duration,
+    /// How far before the ingester's clock an empty head accepts samples (Heddle's own setting; Mimir has no
+    /// bound there). 0, the default, means one block range: a head holds no range that is already closed.
+    /// Raise it to backfill a fresh tenant with older data, in time order (a head with samples keeps
+    /// Prometheus' window, half a block range before its newest sample).
+    #[serde(with = "heddle_config::serde_duration")]
+    pub empty_head_sample_age_limit: Duration,
 }
 
 impl Default for TsdbConfig {
@@ -79,6 +92,8 @@ impl Default for TsdbConfig {
             head_compaction_interval: Duration::from_secs(60),
             head_compaction_idle_timeout: Duration::from_secs(3600),
             flush_blocks_on_shutdown: false,
+            close_idle_tsdb_timeout: Duration::from_secs(13 * 3600),
+            empty_head_sample_age_limit: Duration::ZERO,
         }
     }
 }
@@ -108,6 +123,14 @@ impl TsdbConfig {
             return Err("blocks_storage.tsdb.head_compaction_interval: must be positive".into());
         }
         Ok(())
+    }
+
+    /// How far before now an empty head accepts samples, in milliseconds (see `empty_head_sample_age_limit`).
+    pub fn empty_head_sample_age_limit_ms(&self) -> i64 {
+        match self.empty_head_sample_age_limit {
+            d if d.is_zero() => self.block_range_ms(),
+            d => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        }
     }
 
     /// The block range in milliseconds.
@@ -193,6 +216,20 @@ pub const TSDB_FLAGS: &[FlagSpec] = &[
         key: "blocks_storage.tsdb.flush_blocks_on_shutdown",
         kind: FlagKind::Bool,
         help: "Compact every head into blocks and ship them on shutdown",
+    },
+    FlagSpec {
+        flag: "blocks-storage.tsdb.close-idle-tsdb-timeout",
+        key: "blocks_storage.tsdb.close_idle_tsdb_timeout",
+        kind: FlagKind::Value,
+        help: "Close a tenant with no push for this long once its head is compacted and its blocks shipped, \
+               releasing its files and deleting its local directory; 0 disables it",
+    },
+    FlagSpec {
+        flag: "blocks-storage.tsdb.empty-head-sample-age-limit",
+        key: "blocks_storage.tsdb.empty_head_sample_age_limit",
+        kind: FlagKind::Value,
+        help: "How far before now an empty head (a fresh tenant) accepts samples; 0 means one block range. Raise \
+               it to backfill a fresh tenant with older data",
     },
 ];
 

@@ -14,7 +14,7 @@ use crate::error::IngesterError;
 use crate::limits::{IngesterLimits, SeriesAdmission, TopologySource};
 use crate::metrics::Metrics;
 use crate::tenant::Tenant;
-use heddle_model::TenantId;
+use heddle_model::{Clock, SystemClock, TenantId};
 use heddle_proto::ArenaPool;
 use heddle_server::DiscardedSamples;
 use heddle_tsdb::block::BlockMeta;
@@ -46,6 +46,8 @@ pub struct Ingester {
     /// How long reads still answer a block after its upload, in ms (see [`Ingester::set_shipped_blocks_grace`]).
     shipped_blocks_grace_ms: AtomicU64,
     state: AtomicU8,
+    /// The time the push path's bounds are taken from (tests set a manual one).
+    clock: RwLock<Arc<dyn Clock>>,
 }
 
 impl Ingester {
@@ -69,6 +71,7 @@ impl Ingester {
             bucket,
             shipped_blocks_grace_ms: AtomicU64::new(0),
             state: AtomicU8::new(STARTING),
+            clock: RwLock::new(Arc::new(SystemClock)),
         })
     }
 
@@ -90,6 +93,27 @@ impl Ingester {
     pub fn set_shipped_blocks_grace(&self, grace: Duration) {
         let ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
         self.shipped_blocks_grace_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Takes "now" from `clock` from now on (default: the system clock): the push path refuses samples past
+    /// now + the tenant's creation grace period, and, for an empty head, before now - one block range (or
+    /// `empty_head_sample_age_limit`).
+    pub fn set_clock(&self, clock: Arc<dyn Clock>) {
+        *self.clock.write().unwrap_or_else(|p| p.into_inner()) = clock;
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.read().unwrap_or_else(|p| p.into_inner()).now_ms()
+    }
+
+    /// The time bounds of a push of `tenant` now (see [`Ingester::set_clock`]).
+    fn append_bounds(&self, tenant: &TenantId) -> heddle_tsdb::AppendBounds {
+        let now = self.now_ms();
+        let grace = i64::try_from(self.limits.creation_grace_period(tenant).as_millis()).unwrap_or(i64::MAX);
+        heddle_tsdb::AppendBounds {
+            empty_head_min: now.saturating_sub(self.tsdb.empty_head_sample_age_limit_ms()),
+            max: now.saturating_add(grace),
+        }
     }
 
     fn shipped_blocks_grace(&self) -> Duration {
@@ -149,28 +173,134 @@ impl Ingester {
     /// Refuses new pushes, then closes every tenant (flushing its WAL's last page and syncing it), writing a
     /// chunk snapshot of each head when `blocks_storage.tsdb.memory_snapshot_on_shutdown` is on.
     pub async fn close(&self) {
+        let far = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        self.close_by(far, far).await;
+    }
+
+    /// [`Ingester::close`] within deadlines: the flush of `flush_blocks_on_shutdown` stops at `flush_until`
+    /// (the WAL keeps what it did not write as blocks), and closing the heads, which runs after it in any case,
+    /// stops waiting at `close_until`. A head still closing then (a slow snapshot) is left to the process
+    /// exit: its WAL holds every acknowledged sample already (written before the ack; only its last fsync
+    /// is missing). Returns whether every head was closed.
+    pub async fn close_by(&self, flush_until: tokio::time::Instant, close_until: tokio::time::Instant) -> bool {
         let snapshot = self.tsdb.memory_snapshot_on_shutdown;
         self.state.store(STOPPING, Ordering::Release);
         if self.tsdb.flush_blocks_on_shutdown {
-            for tenant in self.tenants() {
-                if let Err(e) = self.flush_tenant(&tenant, true).await {
-                    tracing::error!(%tenant, error = %e, "flushing blocks on shutdown failed; the WAL keeps the samples");
+            let flush = async {
+                for tenant in self.tenants() {
+                    if let Err(e) = self.flush_tenant(&tenant, true).await {
+                        tracing::error!(%tenant, error = %e, "flushing blocks on shutdown failed; the WAL keeps the samples");
+                    }
                 }
+            };
+            if tokio::time::timeout_at(flush_until, flush).await.is_err() {
+                tracing::warn!(
+                    "flushing blocks on shutdown did not finish in time; skipped the rest, the WAL keeps the samples"
+                );
             }
         }
+        let tenants = self.all_tenants();
+        let total = tenants.len();
+        let closed = std::sync::atomic::AtomicUsize::new(0);
+        // In parallel: each close is mostly an fsync (and a snapshot when enabled).
+        let close_all = futures::future::join_all(tenants.into_iter().map(|tenant| {
+            let closed = &closed;
+            async move {
+                let t = tenant.clone();
+                let result = tokio::task::spawn_blocking(move || t.close(snapshot)).await;
+                let tenant = tenant.id();
+                match result {
+                    Ok(Ok(Some(series))) => {
+                        tracing::info!(%tenant, snapshot_series = series, "closed tenant head with a chunk snapshot")
+                    }
+                    Ok(Ok(None)) => tracing::info!(%tenant, "closed tenant head"),
+                    Ok(Err(e)) => tracing::error!(%tenant, error = %e, "closing tenant head failed"),
+                    Err(e) => tracing::error!(%tenant, error = %e, "closing tenant head panicked"),
+                }
+                closed.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+        if tokio::time::timeout_at(close_until, close_all).await.is_err() {
+            let done = closed.load(Ordering::Relaxed);
+            tracing::warn!(
+                closed = done,
+                not_closed = total - done,
+                "tenant heads did not all close in time; the rest were not synced (their WAL holds every acknowledged \
+                 sample, written before it was acknowledged)"
+            );
+            return false;
+        }
+        true
+    }
+
+    /// Closes every tenant that may be closed as idle ([`Tenant::closable`], `close_idle_tsdb_timeout`);
+    /// returns how many were. Run by the blocks loop after its compaction tick.
+    pub(crate) async fn close_idle_tenants(&self) -> usize {
+        let timeout = self.tsdb.close_idle_tsdb_timeout;
+        if timeout.is_zero() || !self.is_running() {
+            return 0;
+        }
+        let mut closed = 0;
         for tenant in self.all_tenants() {
-            let t = tenant.clone();
-            let result = tokio::task::spawn_blocking(move || t.close(snapshot)).await;
-            let tenant = tenant.id();
-            match result {
-                Ok(Ok(Some(series))) => {
-                    tracing::info!(%tenant, snapshot_series = series, "closed tenant head with a chunk snapshot")
-                }
-                Ok(Ok(None)) => tracing::info!(%tenant, "closed tenant head"),
-                Ok(Err(e)) => tracing::error!(%tenant, error = %e, "closing tenant head failed"),
-                Err(e) => tracing::error!(%tenant, error = %e, "closing tenant head panicked"),
+            if tenant.closable(timeout, std::time::Instant::now()).is_err() {
+                continue;
+            }
+            match self.close_idle_tenant(tenant.id(), timeout).await {
+                Ok(true) => closed += 1,
+                Ok(false) => {}
+                Err(e) => tracing::error!(tenant = %tenant.id(), error = %e, "closing idle tenant failed"),
             }
         }
+        closed
+    }
+
+    /// Closes `tenant` if it is still closable, as Mimir closes idle TSDBs. Race-free with pushes: the tenant
+    /// leaves the map under the lock that serializes opening tenants, so a new push waits and then opens it
+    /// afresh; a push that found the old tenant before either lands in its head before the head closes (its
+    /// samples are then in the WAL, and the directory is kept for the next open to replay), or finds the head
+    /// closed and, having stored nothing, retries in the reopened tenant (`service`).
+    async fn close_idle_tenant(&self, tenant: &TenantId, timeout: Duration) -> Result<bool, IngesterError> {
+        let _guard = self.opening.lock().await;
+        let Some(t) = self.tenant(tenant) else {
+            return Ok(false);
+        };
+        if let Err(why) = t.closable(timeout, std::time::Instant::now()) {
+            tracing::debug!(%tenant, why, "idle tenant not closed");
+            return Ok(false);
+        }
+        self.tenants.write().unwrap_or_else(|e| e.into_inner()).remove(tenant);
+        self.metrics.tenants.dec();
+        let samples_before = t.head().stats().samples_appended;
+        let closing = t.clone();
+        let tsdb_err = |source| IngesterError::Tsdb {
+            tenant: tenant.clone(),
+            source,
+        };
+        tokio::task::spawn_blocking(move || closing.close(false))
+            .await
+            .map_err(|e| IngesterError::Task(e.to_string()))?
+            .map_err(tsdb_err)?;
+        // A push that raced the close landed in the WAL: keep the directory, and open the tenant again at once
+        // so that those samples stay readable.
+        let untouched = t.head().stats().samples_appended == samples_before && t.head().stats().series == 0;
+        if !untouched {
+            tracing::info!(%tenant, "a push reached the idle tenant while it closed; opened it again");
+            self.open_tenant_locked(tenant.clone()).await?;
+            return Ok(false);
+        }
+        let dir = t.head().dir().to_path_buf();
+        let d = dir.clone();
+        tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&d))
+            .await
+            .map_err(|e| IngesterError::Task(e.to_string()))?
+            .map_err(|source| tsdb_err(heddle_tsdb::TsdbError::Io { path: dir, source }))?;
+        self.metrics.idle_tenants_closed.inc();
+        tracing::info!(
+            %tenant,
+            idle_for = ?timeout,
+            "closed idle tenant: head closed, files released, local directory deleted; the next push opens it again"
+        );
+        Ok(true)
     }
 
     /// The tenants that are open here, sorted.
@@ -318,6 +448,11 @@ impl Ingester {
         if let Some(t) = self.tenant(&tenant) {
             return Ok(t);
         }
+        self.open_tenant_locked(tenant).await
+    }
+
+    /// Opens `tenant` and adds it to the map; the caller holds `opening`.
+    async fn open_tenant_locked(&self, tenant: TenantId) -> Result<Arc<Tenant>, IngesterError> {
         let dir = self.tsdb.dir.join(tenant.as_str());
         let opts = HeadOptions {
             wal_compression: self.tsdb.wal_compression_enabled,

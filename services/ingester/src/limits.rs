@@ -55,6 +55,15 @@ impl IngesterLimits {
         *self.topology.write().unwrap_or_else(|p| p.into_inner()) = topology;
     }
 
+    /// How far past the ingester's clock a sample of `tenant` may be (`limits.creation_grace_period`).
+    pub(crate) fn creation_grace_period(&self, tenant: &TenantId) -> std::time::Duration {
+        self.overrides
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tenant.as_str())
+            .creation_grace_period
+    }
+
     /// The local (this ingester's) series limits of `tenant`.
     pub(crate) fn local_series_limits(&self, tenant: &TenantId) -> SeriesLimits {
         let global = self

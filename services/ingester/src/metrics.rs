@@ -13,6 +13,8 @@ pub(crate) struct Metrics {
     pub(crate) series_created: Counter,
     pub(crate) memory_series: Gauge,
     pub(crate) tenants: Gauge,
+    /// Tenants closed after `close_idle_tsdb_timeout` without a push.
+    pub(crate) idle_tenants_closed: Counter,
     pub(crate) wal_bytes_written: Counter<u64, AtomicU64>,
     pub(crate) replayed_records: Counter,
     pub(crate) wal_corruptions_repaired: Counter,
@@ -88,6 +90,7 @@ impl Metrics {
             series_created: Counter::default(),
             memory_series: Gauge::default(),
             tenants: Gauge::default(),
+            idle_tenants_closed: Counter::default(),
             wal_bytes_written: Counter::default(),
             replayed_records: Counter::default(),
             wal_corruptions_repaired: Counter::default(),
@@ -121,6 +124,12 @@ impl Metrics {
             "heddle_ingester_tenants",
             "Tenants with an open head",
             m.tenants.clone(),
+        );
+        r.register(
+            "heddle_ingester_idle_tenants_closed",
+            "Tenants closed after blocks_storage.tsdb.close_idle_tsdb_timeout without a push: head closed, files \
+             released, local directory deleted (the next push opens the tenant again)",
+            m.idle_tenants_closed.clone(),
         );
         r.register(
             "heddle_ingester_open_chunks_dropped",
@@ -283,6 +292,7 @@ mod tests {
         }
         .encode_to_vec();
         let tenant = TenantId::new(tenant).unwrap();
+        ingester.set_clock(Arc::new(heddle_model::ManualClock::new(ts)));
         let resp = ingester.push(&tenant, Bytes::from(body)).await.unwrap();
         assert!(resp.errors.is_empty(), "{:?}", resp.errors);
     }

@@ -1,6 +1,7 @@
 //! The push path of one tenant: raw `WriteRequest` bytes -> request arena -> the tenant's head.
 //!
-//! The head judges everything per series: samples outside its accepted range (out of bounds), and, through the
+//! The head judges everything per series: samples outside its accepted range (out of bounds; too far in the
+//! future or, for an empty head, older than one block range, by the bounds the ingester sets from its clock), and, through the
 //! tenant's series admission hook, whether a new series may be created. The refused series are reported per
 //! series and the rest of the push is still ingested. The instance limits checked before the body is decoded
 //! are the ingester's (`crate::ingester`); the instance series limit, which needs to know which series are new,
@@ -14,7 +15,7 @@ use heddle_model::series_text;
 use heddle_proto::ingester::{PushResponse, SeriesError};
 use heddle_proto::{ArenaPool, decode_write_request};
 use heddle_server::DiscardedSamples;
-use heddle_tsdb::{AppendErrorKind, AppendOutcome, AppendSeries, TsdbError};
+use heddle_tsdb::{AppendBounds, AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError, TsdbError};
 use std::sync::Arc;
 
 /// What a push needs from the ingester besides the tenant.
@@ -23,6 +24,9 @@ pub(crate) struct PushContext {
     pub(crate) arenas: ArenaPool,
     pub(crate) metrics: Metrics,
     pub(crate) discarded: DiscardedSamples,
+    /// The time bounds of this push: now + the tenant's creation grace period, and now - one block range for
+    /// an empty head.
+    pub(crate) bounds: AppendBounds,
 }
 
 /// Appends an encoded `WriteRequest` to the tenant's head; returns the response and the samples appended.
@@ -34,8 +38,9 @@ pub(crate) async fn push(
     tenant: Arc<Tenant>,
     ctx: PushContext,
     body: Bytes,
-    refused: impl FnOnce(&'static str, String) -> IngesterError + Send + 'static,
+    refused: impl FnOnce(&'static str, String) -> IngesterError + Send + Clone + 'static,
 ) -> Result<(PushResponse, u64), IngesterError> {
+    tenant.note_push();
     let c = ctx.clone();
     let t = tenant.clone();
     let (outcome, errors) = tokio::task::spawn_blocking(move || append(&t, &c, &body, refused))
@@ -87,7 +92,7 @@ fn append(
         });
         origin.push(index);
     }
-    let outcome = match tenant.head().append(&batch) {
+    let outcome = match tenant.head().append_within(&batch, ctx.bounds) {
         Ok(outcome) => outcome,
         Err(TsdbError::BatchRefused { id, message }) => return Err(refused(id, message)),
         Err(source) => {
@@ -107,6 +112,9 @@ fn append(
             reason: e.reason.id().to_owned(),
             message: match e.reason {
                 AppendErrorKind::Refused(_) => e.to_string(),
+                AppendErrorKind::TooFarInFuture | AppendErrorKind::TooOldForEmptyHead => {
+                    time_bound_message(e, tenant, &series_text(batch[e.index].labels))
+                }
                 _ => format!(
                     "{e} (tenant={}, series={})",
                     tenant.id(),
@@ -117,6 +125,27 @@ fn append(
         })
         .collect();
     Ok((outcome, errors))
+}
+
+/// The message of a sample refused by the bounds the ingester sets from its clock: the sample, the bound, and
+/// the flag that sets it.
+fn time_bound_message(e: &SeriesAppendError, tenant: &Tenant, series: &str) -> String {
+    let (id, n, ts, bound) = (e.reason.id(), e.samples_rejected, e.first_rejected_t, e.last_accepted_t);
+    let tenant = tenant.id();
+    match e.reason {
+        AppendErrorKind::TooFarInFuture => format!(
+            "{id}: {n} sample(s) too far in the future (first rejected ts={ts}, tenant={tenant}, series={series}): \
+             the newest accepted timestamp is {bound} ms (the ingester's clock + creation grace period); fix the \
+             sender's clock or raise `limits.creation_grace_period` (--validation.create-grace-period)"
+        ),
+        _ => format!(
+            "{id}: {n} sample(s) too old for the tenant's empty head (first rejected ts={ts}, tenant={tenant}, \
+             series={series}): the oldest accepted timestamp is {bound} ms (the ingester's clock minus \
+             --blocks-storage.tsdb.empty-head-sample-age-limit, by default one block range, \
+             --blocks-storage.tsdb.block-ranges-period): a head holds no sample of a block range that is already \
+             closed; raise the age limit to backfill a fresh tenant"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //!
 //! The ingester keeps one map of these; every per-tenant path (push, reads, blocks, admin) takes a `&Tenant`.
 //! What a tenant needs that is not its own (configuration, metrics, the instance limits) is passed in by the
-//! caller. Closing an idle tenant for good (issue 19) is [`Tenant::close`], dropping it from the map, and taking its
-//! series off `heddle_ingester_memory_series` (the admission's count) and the tenant off
+//! caller. Closing an idle tenant for good ([`Tenant::closable`]) is [`Tenant::close`] and dropping it from the
+//! map (its head is empty by then, so `heddle_ingester_memory_series` holds none of its series), taking it off
 //! `heddle_ingester_tenants`; its rate, activity and block upload times go with it.
 
 use crate::limits::SeriesAdmission;
@@ -41,6 +41,8 @@ pub(crate) struct Tenant {
     /// Blocks `shipper.json` listed when the tenant was opened: they count as shipped at `opened`.
     shipped_before_open: BTreeSet<String>,
     opened: Instant,
+    /// When the last push reached this tenant (its opening, before the first): for closing idle tenants.
+    last_push: Mutex<Instant>,
 }
 
 impl Tenant {
@@ -71,6 +73,7 @@ impl Tenant {
             shipped_at: Mutex::new(HashMap::new()),
             shipped_before_open,
             opened: Instant::now(),
+            last_push: Mutex::new(Instant::now()),
         };
         Ok((tenant, stats))
     }
@@ -152,6 +155,32 @@ impl Tenant {
         for u in ulids {
             shipped_at.remove(u);
         }
+    }
+
+    /// Notes that a push reached the tenant now.
+    pub(crate) fn note_push(&self) {
+        *self.last_push.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    /// Why the tenant may not be closed as idle at `now` after `timeout` without a push, or `Ok` when it may:
+    /// no push for that long, an empty head (the idle compaction wrote its samples into blocks), and every
+    /// local block in the bucket (with shipping off: no local block, since this is its only copy).
+    pub(crate) fn closable(&self, timeout: Duration, now: Instant) -> Result<(), &'static str> {
+        let last_push = *self.last_push.lock().unwrap_or_else(|p| p.into_inner());
+        if timeout.is_zero() || now.saturating_duration_since(last_push) < timeout {
+            return Err("pushed to recently");
+        }
+        if self.head.stats().series > 0 {
+            return Err("head not empty");
+        }
+        let unshipped = match &self.shipper {
+            Some(shipper) => self.blocks.count_unshipped(&shipper.shipped()),
+            None => self.blocks.len(),
+        };
+        if unshipped > 0 {
+            return Err("blocks not shipped");
+        }
+        Ok(())
     }
 
     /// Records the head's appended-sample count for the rate.

@@ -41,6 +41,30 @@ pub enum AppendErrorKind {
     OutOfBounds,
     /// The series lifecycle hook refused to create the series (a series limit); the id is the hook's.
     Refused(&'static str),
+    /// A sample that the head, being empty, refused as older than the caller's [`AppendBounds::empty_head_min`]:
+    /// it belongs in a block range that is already closed.
+    TooOldForEmptyHead,
+    /// A sample newer than the caller's [`AppendBounds::max`] (the clock plus a grace period).
+    TooFarInFuture,
+}
+
+/// Time bounds the caller (who knows the clock) sets on an append, on top of the head's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendBounds {
+    /// An empty head refuses samples before this: with nothing in it yet, the head's own window (half a block
+    /// range before its newest sample) does not apply, and without this bound one ancient sample would open
+    /// it at any time. A head with samples ignores it and keeps Prometheus' window.
+    pub empty_head_min: i64,
+    /// Samples after this are refused.
+    pub max: i64,
+}
+
+impl AppendBounds {
+    /// No bound beyond the head's own.
+    pub const NONE: AppendBounds = AppendBounds {
+        empty_head_min: i64::MIN,
+        max: i64::MAX,
+    };
 }
 
 impl AppendErrorKind {
@@ -52,6 +76,8 @@ impl AppendErrorKind {
             AppendErrorKind::InvalidLabels => error_id::SERIES_INVALID_LABELS,
             AppendErrorKind::OutOfBounds => error_id::SAMPLE_OUT_OF_BOUNDS,
             AppendErrorKind::Refused(id) => id,
+            AppendErrorKind::TooOldForEmptyHead => error_id::SAMPLE_OUT_OF_BOUNDS,
+            AppendErrorKind::TooFarInFuture => error_id::TOO_FAR_IN_FUTURE,
         }
     }
 }
@@ -75,7 +101,8 @@ pub struct SeriesAppendError {
     /// Timestamp of the first rejected sample.
     pub first_rejected_t: i64,
     /// The series' newest timestamp when that sample was rejected (`i64::MIN` if it had none); for
-    /// [`AppendErrorKind::OutOfBounds`], the oldest time the head accepted.
+    /// [`AppendErrorKind::OutOfBounds`] and [`AppendErrorKind::TooOldForEmptyHead`], the oldest time the head
+    /// accepted; for [`AppendErrorKind::TooFarInFuture`], the newest.
     pub last_accepted_t: i64,
     /// For [`AppendErrorKind::Refused`], the hook's message (the whole text the error displays).
     pub message: Option<String>,
@@ -109,6 +136,15 @@ impl fmt::Display for SeriesAppendError {
                 "{id}: {n} sample(s) older than the oldest time the head accepts, {last} (first rejected ts={ts}): \
                  the head accepts samples from half a block range before its newest sample on, and none in a range \
                  already compacted into a block; out-of-order ingestion is not supported"
+            ),
+            AppendErrorKind::TooOldForEmptyHead => write!(
+                f,
+                "{id}: {n} sample(s) older than the oldest time an empty head accepts, {last} (first rejected \
+                 ts={ts}): their block range is already closed"
+            ),
+            AppendErrorKind::TooFarInFuture => write!(
+                f,
+                "{id}: {n} sample(s) newer than the newest time the head accepts, {last} (first rejected ts={ts})"
             ),
             AppendErrorKind::Refused(_) => match &self.message {
                 Some(m) => f.write_str(m),
@@ -166,6 +202,14 @@ impl Head {
     /// it may refuse the series ([`AppendErrorKind::Refused`]) or the whole batch
     /// ([`TsdbError::BatchRefused`], nothing stored, the series the batch created removed again).
     pub fn append(&self, batch: &[AppendSeries<'_>]) -> Result<AppendOutcome, TsdbError> {
+        self.append_within(batch, AppendBounds::NONE)
+    }
+
+    /// [`Head::append`] that also refuses samples outside `bounds`: newer than `bounds.max`
+    /// ([`AppendErrorKind::TooFarInFuture`]), and, while the head is empty, older than
+    /// `bounds.empty_head_min` ([`AppendErrorKind::TooOldForEmptyHead`]). Judged under the appender lock, so
+    /// "empty" cannot change while the batch is judged.
+    pub fn append_within(&self, batch: &[AppendSeries<'_>], bounds: AppendBounds) -> Result<AppendOutcome, TsdbError> {
         let mut guard = lock(&self.appender);
         let app = &mut *guard;
         if app.wal.is_none() {
@@ -176,6 +220,19 @@ impl Head {
         // Stable while the appender lock is held: compaction raises the minimum valid time under that lock, and
         // only appends move the newest sample.
         let min_valid = self.appendable_min_time();
+        let empty = self.stats().max_time.is_none();
+        // The first bound a sample at `t` breaks, as (reason, the bound).
+        let out_of_bounds = |t: i64| -> Option<(AppendErrorKind, i64)> {
+            if t > bounds.max {
+                Some((AppendErrorKind::TooFarInFuture, bounds.max))
+            } else if t < min_valid {
+                Some((AppendErrorKind::OutOfBounds, min_valid))
+            } else if empty && t < bounds.empty_head_min {
+                Some((AppendErrorKind::TooOldForEmptyHead, bounds.empty_head_min))
+            } else {
+                None
+            }
+        };
 
         // 1. Find or create each series; note those whose Series record must be logged.
         let mut resolved: Vec<Option<Arc<MemSeries>>> = Vec::with_capacity(batch.len());
@@ -194,9 +251,11 @@ impl Head {
                 })
             };
             // As Prometheus checks the bounds before it looks the series up: nothing to store, nothing to create.
-            if !entry.samples.is_empty() && entry.samples.iter().all(|s| s.t < min_valid) {
-                out.errors
-                    .extend(rejected(AppendErrorKind::OutOfBounds, None, min_valid));
+            if !entry.samples.is_empty()
+                && entry.samples.iter().all(|s| out_of_bounds(s.t).is_some())
+                && let Some((reason, bound)) = entry.samples.first().and_then(|s| out_of_bounds(s.t))
+            {
+                out.errors.extend(rejected(reason, None, bound));
                 resolved.push(None);
                 continue;
             }
@@ -244,13 +303,13 @@ impl Head {
                 let mut error: Option<SeriesAppendError> = None;
                 for s in entry.samples {
                     let bits = s.v.to_bits();
-                    if s.t < min_valid {
+                    if let Some((reason, bound)) = out_of_bounds(s.t) {
                         let e = error.get_or_insert(SeriesAppendError {
                             index,
-                            reason: AppendErrorKind::OutOfBounds,
+                            reason,
                             samples_rejected: 0,
                             first_rejected_t: s.t,
-                            last_accepted_t: min_valid,
+                            last_accepted_t: bound,
                             message: None,
                         });
                         e.samples_rejected = e.samples_rejected.saturating_add(1);

@@ -25,6 +25,13 @@ pub fn range_start(t: i64, range_ms: i64) -> i64 {
     t.div_euclid(range_ms).saturating_mul(range_ms)
 }
 
+/// The block range `[start, end)` holding `t`, clamped to the `i64` time line: the first range starts at
+/// `i64::MIN` and the last ends at `i64::MAX` (so a sample at `i64::MAX` is in no block range).
+pub fn block_range_of(t: i64, range_ms: i64) -> (i64, i64) {
+    let q = t.div_euclid(range_ms);
+    (q.saturating_mul(range_ms), q.saturating_add(1).saturating_mul(range_ms))
+}
+
 /// What [`Head::compact`] did.
 #[derive(Debug, Clone, Default)]
 pub struct CompactStats {
@@ -55,6 +62,9 @@ impl Head {
         }
         let mut out = CompactStats::default();
         let mut truncate_at = None;
+        // Each turn writes the range of the oldest sample not compacted yet and raises the minimum valid time
+        // past it, so the turns are at most the non-empty block ranges the head holds: the cost follows the
+        // data, never the time span between its oldest and newest sample.
         loop {
             let range = if force {
                 self.next_forced_range(range_ms)
@@ -62,7 +72,12 @@ impl Head {
                 self.compactable_range(range_ms)
             };
             let Some((mint, maxt)) = range else { break };
+            if maxt <= mint || maxt <= self.min_valid_time() {
+                // Nothing left that a block can hold (a sample at `i64::MAX` is past every block's end).
+                break;
+            }
             self.raise_min_valid_time(maxt);
+            crate::file::failpoint("compact-before-block");
             if let Some(meta) = self.write_block(parent, mint, maxt, tenant)? {
                 out.blocks.push(meta);
                 crate::file::failpoint("compact-after-block");
@@ -80,12 +95,21 @@ impl Head {
     fn next_forced_range(&self, range_ms: i64) -> Option<(i64, i64)> {
         let stats = self.stats();
         let (lo, hi) = (stats.min_time?, stats.max_time?);
-        let lo = lo.max(self.min_valid_time());
+        let lo = self.oldest_sample_at_or_after(lo.max(self.min_valid_time()))?;
         if lo > hi {
             return None;
         }
-        let end = range_start(lo, range_ms).saturating_add(range_ms);
+        let (_, end) = block_range_of(lo, range_ms);
         Some((lo, end.min(hi.saturating_add(1))))
+    }
+
+    /// The oldest sample time at or after `t` over every series (`None`: no sample there). O(series), reading
+    /// at most one completed chunk per series; this is what lets compaction jump over empty block ranges.
+    pub fn oldest_sample_at_or_after(&self, t: i64) -> Option<i64> {
+        let all: Vec<Arc<MemSeries>> = read(&self.index).all_series().cloned().collect();
+        all.iter()
+            .filter_map(|s| lock(&s.state).first_time_at_or_after(t, &self.chunks))
+            .min()
     }
 
     /// Samples before this time are refused by appends (a block holds that range).
@@ -103,15 +127,26 @@ impl Head {
     /// The oldest block range `[start, start + range_ms)` that is due for compaction: the head spans more than
     /// 1.5 block ranges (Prometheus' `compactable`), so that range lies wholly before the last half range in
     /// which appends still arrive. `None` when the head is not that long yet.
+    ///
+    /// The range is the one holding the oldest sample not compacted yet (at or after the minimum valid time):
+    /// empty ranges in between are skipped, however many there are. Its start is clipped to the minimum valid
+    /// time, since what lies before it is in a block already.
     pub fn compactable_range(&self, range_ms: i64) -> Option<(i64, i64)> {
         let stats = self.stats();
         let (lo, hi) = (stats.min_time?, stats.max_time?);
-        let lo = lo.max(self.min_valid_time());
-        if hi.saturating_sub(lo) <= range_ms.saturating_mul(3) / 2 {
+        let min_valid = self.min_valid_time();
+        let due = |lo: i64| hi.saturating_sub(lo) > range_ms.saturating_mul(3) / 2;
+        // `lo` bounds the oldest sample from below: when even that is not due, no series needs to be looked at.
+        let lo = lo.max(min_valid);
+        if !due(lo) {
             return None;
         }
-        let start = range_start(lo, range_ms);
-        Some((start, start.saturating_add(range_ms)))
+        let lo = self.oldest_sample_at_or_after(lo)?;
+        if !due(lo) {
+            return None;
+        }
+        let (start, end) = block_range_of(lo, range_ms);
+        Some((start.max(min_valid), end))
     }
 
     /// Writes the head's samples in `[mint, maxt)` as a level-1 block under `parent` (a `<ULID>` directory,

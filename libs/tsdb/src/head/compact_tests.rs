@@ -190,3 +190,81 @@ fn a_range_without_samples_writes_no_block() {
     assert!(head.write_block(dir.path(), 0, H2, None).unwrap().is_none());
     assert!(list_local_blocks(dir.path()).unwrap().is_empty());
 }
+
+/// Appends one sample to a series named `name`.
+fn one(head: &Head, name: &str, t: i64) -> AppendOutcome {
+    let l = [LabelRef {
+        name: "__name__",
+        value: name,
+    }];
+    let s = [Sample::new(t, 1.0)];
+    head.append(&[AppendSeries {
+        labels: &l,
+        samples: &s,
+    }])
+    .unwrap()
+}
+
+/// Samples at the ends of the time line and samples now: compaction visits the ranges that hold samples and
+/// jumps over the ~10^12 empty ranges in between, due or forced, and every sample ends up in a block (or, at
+/// `i64::MAX`, which no block's exclusive end can cover, stays in the head).
+#[test]
+fn compaction_skips_empty_ranges_between_distant_samples() {
+    let now = 1_700_000_000_000 - 1_700_000_000_000 % H2;
+    for (name, force) in [("due", false), ("forced", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (head, _) = Head::open(&dir.path().join("head"), opts()).unwrap();
+        let blocks_dir = dir.path().join("blocks");
+        std::fs::create_dir_all(&blocks_dir).unwrap();
+        assert!(one(&head, "ancient", i64::MIN).errors.is_empty(), "{name}");
+        assert!(one(&head, "ancient2", i64::MIN + 1).errors.is_empty(), "{name}");
+        assert!(fill(&head, now, now + 3 * H2).errors.is_empty(), "{name}");
+        assert!(one(&head, "last", i64::MAX).errors.is_empty(), "{name}");
+        let before = all_samples(&head);
+
+        let stats = head.compact(&blocks_dir, H2, Some("t"), force).unwrap();
+        // One block for the first range (both ancient samples), one per range of `now`'s three: four turns.
+        let ranges: Vec<(i64, i64)> = stats.blocks.iter().map(|b| (b.min_time, b.max_time)).collect();
+        let expected = vec![
+            (i64::MIN, i64::MIN + H2 - i64::MIN.rem_euclid(H2)),
+            (now, now + H2),
+            (now + H2, now + 2 * H2),
+            (now + 2 * H2, now + 3 * H2),
+        ];
+        // Forced ranges end at their block range's end too here: the newest sample (at i64::MAX) is later.
+        assert_eq!(ranges, expected, "{name}");
+
+        // Every sample but the one at i64::MAX is in exactly one block; the head keeps that one.
+        let mut from_blocks: std::collections::BTreeMap<String, Vec<(i64, u64)>> = Default::default();
+        for meta in &stats.blocks {
+            for (series, samples) in block_samples(&blocks_dir.join(&meta.ulid)) {
+                from_blocks.entry(series).or_default().extend(samples);
+            }
+        }
+        let expected: Vec<(String, Vec<(i64, u64)>)> =
+            before.iter().filter(|(s, _)| !s.contains("last")).cloned().collect();
+        assert_eq!(from_blocks.into_iter().collect::<Vec<_>>(), expected, "{name}");
+        let left = all_samples(&head);
+        assert_eq!(left.len(), 1, "{name}: {left:?}");
+        assert!(
+            left[0].0.contains("last") && left[0].1 == vec![(i64::MAX, 1f64.to_bits())],
+            "{name}"
+        );
+
+        // A second compaction finds nothing to do and ends at once.
+        let again = head.compact(&blocks_dir, H2, Some("t"), force).unwrap();
+        assert!(again.blocks.is_empty(), "{name}: {:?}", again.blocks);
+    }
+}
+
+/// The oldest sample at or after a time comes from the chunk that straddles it, not the chunk's start.
+#[test]
+fn oldest_sample_at_or_after_reads_into_a_straddling_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), opts()).unwrap();
+    fill(&head, 0, 10 * STEP);
+    assert_eq!(head.oldest_sample_at_or_after(i64::MIN), Some(0));
+    assert_eq!(head.oldest_sample_at_or_after(STEP + 1), Some(2 * STEP));
+    assert_eq!(head.oldest_sample_at_or_after(9 * STEP), Some(9 * STEP));
+    assert_eq!(head.oldest_sample_at_or_after(9 * STEP + 1), None);
+}

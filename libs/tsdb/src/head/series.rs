@@ -332,6 +332,41 @@ impl SeriesState {
         Some((min, max))
     }
 
+    /// The oldest sample time at or after `t`, or `None` when the series has none. Never later than the true
+    /// answer: a completed chunk that cannot be read back is taken to start at `t` (callers use this to skip
+    /// empty block ranges, and skipping one that holds samples would lose them).
+    pub(crate) fn first_time_at_or_after(&self, t: i64, mapper: &ChunkDiskMapper) -> Option<i64> {
+        let first_in = |min_time: i64, max_time: i64, data: &dyn Fn() -> Option<Bytes>| -> Option<i64> {
+            if max_time < t {
+                return None;
+            }
+            if min_time >= t {
+                return Some(min_time);
+            }
+            // The chunk straddles `t`: only its samples tell.
+            match data() {
+                Some(bytes) => XorIter::new(&bytes).map(|s| s.t).find(|&st| st >= t).or(Some(t)),
+                None => Some(t),
+            }
+        };
+        // Completed chunks are oldest first and do not overlap: the first one ending at or after `t` decides.
+        let i = self.mapped.partition_point(|c| c.max_time < t);
+        let mapped = self
+            .mapped
+            .get(i)
+            .and_then(|c| first_in(c.min_time, c.max_time, &|| mapper.chunk(c.chunk_ref).ok()));
+        let unwritten = self.unwritten.as_ref().and_then(|u| {
+            u.iter()
+                .filter_map(|c| first_in(c.min_time, c.max_time, &|| Some(c.data.clone())))
+                .min()
+        });
+        let open = match (self.open.min_time(), self.open.max_time()) {
+            (Some(lo), Some(hi)) => first_in(lo, hi, &|| Some(Bytes::copy_from_slice(self.open.bytes()))),
+            _ => None,
+        };
+        [mapped, unwritten, open].into_iter().flatten().min()
+    }
+
     /// Whether any sample lies in [mint, maxt].
     pub(crate) fn overlaps(&self, mint: i64, maxt: i64) -> bool {
         self.time_range().is_some_and(|(lo, hi)| lo <= maxt && hi >= mint)

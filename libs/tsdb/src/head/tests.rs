@@ -728,3 +728,79 @@ fn append_reports_the_wal_bytes_it_wrote() {
         "every byte in the segment came from these appends"
     );
 }
+
+/// The caller's bounds: samples past `max` are refused; an empty head refuses samples before
+/// `empty_head_min` (a whole series of them is not even created), a head with samples keeps its own window;
+/// the valid samples of the batch still land.
+#[test]
+fn append_within_refuses_samples_outside_the_callers_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    let now = 1_000_000_000_000;
+    let bounds = AppendBounds {
+        empty_head_min: now - 7_200_000,
+        max: now + 600_000,
+    };
+    let (ancient, future, ok) = (
+        lbls(&[("__name__", "a")]),
+        lbls(&[("__name__", "f")]),
+        lbls(&[("__name__", "ok")]),
+    );
+    let (s_ancient, s_future, s_ok) = (
+        samples(&[(i64::MIN, 1.0), (now - 7_200_001, 2.0)]),
+        samples(&[(now, 1.0), (i64::MAX, 2.0)]),
+        samples(&[(now - 7_200_000, 1.0), (now, 2.0)]),
+    );
+    let out = head
+        .append_within(
+            &[
+                AppendSeries {
+                    labels: &ancient,
+                    samples: &s_ancient,
+                },
+                AppendSeries {
+                    labels: &future,
+                    samples: &s_future,
+                },
+                AppendSeries {
+                    labels: &ok,
+                    samples: &s_ok,
+                },
+            ],
+            bounds,
+        )
+        .unwrap();
+    assert_eq!(out.samples_appended, 3, "{out:?}");
+    assert_eq!(out.errors.len(), 2, "{out:?}");
+    let (e0, e1) = (&out.errors[0], &out.errors[1]);
+    assert_eq!(
+        (e0.index, e0.reason, e0.samples_rejected),
+        (0, AppendErrorKind::TooOldForEmptyHead, 2)
+    );
+    assert_eq!((e0.first_rejected_t, e0.last_accepted_t), (i64::MIN, now - 7_200_000));
+    assert_eq!(e0.reason.id(), "err-heddle-sample-out-of-bounds");
+    assert_eq!(
+        (e1.index, e1.reason, e1.samples_rejected),
+        (1, AppendErrorKind::TooFarInFuture, 1)
+    );
+    assert_eq!((e1.first_rejected_t, e1.last_accepted_t), (i64::MAX, now + 600_000));
+    assert_eq!(e1.reason.id(), "err-heddle-too-far-in-future");
+    assert!(e0.to_string().contains(&format!("ts={}", i64::MIN)), "{e0}");
+    assert_eq!(head.stats().series, 2, "the all-refused ancient series was not created");
+    assert_eq!(head.stats().min_time, Some(now - 7_200_000));
+
+    // With samples in it, the head's window (half a block range before its newest sample) decides.
+    let late = samples(&[(now - 3_600_001, 1.0)]);
+    let l = lbls(&[("__name__", "late")]);
+    let out = head
+        .append_within(
+            &[AppendSeries {
+                labels: &l,
+                samples: &late,
+            }],
+            bounds,
+        )
+        .unwrap();
+    assert_eq!(out.errors[0].reason, AppendErrorKind::OutOfBounds, "{out:?}");
+    assert_eq!(out.errors[0].last_accepted_t, now - 3_600_000);
+}

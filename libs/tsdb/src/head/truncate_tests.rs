@@ -153,3 +153,46 @@ fn truncating_everything_leaves_an_empty_head_that_still_takes_appends() {
     assert_eq!(got.len(), 10);
     assert!(got.iter().all(|(_, s)| s.len() == 10));
 }
+
+/// Open descriptors and memory maps of this process on files under `dir` that were deleted (Linux shows them as
+/// `<path> (deleted)`): space the file system cannot give back yet.
+#[cfg(target_os = "linux")]
+fn deleted_but_held(dir: &std::path::Path) -> Vec<String> {
+    let dir = dir.to_string_lossy().into_owned();
+    let mut held: Vec<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|p| p.to_string_lossy().into_owned())
+        .filter(|p| p.starts_with(&dir) && p.ends_with("(deleted)"))
+        .collect();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    held.extend(
+        maps.lines()
+            .filter(|l| l.contains(&dir) && l.ends_with("(deleted)"))
+            .map(str::to_owned),
+    );
+    held
+}
+
+/// Truncation deletes WAL segments and `chunks_head/` files, and nothing keeps them open or mapped: their
+/// space is free at once (the WAL's closer thread closes cut segments in the background, so the check waits
+/// for it, boundedly).
+#[cfg(target_os = "linux")]
+#[test]
+fn truncation_releases_the_files_it_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), opts()).unwrap();
+    fill(&head, 0, 1500);
+    // Read every chunk once, so the chunks_head files are mapped.
+    assert!(!all_samples(&head).is_empty());
+    let stats = head.truncate(H2).unwrap();
+    assert!(stats.segments_deleted > 1 && stats.chunk_files_deleted > 0, "{stats:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut held = deleted_but_held(dir.path());
+    while !held.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        held = deleted_but_held(dir.path());
+    }
+    assert!(held.is_empty(), "deleted files still held after truncation: {held:#?}");
+    head.close().unwrap();
+}

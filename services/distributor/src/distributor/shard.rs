@@ -7,7 +7,7 @@
 //! re-encoded, into the arena. The output owns its bytes: nothing borrowed from the request arena survives
 //! this stage.
 
-use super::validate::Accepted;
+use super::validate::{Accepted, TimeWindow};
 use crate::distributor::IngesterReplicas;
 use bumpalo::Bump;
 use bytes::Bytes;
@@ -58,13 +58,13 @@ struct Group<'a> {
     series: Vec<usize>,
 }
 
-/// Shards `accepted` (validated series of `tenant`, whose samples past `max_ms` are dropped) onto `ring`.
+/// Shards `accepted` (validated series of `tenant`, whose samples outside `window` are dropped) onto `ring`.
 pub(crate) fn shard<'a>(
     arena: &'a Bump,
     tenant: &TenantId,
     ring: &IngesterReplicas,
     accepted: &[Accepted<'a>],
-    max_ms: i64,
+    window: TimeWindow,
 ) -> Sharded {
     let mut out = Sharded::default();
     let mut groups: Vec<Group<'_>> = Vec::new();
@@ -72,7 +72,7 @@ pub(crate) fn shard<'a>(
     out.series.reserve(accepted.len());
     for a in accepted {
         let bytes = if a.rewrite {
-            rewrite_series(arena, a.labels, a.series, max_ms)
+            rewrite_series(arena, a.labels, a.series, window)
         } else {
             a.series.raw
         };
@@ -129,8 +129,14 @@ pub(crate) fn shard<'a>(
 }
 
 /// Re-encodes a series with `labels` (its own, maybe without the HA replica label) minus empty-valued ones,
-/// without future samples, exemplars and histograms, into the arena so it can be framed like a raw slice.
-fn rewrite_series<'a>(arena: &'a Bump, labels: &[LabelRef<'_>], ts: &TimeSeriesRef<'_>, max_ms: i64) -> &'a [u8] {
+/// without samples outside `window`, exemplars and histograms, into the arena so it can be framed like a raw
+/// slice.
+fn rewrite_series<'a>(
+    arena: &'a Bump,
+    labels: &[LabelRef<'_>],
+    ts: &TimeSeriesRef<'_>,
+    window: TimeWindow,
+) -> &'a [u8] {
     let series = prometheus::TimeSeries {
         labels: labels
             .iter()
@@ -143,7 +149,7 @@ fn rewrite_series<'a>(arena: &'a Bump, labels: &[LabelRef<'_>], ts: &TimeSeriesR
         samples: ts
             .samples
             .iter()
-            .filter(|s| s.t <= max_ms)
+            .filter(|s| window.contains(s.t))
             .map(|s| prometheus::Sample {
                 value: s.v,
                 timestamp: s.t,

@@ -95,15 +95,63 @@ pub(crate) fn validate_labels(labels: &[LabelRef<'_>], limits: &Limits) -> Resul
     Ok(LabelCheck { has_empty_values })
 }
 
-/// The samples whose timestamp is past `max_ms` (now + creation grace period), as an error, or `None`.
-pub(crate) fn check_timestamps(samples: &[Sample], max_ms: i64) -> Option<InvalidSeries> {
-    let mut future = samples.iter().filter(|s| s.t > max_ms);
-    let first = future.next()?;
-    Some(InvalidSeries::TooFarInFuture {
-        count: 1 + future.count(),
-        timestamp_ms: first.t,
-        max_ms,
-    })
+/// The timestamps a request's samples may have: `[min_ms, max_ms]`, from now - past grace period (or
+/// `i64::MIN` when that check is off) to now + creation grace period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TimeWindow {
+    pub(crate) min_ms: i64,
+    pub(crate) max_ms: i64,
+}
+
+impl Default for TimeWindow {
+    /// Every timestamp.
+    fn default() -> Self {
+        TimeWindow {
+            min_ms: i64::MIN,
+            max_ms: i64::MAX,
+        }
+    }
+}
+
+impl TimeWindow {
+    /// The window of `limits` at `now_ms`.
+    pub(crate) fn of(limits: &Limits, now_ms: i64) -> Self {
+        let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        TimeWindow {
+            min_ms: match ms(limits.past_grace_period) {
+                0 => i64::MIN,
+                past => now_ms.saturating_sub(past),
+            },
+            max_ms: now_ms.saturating_add(ms(limits.creation_grace_period)),
+        }
+    }
+
+    pub(crate) fn contains(&self, t: i64) -> bool {
+        (self.min_ms..=self.max_ms).contains(&t)
+    }
+}
+
+/// The samples whose timestamp is outside `window`, as errors (too far in the future, too far in the past):
+/// none, one or both.
+pub(crate) fn check_timestamps(samples: &[Sample], window: TimeWindow) -> Vec<InvalidSeries> {
+    let mut errors = Vec::new();
+    let mut future = samples.iter().filter(|s| s.t > window.max_ms);
+    if let Some(first) = future.next() {
+        errors.push(InvalidSeries::TooFarInFuture {
+            count: 1 + future.count(),
+            timestamp_ms: first.t,
+            max_ms: window.max_ms,
+        });
+    }
+    let mut past = samples.iter().filter(|s| s.t < window.min_ms);
+    if let Some(first) = past.next() {
+        errors.push(InvalidSeries::TooFarInPast {
+            count: 1 + past.count(),
+            timestamp_ms: first.t,
+            min_ms: window.min_ms,
+        });
+    }
+    errors
 }
 
 /// A series that passed validation, before sharding.
@@ -113,9 +161,9 @@ pub(crate) struct Accepted<'a> {
     pub(crate) series: &'a TimeSeriesRef<'a>,
     /// Its labels, without the HA replica label (empty-valued ones are still there).
     pub(crate) labels: &'a [LabelRef<'a>],
-    /// Samples to forward: those not too far in the future.
+    /// Samples to forward: those inside the time window.
     pub(crate) samples: u64,
-    /// It loses something on the way (an empty-valued or the replica label, future samples, exemplars,
+    /// It loses something on the way (an empty-valued or the replica label, samples outside the time window, exemplars,
     /// histograms), so it is re-encoded instead of forwarded as the raw bytes it arrived as.
     pub(crate) rewrite: bool,
 }
@@ -129,8 +177,8 @@ pub(crate) struct Validated<'a> {
     pub(crate) samples: u64,
     /// Series (or some of their samples) refused, in request order.
     pub(crate) rejections: Vec<Rejection>,
-    /// The newest accepted sample timestamp (now + creation grace period).
-    pub(crate) max_ms: i64,
+    /// The sample timestamps accepted (now - past grace period to now + creation grace period).
+    pub(crate) window: TimeWindow,
 }
 
 /// Where validation reports a refusal: the discard metrics and the rate-limited warning log.
@@ -167,10 +215,9 @@ pub(crate) fn validate<'a>(
     now_ms: i64,
     discards: Discards<'_>,
 ) -> Validated<'a> {
-    let grace_ms = i64::try_from(limits.creation_grace_period.as_millis()).unwrap_or(i64::MAX);
     let mut out = Validated {
         accepted: Vec::with_capacity(series.len()),
-        max_ms: now_ms.saturating_add(grace_ms),
+        window: TimeWindow::of(limits, now_ms),
         ..Validated::default()
     };
     let (mut histograms, mut exemplars) = (0u64, 0u64);
@@ -185,18 +232,20 @@ pub(crate) fn validate<'a>(
                 continue;
             }
         };
-        let mut future = 0;
-        if let Some(e) = check_timestamps(&ts.samples, out.max_ms) {
-            if let InvalidSeries::TooFarInFuture { count, .. } = e {
-                future = count;
-            }
-            discards.reject(labels, e, future, &mut out.rejections);
+        let mut outside = 0;
+        for e in check_timestamps(&ts.samples, out.window) {
+            let count = match e {
+                InvalidSeries::TooFarInFuture { count, .. } | InvalidSeries::TooFarInPast { count, .. } => count,
+                _ => 0,
+            };
+            outside += count;
+            discards.reject(labels, e, count, &mut out.rejections);
         }
-        let samples = ts.samples.len() - future;
+        let samples = ts.samples.len() - outside;
         if samples == 0 {
             continue;
         }
-        let rewrite = check.has_empty_values || dropped || future > 0 || ts.exemplars > 0 || ts.histograms > 0;
+        let rewrite = check.has_empty_values || dropped || outside > 0 || ts.exemplars > 0 || ts.histograms > 0;
         out.accepted.push(Accepted {
             series: ts,
             labels,

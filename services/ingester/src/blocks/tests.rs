@@ -59,6 +59,8 @@ async fn push(ing: &Ingester, from: i64, to: i64) {
     let mut t = from;
     while t < to {
         let end = (t + 60 * STEP).min(to);
+        // The ingester's clock follows the samples, as a sender's does.
+        ing.set_clock(Arc::new(heddle_model::ManualClock::new(end)));
         let timeseries = ["x", "y"]
             .iter()
             .map(|id| TimeSeries {
@@ -352,4 +354,107 @@ async fn a_block_listed_mid_ship_counts_as_just_shipped() {
         vec![both.clone(), both],
         "the block is answered here until the querier can list it"
     );
+}
+
+/// Timestamps of every sample of `m` in the tenant's blocks in the (filesystem) bucket, per series.
+fn bucket_blocks_all(bucket_dir: &Path) -> Vec<Vec<i64>> {
+    let m = heddle_model::Matcher::new(heddle_model::MatchType::Equal, "__name__", "m").unwrap();
+    let parts = std::fs::read_dir(bucket_dir.join(tenant().as_str()))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("meta.json").exists())
+        .map(|p| {
+            heddle_tsdb::block::BlockReader::open_dir(&p)
+                .unwrap()
+                .select(i64::MIN, i64::MAX, std::slice::from_ref(&m))
+                .unwrap()
+        })
+        .collect();
+    crate::read::merge_series(parts)
+        .iter()
+        .map(|s| {
+            s.chunks
+                .iter()
+                .flat_map(|c| heddle_tsdb::chunkenc::decode_xor(&c.data).unwrap())
+                .map(|x| x.t)
+                .collect()
+        })
+        .collect()
+}
+
+/// A tenant with no push for `close_idle_tsdb_timeout` is closed only once its head is empty and its blocks
+/// are shipped; then it leaves the map, its directory (and files) go, its samples stay in the bucket, and the
+/// next push opens it again.
+#[tokio::test]
+async fn idle_tenant_is_closed_once_compacted_and_shipped_and_reopened_by_a_push() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket_dir = tempfile::tempdir().unwrap();
+    let timeout = std::time::Duration::from_millis(200);
+    let ing = ingester_with(
+        bucket_dir.path(),
+        TsdbConfig {
+            dir: dir.path().to_path_buf(),
+            close_idle_tsdb_timeout: timeout,
+            ..TsdbConfig::default()
+        },
+    );
+    ing.open_existing().await.unwrap();
+    push(&ing, 0, 30 * STEP).await;
+    let tenant_dir = dir.path().join(tenant().as_str());
+    assert_eq!(ing.close_idle_tenants().await, 0, "pushed to just now");
+    tokio::time::sleep(timeout * 2).await;
+    assert_eq!(ing.close_idle_tenants().await, 0, "the head still holds samples");
+    assert!(
+        ing.tenant(&tenant())
+            .unwrap()
+            .closable(timeout, Instant::now())
+            .is_err()
+    );
+
+    ing.flush(&[]).await.unwrap();
+    assert_eq!(ing.close_idle_tenants().await, 1);
+    assert!(ing.tenants().is_empty(), "{:?}", ing.tenants());
+    assert!(!tenant_dir.exists(), "the tenant's directory is deleted");
+    assert_eq!(ing.metrics().idle_tenants_closed.get(), 1);
+    assert_eq!(ing.metrics().tenants.get(), 0);
+    assert_eq!(
+        query_all(&ing).await,
+        Vec::<Vec<i64>>::new(),
+        "reads of a closed tenant go to the bucket"
+    );
+    let earlier: Vec<i64> = (0..30).map(|i| i * STEP).collect();
+    assert_eq!(bucket_blocks_all(bucket_dir.path()), vec![earlier.clone(), earlier]);
+
+    push(&ing, 30 * STEP, 40 * STEP).await;
+    assert_eq!(ing.tenants(), vec![tenant()], "the next push opened it again");
+    assert_eq!(ing.metrics().tenants.get(), 1);
+    let later: Vec<i64> = (30..40).map(|i| i * STEP).collect();
+    assert_eq!(query_all(&ing).await, vec![later.clone(), later]);
+    ing.close().await;
+}
+
+/// Without shipping a closed tenant's blocks would be unreadable: a tenant with local blocks stays open.
+#[tokio::test]
+async fn without_shipping_a_tenant_with_blocks_is_not_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::default();
+    let discarded = DiscardedSamples::register(&mut registry);
+    let timeout = std::time::Duration::from_millis(100);
+    let tsdb = TsdbConfig {
+        dir: dir.path().to_path_buf(),
+        close_idle_tsdb_timeout: timeout,
+        ..TsdbConfig::default()
+    };
+    let ing = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
+    ing.open_existing().await.unwrap();
+    push(&ing, 0, 30 * STEP).await;
+    ing.flush(&[]).await.unwrap();
+    tokio::time::sleep(timeout * 2).await;
+    assert_eq!(
+        ing.tenant(&tenant()).unwrap().closable(timeout, Instant::now()),
+        Err("blocks not shipped")
+    );
+    assert_eq!(ing.close_idle_tenants().await, 0);
+    assert_eq!(query_all(&ing).await.len(), 2, "its blocks are still served");
+    ing.close().await;
 }

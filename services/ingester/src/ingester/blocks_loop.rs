@@ -1,5 +1,5 @@
-//! The background loop over every tenant: rate snapshots, compaction ticks (idle heads compacted whole),
-//! shipping and retention (see `crate::blocks` for what each does to one tenant).
+//! The background loop over every tenant: rate snapshots, compaction ticks (idle heads compacted whole, idle
+//! tenants closed), shipping and retention (see `crate::blocks` for what each does to one tenant).
 
 use super::Ingester;
 use std::sync::Arc;
@@ -41,6 +41,7 @@ impl Ingester {
                             tracing::error!(tenant = %tenant.id(), error = %e, "head compaction failed; retrying on the next tick");
                         }
                     }
+                    self.close_idle_tenants().await;
                 }
                 _ = ship_tick.tick() => {
                     if !self.is_running() || !shipping { continue; }

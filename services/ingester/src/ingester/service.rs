@@ -16,7 +16,8 @@ impl Ingester {
     /// Appends an encoded `WriteRequest` to the tenant (opened on its first push).
     ///
     /// Order of checks, cheapest first: instance limits (in-flight, rate, tenants) before the body is decoded;
-    /// then the tenant's head judges each series (out of bounds, series limits, the instance series limit).
+    /// then the tenant's head judges each series (out of bounds, too far in the future, too old for an empty
+    /// head, series limits, the instance series limit).
     #[tracing::instrument(skip_all, fields(tenant = %tenant))]
     pub(crate) async fn push_bytes(&self, tenant: &TenantId, body: Bytes) -> Result<PushResponse, IngesterError> {
         self.check_accepting()?;
@@ -31,6 +32,7 @@ impl Ingester {
             arenas: self.arenas.clone(),
             metrics: self.metrics.clone(),
             discarded: self.discarded.clone(),
+            bounds: self.append_bounds(tenant),
         };
         let max_series = instance.max_series();
         // The only batch the admission hook refuses whole: the instance's series limit (counted when refused).
@@ -38,7 +40,17 @@ impl Ingester {
             limit: "max_series",
             value: max_series.to_string(),
         };
-        let (response, appended) = crate::push::push(t, ctx, body, refused).await?;
+        let (response, appended) = match crate::push::push(t, ctx.clone(), body.clone(), refused).await {
+            // Closed as idle between the lookup and the append, which stored nothing: append to it reopened.
+            Err(IngesterError::Tsdb {
+                source: heddle_tsdb::TsdbError::Closed,
+                ..
+            }) if self.is_running() => {
+                let t = self.tenant_or_open(tenant).await?;
+                crate::push::push(t, ctx, body, refused).await?
+            }
+            other => other?,
+        };
         instance.record_samples(appended, tokio::time::Instant::now());
         Ok(response)
     }

@@ -23,6 +23,8 @@ fn open(dir: &Path, snapshot: bool) -> (Arc<Ingester>, Registry) {
 
 async fn push_rounds(i: &Ingester, rounds: i64) {
     for round in 0..rounds {
+        // The ingester's clock follows the samples, as a sender's does.
+        i.set_clock(Arc::new(heddle_model::ManualClock::new(T0 + round * 15_000)));
         let timeseries = (0..3)
             .map(|id| TimeSeries {
                 labels: vec![

@@ -3,7 +3,7 @@
 use crate::{Ingester, IngesterConfig, InstanceLimitsConfig, TsdbConfig};
 use bytes::Bytes;
 use heddle_limits::{Limits, Overrides};
-use heddle_model::TenantId;
+use heddle_model::{ManualClock, TenantId};
 use heddle_proto::IngesterClient;
 use heddle_proto::ingester::PushResponse;
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
@@ -15,6 +15,9 @@ use std::sync::Arc;
 
 const T0: i64 = 1_700_000_000_000;
 const HOUR: i64 = 3_600_000;
+/// The ingester's clock in these tests: an empty head accepts samples from `T0` (one block range before) on,
+/// and none after `NOW + 10m` (the default creation grace period).
+const NOW: i64 = T0 + 2 * HOUR;
 
 struct Setup {
     ingester: Arc<Ingester>,
@@ -35,6 +38,7 @@ async fn open(dir: &Path, instance_limits: InstanceLimitsConfig, limits: Limits)
     };
     let ingester = Ingester::new(&cfg, tsdb, None, &mut registry, discarded.clone());
     ingester.set_overrides(Arc::new(Overrides::new(limits)));
+    ingester.set_clock(Arc::new(ManualClock::new(NOW)));
     ingester.open_existing().await.unwrap();
     Setup {
         ingester,
@@ -216,10 +220,75 @@ async fn samples_older_than_the_head_range_are_out_of_bounds() {
     }
     assert_eq!(r.errors[1].series_index, 1);
     assert_eq!(s.discarded.get("a", "err-heddle-sample-out-of-bounds"), 2);
-    let back = push(&s.ingester, "b", vec![ts("m", "1", &[T0 - 100 * HOUR])])
-        .await
-        .unwrap();
-    assert!(back.errors.is_empty(), "an empty head accepts any time");
+    let back = push(&s.ingester, "b", vec![ts("m", "1", &[T0])]).await.unwrap();
+    assert!(
+        back.errors.is_empty(),
+        "an empty head accepts one block range back: {:?}",
+        back.errors
+    );
+}
+
+/// Bounds from the ingester's clock, for an empty head too: nothing past now + the creation grace period
+/// (`i64::MAX` included) and, while the head is empty, nothing before now - one block range (`i64::MIN`
+/// included); each refusal names the sample, the bound and the flag, is counted, and the request's other
+/// samples land.
+#[tokio::test]
+async fn samples_far_from_the_clock_are_refused_for_an_empty_head_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits(0, 0)).await;
+    let grace = 10 * 60_000;
+    let r = push(
+        &s.ingester,
+        "fresh",
+        vec![
+            ts("m", "min", &[i64::MIN]),
+            ts("m", "max", &[NOW, i64::MAX]),
+            ts("m", "old", &[T0 - 1, T0]),
+            ts("m", "ok", &[NOW + grace]),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.samples_ingested, 3, "{:?}", r.errors);
+    let got: Vec<(u32, &str, u32)> = r
+        .errors
+        .iter()
+        .map(|e| (e.series_index, e.reason.as_str(), e.samples_rejected))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, "err-heddle-sample-out-of-bounds", 1),
+            (1, "err-heddle-too-far-in-future", 1),
+            (2, "err-heddle-sample-out-of-bounds", 1),
+        ]
+    );
+    let min = &r.errors[0].message;
+    for want in [
+        &format!("ts={}", i64::MIN),
+        &format!("oldest accepted timestamp is {T0} ms"),
+        "--blocks-storage.tsdb.block-ranges-period",
+        "tenant=fresh",
+        r#"id="min""#,
+    ] {
+        assert!(min.contains(want), "{want:?} not in {min}");
+    }
+    let max = &r.errors[1].message;
+    for want in [
+        &format!("ts={}", i64::MAX),
+        &format!("newest accepted timestamp is {} ms", NOW + grace),
+        "--validation.create-grace-period",
+    ] {
+        assert!(max.contains(want), "{want:?} not in {max}");
+    }
+    assert_eq!(s.discarded.get("fresh", "err-heddle-sample-out-of-bounds"), 2);
+    assert_eq!(s.discarded.get("fresh", "err-heddle-too-far-in-future"), 1);
+    let head = s.ingester.head(&tenant("fresh")).unwrap();
+    assert_eq!(head.stats().min_time, Some(T0));
+    assert_eq!(head.stats().max_time, Some(NOW + grace));
+    // Nothing far away reached the head, so a forced flush has one range to write, not 10^12.
+    let flushed = s.ingester.flush(&[]).await.unwrap();
+    assert_eq!(flushed.blocks_written, 2, "{flushed:?}");
 }
 
 #[tokio::test]
@@ -349,5 +418,35 @@ async fn series_dropped_by_head_truncation_free_their_slots() {
         r.errors.is_empty(),
         "the per-user and per-metric counts were rebuilt: {:?}",
         r.errors
+    );
+}
+
+/// `blocks_storage.tsdb.empty_head_sample_age_limit` widens what an empty head accepts, for a backfill; the
+/// head's own window then applies as usual.
+#[tokio::test]
+async fn the_empty_head_age_limit_lets_a_fresh_tenant_be_backfilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::default();
+    let discarded = DiscardedSamples::register(&mut registry);
+    let tsdb = TsdbConfig {
+        dir: dir.path().to_path_buf(),
+        empty_head_sample_age_limit: std::time::Duration::from_secs(24 * 3600),
+        ..TsdbConfig::default()
+    };
+    let ingester = Ingester::new(&IngesterConfig::default(), tsdb, None, &mut registry, discarded);
+    ingester.set_clock(Arc::new(ManualClock::new(NOW)));
+    ingester.open_existing().await.unwrap();
+    let r = push(&ingester, "a", vec![ts("m", "1", &[NOW - 20 * HOUR, NOW - 19 * HOUR])])
+        .await
+        .unwrap();
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let r = push(&ingester, "b", vec![ts("m", "1", &[NOW - 25 * HOUR])])
+        .await
+        .unwrap();
+    assert_eq!(r.errors[0].reason, "err-heddle-sample-out-of-bounds");
+    assert!(
+        r.errors[0].message.contains(&format!("{} ms", NOW - 24 * HOUR)),
+        "{}",
+        r.errors[0].message
     );
 }

@@ -16,7 +16,7 @@ fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
     let arena = Bump::new();
     let series = decode(&arena, &body(sent), 1 << 20).unwrap();
     let valid = validate(&arena, &Limits::default(), series, None, NOW_MS, sinks.discards());
-    shard(&arena, &sinks.tenant, ring, &valid.accepted, valid.max_ms)
+    shard(&arena, &sinks.tenant, ring, &valid.accepted, valid.window)
 }
 
 /// Lists one ingester twice and reports why it could not find more.

@@ -176,7 +176,11 @@ fn future_timestamps() {
         ("several past", vec![s(2000), s(5), s(3000)], Some((2, 2000))),
     ];
     for (name, samples, want) in cases {
-        let got = check_timestamps(&samples, 1000).map(|e| match e {
+        let window = TimeWindow {
+            min_ms: i64::MIN,
+            max_ms: 1000,
+        };
+        let got = check_timestamps(&samples, window).into_iter().next().map(|e| match e {
             InvalidSeries::TooFarInFuture {
                 count,
                 timestamp_ms,
@@ -216,7 +220,8 @@ fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
         NOW_MS,
         sinks.discards(),
     );
-    assert_eq!(v.max_ms, NOW_MS + grace);
+    assert_eq!(v.window.max_ms, NOW_MS + grace);
+    assert_eq!(v.window.min_ms, i64::MIN, "the past grace period is off by default");
     let kept: Vec<(&str, u64, bool)> = v
         .accepted
         .iter()
@@ -288,4 +293,67 @@ async fn invalid_series_are_dropped_and_valid_ones_forwarded() {
         text.contains(&format!("heddle_distributor_received_bytes_total {sent}")),
         "{text}"
     );
+}
+
+/// `limits.past_grace_period` (Mimir's `-validation.past-grace-period`): older samples are refused with their
+/// id and a message naming the bound and the flag; 0 (the default) accepts any age, even `i64::MIN`; a series
+/// with samples on both sides of the window gets both refusals and keeps the samples inside.
+#[test]
+fn past_grace_period() {
+    let hour = 3_600_000;
+    let limits = Limits {
+        past_grace_period: std::time::Duration::from_secs(3600),
+        ..Limits::default()
+    };
+    let window = TimeWindow::of(&limits, NOW_MS);
+    assert_eq!(window.min_ms, NOW_MS - hour);
+    assert_eq!(TimeWindow::of(&Limits::default(), NOW_MS).min_ms, i64::MIN);
+    assert!(TimeWindow::of(&Limits::default(), NOW_MS).contains(i64::MIN));
+    let far = Limits {
+        past_grace_period: std::time::Duration::MAX,
+        creation_grace_period: std::time::Duration::MAX,
+        ..Limits::default()
+    };
+    let w = TimeWindow::of(&far, NOW_MS);
+    assert_eq!(
+        (w.min_ms, w.max_ms),
+        (NOW_MS.saturating_sub(i64::MAX), i64::MAX),
+        "saturates, never panics"
+    );
+
+    let sinks = StageSinks::new();
+    let sent = vec![
+        series(&[("__name__", "old")], &[(i64::MIN, 1.0), (NOW_MS - hour - 1, 2.0)]),
+        series(
+            &[("__name__", "both")],
+            &[(NOW_MS - hour - 1, 1.0), (NOW_MS, 2.0), (i64::MAX, 3.0)],
+        ),
+        series(&[("__name__", "edge")], &[(NOW_MS - hour, 1.0)]),
+    ];
+    let arena = Bump::new();
+    let decoded = decode(&arena, &body(sent), 1 << 20).unwrap();
+    let v = validate(&arena, &limits, decoded, None, NOW_MS, sinks.discards());
+    let kept: Vec<(&str, u64, bool)> = v
+        .accepted
+        .iter()
+        .map(|a| (a.labels[0].value, a.samples, a.rewrite))
+        .collect();
+    assert_eq!(kept, vec![("both", 1, true), ("edge", 1, false)]);
+    let reasons: Vec<&str> = v.rejections.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "err-heddle-sample-too-far-in-past",
+            "err-heddle-too-far-in-future",
+            "err-heddle-sample-too-far-in-past"
+        ]
+    );
+    let m = &v.rejections[0].message;
+    assert!(m.starts_with("err-heddle-sample-too-far-in-past: 2 samples"), "{m}");
+    assert!(m.contains(&format!("first: {} ms", i64::MIN)), "{m}");
+    assert!(
+        m.contains(&format!("oldest accepted timestamp is {} ms", NOW_MS - hour)),
+        "{m}"
+    );
+    assert!(m.contains("--validation.past-grace-period"), "{m}");
 }
