@@ -283,6 +283,21 @@ fn cases(now: i64) -> Vec<Case> {
             write(vec![series(&[(METRIC_NAME, "far_future")], &[(i64::MAX, 1.0)])]),
         )
         .want(400, &["err-heddle-too-far-in-future"]),
+        Case::push(
+            "sample at i64::MIN into a fresh tenant, beside a valid one",
+            write(vec![
+                series(&[(METRIC_NAME, "ancient")], &[(i64::MIN, 1.0)]),
+                series(&[(METRIC_NAME, "recent")], &[(now, 1.0)]),
+            ]),
+        )
+        .tenants(&["fresh-tenant"])
+        .want(400, &["err-heddle-sample-out-of-bounds", "-9223372036854775808"]),
+        Case::read(
+            "the valid sample beside the ancient one landed",
+            &read_req(vec![query(now - hour, now + hour, vec![eq(METRIC_NAME, "recent")])]),
+        )
+        .tenants(&["fresh-tenant"])
+        .want(200, &["recent"]),
         // Remote read.
         Case::read(
             "regex that does not compile",
