@@ -1,11 +1,12 @@
 //! What every Heddle role shares to run as a server.
 //!
 //! Owns logging and OpenTelemetry trace export setup, the metrics registry and its exposition, the HTTP
-//! scaffolding every process serves (`/ready`, `/metrics`, tenant resolution, trace context), and shutdown
-//! signalling. It knows nothing of what the roles do with requests; config loading is `heddle-config`.
+//! scaffolding every process serves (`/ready`, `/metrics`, tenant resolution, trace context), the budget of
+//! bytes held by in-flight requests, and shutdown signalling. It knows nothing of what the roles do with requests; config loading is `heddle-config`.
 
 mod html;
 mod http;
+mod inflight;
 mod metrics;
 mod otel;
 mod shutdown;
@@ -13,6 +14,7 @@ mod telemetry;
 
 pub use html::{format_age_ms, html_escape};
 pub use http::{Readiness, metrics_and_ready_routes, serve_http, tenant_layer};
+pub use inflight::{InflightBytes, InflightRefused, Reservation};
 pub use metrics::{DiscardLabels, DiscardedSamples, encode_metrics};
 pub use otel::trace_http;
 pub use shutdown::shutdown_signal;
