@@ -22,6 +22,8 @@ impl Ingester {
         self.check_accepting()?;
         let instance = &self.limits.instance;
         let _inflight = instance.start_push()?;
+        // Held until the push returns; the decoded view is added to it before it is allocated.
+        let reservation = instance.reserve_push_bytes(body.len())?;
         instance.check_rate(tokio::time::Instant::now())?;
         if self.tenant(tenant).is_none() {
             instance.check_new_tenant(self.read_tenants().len())?;
@@ -38,7 +40,7 @@ impl Ingester {
             limit: "max_series",
             value: max_series.to_string(),
         };
-        let (response, appended) = crate::push::push(t, ctx, body, refused).await?;
+        let (response, appended) = crate::push::push(t, ctx, body, reservation, refused).await?;
         instance.record_samples(appended, tokio::time::Instant::now());
         Ok(response)
     }

@@ -207,7 +207,13 @@ fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
         series(&[("__name__", "all_future")], &[(NOW_MS + grace + 1, 2.0)]),
     ];
     let arena = Bump::new();
-    let decoded = decode(&arena, &body(sent), 1 << 20).unwrap();
+    let decoded = decode(
+        &arena,
+        &body(sent),
+        1 << 20,
+        &mut crate::testutil::unlimited_reservation(),
+    )
+    .unwrap();
     let v = validate(
         &arena,
         &Limits::default(),
