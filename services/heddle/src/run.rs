@@ -279,7 +279,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
     if matches!(cfg.target, Target::All | Target::Querier) {
-        let mut querier = Querier::new(cfg.querier.clone(), replicas, &mut registry);
+        let mut querier = Querier::new(cfg.querier.clone(), replicas, &mut registry).with_overrides(overrides.clone());
         if let Some(bucket) = &bucket {
             querier = querier.with_store(Arc::new(heddle_querier::BucketStore::new(
                 bucket.clone(),
