@@ -9,13 +9,15 @@ mod http;
 mod inflight;
 mod metrics;
 mod otel;
+mod serve;
 mod shutdown;
 mod telemetry;
 
 pub use html::{format_age_ms, html_escape};
-pub use http::{Readiness, metrics_and_ready_routes, serve_http, tenant_layer};
+pub use http::{Readiness, metrics_and_ready_routes, tenant_layer};
 pub use inflight::{InflightBytes, InflightRefused, Reservation};
 pub use metrics::{DiscardLabels, DiscardedSamples, encode_metrics};
 pub use otel::trace_http;
+pub use serve::{HttpServerMetrics, HttpServerOptions, serve_http};
 pub use shutdown::shutdown_signal;
 pub use telemetry::{LogFormat, Telemetry, init_logging, init_telemetry};

@@ -292,6 +292,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
 
+    let http_options = heddle_server::HttpServerOptions::new(
+        cfg.server.http_server_read_header_timeout,
+        cfg.server.http_conn_limit,
+        &mut registry,
+    );
     let registry = Arc::new(registry);
     let http = heddle_server::tenant_layer(api, cfg.multitenancy_enabled)
         .merge(heddle_server::metrics_and_ready_routes(registry, readiness.clone()))
@@ -303,7 +308,12 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen for HTTP on {http_addr}"))?;
     tracing::info!(http = %http_addr, "listening for HTTP");
 
-    let http_task = tokio::spawn(heddle_server::serve_http(http_listener, http, stop.clone()));
+    let http_task = tokio::spawn(heddle_server::serve_http(
+        http_listener,
+        http,
+        stop.clone(),
+        http_options,
+    ));
     // Every process serves gRPC: Admin and health everywhere, the ingester API where there is an ingester.
     let grpc = crate::admin::serve_grpc(
         &cfg.server,
