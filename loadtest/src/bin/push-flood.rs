@@ -109,9 +109,9 @@ struct Outcome {
     aborted: bool,
 }
 
-async fn flood(name: &str, binary: &PathBuf, args: &Args, body: &Arc<Vec<u8>>) -> anyhow::Result<Outcome> {
+async fn flood(name: &str, binary: &std::path::Path, args: &Args, body: &Arc<Vec<u8>>) -> anyhow::Result<Outcome> {
     let mut heddle = HeddleProcess::start(HeddleOptions {
-        binary: Some(binary.clone()),
+        binary: Some(binary.to_path_buf()),
         args: vec![
             "--distributor.ingestion-rate-limit=100000000".into(),
             "--distributor.ingestion-burst-size=100000000".into(),

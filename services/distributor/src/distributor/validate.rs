@@ -177,7 +177,7 @@ pub(crate) fn validate<'a>(
     for ts in series {
         histograms += u64::from(ts.histograms);
         exemplars += u64::from(ts.exemplars);
-        let (labels, dropped) = without_label(arena, &ts.labels, drop_label);
+        let (labels, dropped) = without_label(arena, ts.labels, drop_label);
         let check = match validate_labels(labels, limits) {
             Ok(check) => check,
             Err(e) => {
@@ -186,7 +186,7 @@ pub(crate) fn validate<'a>(
             }
         };
         let mut future = 0;
-        if let Some(e) = check_timestamps(&ts.samples, out.max_ms) {
+        if let Some(e) = check_timestamps(ts.samples, out.max_ms) {
             if let InvalidSeries::TooFarInFuture { count, .. } = e {
                 future = count;
             }
