@@ -436,9 +436,9 @@ fn distributed_gossip_is_signed_with_a_generated_or_existing_key() {
         ],
     ));
     assert!(
-        !of_kind(&objs, "Secret")
-            .iter()
-            .any(|s| s["metadata"]["name"].as_str().is_some_and(|n| n.ends_with("-gossip-key"))),
+        !of_kind(&objs, "Secret").iter().any(|s| s["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.ends_with("-gossip-key"))),
         "an existing Secret: no gossip key generated"
     );
     let (_, config) = rendered_config(&objs);

@@ -99,6 +99,8 @@ const FAMILIES: &[Family] = &[
         "Exemplars dropped by the distributor, by tenant and reason.",
     ),
     f("heddle_distributor_arena_retained_bytes", &[]),
+    f("heddle_distributor_inflight_push_requests_bytes", &[]),
+    f("heddle_distributor_inflight_push_requests_bytes_refused", &[]),
     f("heddle_distributor_ingester_pushes", &["ingester", "outcome"]),
     f("heddle_distributor_ingester_push_duration_seconds", &["ingester"]),
     unseen(
@@ -134,6 +136,7 @@ const FAMILIES: &[Family] = &[
     f("heddle_ingester_tenants", &[]),
     f("heddle_ingester_idle_tenants_closed", &[]),
     f("heddle_ingester_instance_limit_rejections", &["limit"]),
+    f("heddle_ingester_inflight_push_requests_bytes", &[]),
     f("heddle_ingester_arena_retained_bytes", &[]),
     f("heddle_ingester_arenas_dropped", &[]),
     f("heddle_ingester_wal_written_bytes", &[]),
@@ -172,6 +175,16 @@ const FAMILIES: &[Family] = &[
     f("heddle_querier_request_duration_seconds", &["endpoint"]),
     f("heddle_querier_series_returned", &["endpoint"]),
     f("heddle_querier_samples_returned", &["endpoint"]),
+    unseen(
+        "heddle_querier_refused_queries",
+        &["reason"],
+        "counter",
+        "all, querier",
+        "Queries refused by a limit, by reason (the error id): fetched series, chunks, chunk bytes, samples, regex length.",
+    ),
+    f("heddle_http_open_connections", &[]),
+    f("heddle_http_connection_limit_waits", &[]),
+    f("heddle_http_header_read_timeouts", &[]),
 ];
 
 /// The standard process families every process exposes (`heddle_server::register_process_metrics`), as

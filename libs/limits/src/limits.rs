@@ -49,6 +49,16 @@ pub struct Limits {
     pub ha_replica_label: String,
     /// Most HA clusters tracked per tenant (0 = no limit); a request from a new cluster past it gets 400.
     pub ha_max_clusters: usize,
+    /// Most series one query may fetch (0 = no limit), counted as the query's sources are merged, while they
+    /// stream; all queries of one remote-read request count together. Mimir's default is 0; Heddle's
+    /// 500,000 is several times the default tenant series limit, while bounding what one request can make the
+    /// querier hold.
+    pub max_fetched_series_per_query: usize,
+    /// Most chunks one query may fetch from ingesters and blocks (0 = no limit); Mimir's default.
+    pub max_fetched_chunks_per_query: usize,
+    /// Most chunk bytes one query may fetch from ingesters and blocks (0 = no limit). Mimir's default is 0;
+    /// Heddle's 1 GiB bounds the compressed data one request can make the querier hold.
+    pub max_fetched_chunk_bytes_per_query: usize,
 }
 
 impl Default for Limits {
@@ -67,6 +77,9 @@ impl Default for Limits {
             ha_cluster_label: "cluster".into(),
             ha_replica_label: "__replica__".into(),
             ha_max_clusters: 100,
+            max_fetched_series_per_query: 500_000,
+            max_fetched_chunks_per_query: 2_000_000,
+            max_fetched_chunk_bytes_per_query: 1 << 30,
         }
     }
 }
@@ -203,6 +216,24 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         key: "limits.ha_max_clusters",
         kind: FlagKind::Value,
         help: "Most HA clusters tracked per tenant (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "querier.max-fetched-series-per-query",
+        key: "limits.max_fetched_series_per_query",
+        kind: FlagKind::Value,
+        help: "Most series one query (all queries of a remote-read request together) may fetch; more get 422 (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "querier.max-fetched-chunks-per-query",
+        key: "limits.max_fetched_chunks_per_query",
+        kind: FlagKind::Value,
+        help: "Most chunks one query may fetch from ingesters and blocks; more get 422 (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "querier.max-fetched-chunk-bytes-per-query",
+        key: "limits.max_fetched_chunk_bytes_per_query",
+        kind: FlagKind::Value,
+        help: "Most chunk bytes one query may fetch from ingesters and blocks; more get 422 (0 = no limit)",
     },
 ];
 

@@ -58,6 +58,13 @@ catalogue! {
     /// The decompressed body is not a valid `prometheus.WriteRequest`.
     INVALID_PROTOBUF = "err-heddle-invalid-protobuf", 400, Request,
         "the decompressed body is not a valid `prometheus.WriteRequest`";
+    /// The decoded request would be many times larger than its bytes: it is mostly empty labels or series.
+    DEGENERATE_WRITE_REQUEST = "err-heddle-degenerate-write-request", 400, Request,
+        "the request decodes to more than 8 bytes per byte of input (it is mostly empty labels or empty series)";
+    /// The distributor already holds `distributor.instance_limits.max_inflight_push_requests_bytes`.
+    DISTRIBUTOR_MAX_INFLIGHT_PUSH_REQUESTS_BYTES = "err-heddle-distributor-max-inflight-push-requests-bytes", 503,
+        Request,
+        "the distributor's in-flight push requests hold `distributor.instance_limits.max_inflight_push_requests_bytes`; the sender retries";
     /// Reading the body failed (connection reset, ...).
     BODY_READ = "err-heddle-body-read", 400, Request,
         "reading the request body failed before it was complete";
@@ -137,6 +144,21 @@ catalogue! {
     /// Too few replicas of a series acknowledged it because ingesters failed.
     INGESTER_FAILED = "err-heddle-ingester-failed", 500, Series,
         "too few of the series' ingesters acknowledged it (they failed); the sender retries";
+    /// A query (all queries of one remote-read request together) fetched more series than allowed.
+    MAX_SERIES_PER_QUERY = "err-heddle-max-series-per-query", 422, Request,
+        "the query fetched more series than `limits.max_fetched_series_per_query`; narrow the selectors or raise it";
+    /// A query fetched more chunks than allowed.
+    MAX_CHUNKS_PER_QUERY = "err-heddle-max-chunks-per-query", 422, Request,
+        "the query fetched more chunks than `limits.max_fetched_chunks_per_query`; narrow the selectors or time range";
+    /// A query fetched more chunk bytes than allowed.
+    MAX_CHUNKS_BYTES_PER_QUERY = "err-heddle-max-chunks-bytes-per-query", 422, Request,
+        "the query fetched more chunk bytes than `limits.max_fetched_chunk_bytes_per_query`; narrow it or raise the limit";
+    /// A query selected more samples than allowed.
+    MAX_SAMPLES_PER_QUERY = "err-heddle-max-samples-per-query", 422, Request,
+        "the query selected more samples than `querier.max_samples_per_query`; narrow it or raise the limit";
+    /// A regular-expression matcher is longer than allowed.
+    REGEX_TOO_LONG = "err-heddle-regex-too-long", 400, Request,
+        "a regular-expression matcher is longer than `querier.max_regex_length`";
     /// The ring has no instance with tokens.
     RING_EMPTY = "err-heddle-ring-empty", 503, Request,
         "the ingester ring has no instance with tokens yet";

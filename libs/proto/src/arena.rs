@@ -50,10 +50,13 @@ mod pool;
 mod snappy;
 mod wire;
 
-pub use decode::{TimeSeriesRef, WriteRequestRef, decode_write_request};
+pub use decode::{
+    DECODED_BYTES_ALLOWANCE, MAX_DECODED_BYTES_PER_INPUT_BYTE, MeasuredWriteRequest, TimeSeriesRef, WriteRequestRef,
+    WriteRequestShape, decode_measured, decode_write_request, max_decoded_bytes, measure_write_request,
+};
 pub use encode::encode_write_request_raw;
 pub use pool::{ArenaPool, PooledArena};
-pub use snappy::snappy_decompress_into;
+pub use snappy::{snappy_decompress_into, snappy_decompressed_len};
 pub use wire::MAX_GROUP_DEPTH;
 
 #[cfg(test)]

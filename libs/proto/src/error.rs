@@ -86,6 +86,24 @@ pub enum DecodeError {
         field: u32,
         offset: usize,
     },
+    /// The decoded view would be more than [`crate::arena::MAX_DECODED_BYTES_PER_INPUT_BYTE`] times the
+    /// input: the request is made mostly of empty labels or empty series. Refused before allocating.
+    #[error(
+        "degenerate write request: its {input} bytes would decode to {decoded} bytes ({series} series, {labels} \
+         labels, {samples} samples), more than {ratio} per input byte (plus 64 KiB); empty labels and empty series carry no data"
+    )]
+    Degenerate {
+        decoded: usize,
+        input: usize,
+        ratio: usize,
+        series: usize,
+        labels: usize,
+        samples: usize,
+    },
+    /// The fill pass found more labels or samples than the measure pass counted. The body is borrowed
+    /// between the passes, so this cannot happen; it is an error rather than a panic all the same.
+    #[error("internal decoder error: the request changed between its two passes (byte offset {offset})")]
+    ShapeChanged { offset: usize },
     /// Groups nested deeper than [`crate::arena::MAX_GROUP_DEPTH`].
     #[error("groups nested deeper than {limit} at byte offset {offset} in {message}")]
     GroupTooDeep {

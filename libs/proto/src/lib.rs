@@ -44,8 +44,9 @@ pub mod testing;
 pub mod transport;
 
 pub use arena::{
-    ArenaPool, PooledArena, TimeSeriesRef, WriteRequestRef, decode_write_request, encode_write_request_raw,
-    snappy_decompress_into,
+    ArenaPool, DECODED_BYTES_ALLOWANCE, MAX_DECODED_BYTES_PER_INPUT_BYTE, MeasuredWriteRequest, PooledArena,
+    TimeSeriesRef, WriteRequestRef, WriteRequestShape, decode_measured, decode_write_request, encode_write_request_raw,
+    max_decoded_bytes, measure_write_request, snappy_decompress_into, snappy_decompressed_len,
 };
 pub use client::{IngesterClient, QueryStream};
 pub use codec::{PushDecoder, PushEncoder, PushWire, RawPushCodec};

@@ -18,6 +18,7 @@ use heddle_model::{Labels, Matcher, TenantId};
 use prost::Message;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -98,6 +99,8 @@ pub struct FakeIngester {
     push: PushAnswer,
     series_per_message: usize,
     calls: Mutex<Vec<Call>>,
+    /// `query_stream` messages the callers took from their streams (not those built and never read).
+    streamed: Arc<AtomicUsize>,
 }
 
 impl Default for FakeIngester {
@@ -109,6 +112,7 @@ impl Default for FakeIngester {
             push: PushAnswer::Accept,
             series_per_message: 1,
             calls: Mutex::new(Vec::new()),
+            streamed: Arc::default(),
         }
     }
 }
@@ -148,6 +152,11 @@ impl FakeIngester {
     pub fn with_series_per_message(mut self, n: usize) -> Self {
         self.series_per_message = n.max(1);
         self
+    }
+
+    /// `query_stream` messages callers took from their streams so far: what they actually fetched.
+    pub fn streamed_messages(&self) -> usize {
+        self.streamed.load(Ordering::Relaxed)
     }
 
     /// Every call received, in order.
@@ -261,10 +270,15 @@ impl IngesterClient for FakeIngester {
                     .collect(),
             })
             .collect();
+        let streamed = Arc::clone(&self.streamed);
         let mut messages: Vec<Result<QueryStreamResponse, tonic::Status>> = series
             .chunks(self.series_per_message)
             .map(|s| Ok(QueryStreamResponse { series: s.to_vec() }))
             .collect();
+        let counted = move |m| {
+            streamed.fetch_add(1, Ordering::Relaxed);
+            m
+        };
         match fault {
             Fault::BreakStream { after, error } => {
                 messages.truncate(*after);
@@ -273,12 +287,13 @@ impl IngesterClient for FakeIngester {
             Fault::StallStream { after } => {
                 messages.truncate(*after);
                 return Ok(futures::stream::iter(messages)
+                    .map(counted)
                     .chain(futures::stream::pending())
                     .boxed());
             }
             _ => {}
         }
-        Ok(futures::stream::iter(messages).boxed())
+        Ok(futures::stream::iter(messages).map(counted).boxed())
     }
 
     async fn label_names(

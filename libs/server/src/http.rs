@@ -1,4 +1,4 @@
-//! HTTP scaffolding every process serves: readiness, metrics, tenant resolution, graceful serving.
+//! HTTP scaffolding every process serves: readiness, metrics, tenant resolution.
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -9,7 +9,6 @@ use axum::routing::get;
 use heddle_model::{TENANT_HEADER, TenantId};
 use prometheus_client::registry::Registry;
 use std::sync::{Arc, RwLock};
-use tokio_util::sync::CancellationToken;
 
 /// Whether this process can serve, and if not, why. `/ready` answers 200 only when every part that
 /// registered a reason has cleared it.
@@ -125,22 +124,11 @@ async fn resolve_tenant(State(multitenancy): State<bool>, mut req: Request, next
     next.run(req).await
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled, then finishes in-flight requests. Each request
-/// runs in a span continuing the caller's W3C trace context when trace export is on ([`crate::trace_http`]).
-pub async fn serve_http(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    let router = router.layer(axum::middleware::from_fn(crate::trace_http));
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+    use tokio_util::sync::CancellationToken;
 
     #[test]
     fn readiness_tracks_every_part() {
@@ -165,7 +153,8 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let stop = CancellationToken::new();
         let on = app(true);
-        let server = tokio::spawn(serve_http(listener, on, stop.clone()));
+        let options = crate::HttpServerOptions::new(Duration::from_secs(10), 100, &mut Registry::default());
+        let server = tokio::spawn(crate::serve_http(listener, on, stop.clone(), options));
         let cases: &[(&str, Option<&str>, u16, &str)] = &[
             ("missing header", None, 401, "X-Scope-OrgID"),
             ("valid", Some("team-a"), 200, "team-a"),

@@ -21,5 +21,5 @@ mod tests;
 
 pub use files::{BlockFiles, LocalBlockFiles};
 pub use meta::{BlockMeta, META_FILENAME, new_ulid};
-pub use reader::BlockReader;
+pub use reader::{BlockReader, SelectPlan};
 pub use writer::{BlockWriter, TMP_SUFFIX, list_local_blocks, remove_incomplete_blocks};

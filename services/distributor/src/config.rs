@@ -26,6 +26,8 @@ pub struct DistributorConfig {
     pub remote_timeout: Duration,
     /// Deduplication of Prometheus HA pairs.
     pub ha_tracker: HaTrackerConfig,
+    /// Limits protecting this distributor process (Mimir's `distributor.instance_limits`).
+    pub instance_limits: DistributorInstanceLimits,
     /// Longest time a push body may take to arrive; a slower sender gets 408 and its connection is closed, so
     /// it cannot hold a connection and a buffer indefinitely. Set from `server.http_server_read_timeout`.
     #[serde(skip)]
@@ -39,6 +41,7 @@ impl Default for DistributorConfig {
             max_decompressed_size: 100 * MIB,
             remote_timeout: Duration::from_secs(2),
             ha_tracker: HaTrackerConfig::default(),
+            instance_limits: DistributorInstanceLimits::default(),
             body_read_timeout: Duration::from_secs(30),
         }
     }
@@ -65,7 +68,49 @@ impl DistributorConfig {
                 reason: "must be greater than 0s".into(),
             });
         }
+        let limit = self.instance_limits.max_inflight_push_requests_bytes;
+        let one_request = self.max_request_inflight_bytes();
+        if limit > 0 && limit < one_request {
+            return Err(InvalidKey {
+                key: "distributor.instance_limits.max_inflight_push_requests_bytes",
+                reason: format!(
+                    "{limit} bytes cannot hold one request of the largest size the size limits accept ({one_request} \
+                     bytes: `max_recv_msg_size` + `max_decompressed_size` + its decoded view of at most {} times \
+                     that); such a request would be refused for ever. Raise it, set 0 (no limit), or lower the size limits",
+                    heddle_proto::MAX_DECODED_BYTES_PER_INPUT_BYTE
+                ),
+            });
+        }
         self.ha_tracker.validate()
+    }
+
+    /// The most bytes one request can hold in flight under the size limits: its compressed body, its
+    /// decompressed copy and its decoded view (bounded by `heddle_proto::max_decoded_bytes`).
+    pub fn max_request_inflight_bytes(&self) -> usize {
+        self.max_recv_msg_size
+            .saturating_add(self.max_decompressed_size)
+            .saturating_add(heddle_proto::max_decoded_bytes(self.max_decompressed_size))
+    }
+}
+
+/// `distributor.instance_limits:` (Mimir's names). 0 disables a limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DistributorInstanceLimits {
+    /// Most bytes all push requests being handled may hold together: bodies as they arrive, their decompressed
+    /// copies and their decoded views, each reserved before it is allocated. A request that would pass it is
+    /// refused with 503 at once (never queued). Mimir's default is 0 (no limit); Heddle's is 1 GiB, the least
+    /// that admits one request of the largest size the default size limits accept (100 MiB body + 100 MiB
+    /// decompressed + at most 800 MiB decoded), so any valid request gets through once the others are done, while
+    /// a flood of large pushes can no longer take the process past about 1 GiB of request memory.
+    pub max_inflight_push_requests_bytes: usize,
+}
+
+impl Default for DistributorInstanceLimits {
+    fn default() -> Self {
+        Self {
+            max_inflight_push_requests_bytes: 1024 * MIB,
+        }
     }
 }
 
@@ -83,6 +128,12 @@ pub const DISTRIBUTOR_FLAGS: &[FlagSpec] = &[
         key: "distributor.max_decompressed_size",
         kind: FlagKind::Value,
         help: "Largest decompressed remote-write body accepted, in bytes, checked before allocating; larger get 400",
+    },
+    FlagSpec {
+        flag: "distributor.instance-limits.max-inflight-push-requests-bytes",
+        key: "distributor.instance_limits.max_inflight_push_requests_bytes",
+        kind: FlagKind::Value,
+        help: "Most bytes in-flight push requests may hold together (bodies, decompressed and decoded); more get 503 (0 = no limit)",
     },
     FlagSpec {
         flag: "distributor.remote-timeout",
@@ -119,10 +170,47 @@ mod tests {
     }
 
     #[test]
+    fn the_inflight_limit_holds_one_largest_request() {
+        let c = DistributorConfig::default();
+        assert!(c.instance_limits.max_inflight_push_requests_bytes >= c.max_request_inflight_bytes());
+        let small = DistributorConfig {
+            instance_limits: DistributorInstanceLimits {
+                max_inflight_push_requests_bytes: 64 * MIB,
+            },
+            ..DistributorConfig::default()
+        };
+        let err = small.validate().unwrap_err();
+        assert_eq!(err.key, "distributor.instance_limits.max_inflight_push_requests_bytes");
+        assert!(err.reason.contains("refused for ever"), "{}", err.reason);
+        DistributorConfig {
+            max_recv_msg_size: 4 * MIB,
+            max_decompressed_size: 6 * MIB,
+            ..small.clone()
+        }
+        .validate()
+        .expect("smaller size limits fit the smaller budget");
+        DistributorConfig {
+            instance_limits: DistributorInstanceLimits {
+                max_inflight_push_requests_bytes: 0,
+            },
+            ..small
+        }
+        .validate()
+        .expect("0 is no limit");
+    }
+
+    #[test]
     fn flag_tables_cover_every_key() {
         let dist = serde_norway::to_value(DistributorConfig::default()).unwrap();
         for k in dist.as_mapping().unwrap().keys() {
             if k.as_str() == Some("ha_tracker") {
+                continue;
+            }
+            if k.as_str() == Some("instance_limits") {
+                for inner in dist["instance_limits"].as_mapping().unwrap().keys() {
+                    let k = format!("distributor.instance_limits.{}", inner.as_str().unwrap());
+                    assert!(DISTRIBUTOR_FLAGS.iter().any(|f| f.key == k), "no flag for {k}");
+                }
                 continue;
             }
             let k = format!("distributor.{}", k.as_str().unwrap());

@@ -27,7 +27,7 @@ use heddle_limits::{Limits, Overrides};
 use heddle_model::{Clock, SystemClock, TenantId};
 use heddle_proto::{ArenaPool, IngesterClient};
 use heddle_ring::Replicas;
-use heddle_server::DiscardedSamples;
+use heddle_server::{DiscardedSamples, InflightBytes, Reservation};
 use limit::IngestionRateLimiter;
 use prometheus_client::registry::Registry;
 use shard::Sharded;
@@ -51,6 +51,7 @@ pub struct Distributor {
     ha_tracker: Option<Arc<HaTracker>>,
     ring: Arc<IngesterReplicas>,
     arenas: ArenaPool,
+    inflight: Arc<InflightBytes>,
     rate_limiter: IngestionRateLimiter,
     warn_limiter: LogLimiter,
     metrics: Metrics,
@@ -89,11 +90,17 @@ impl Distributor {
             .ha_tracker
             .enable_ha_tracker
             .then(|| Arc::new(HaTracker::new(&cfg.ha_tracker, registry)));
+        let metrics = Metrics::register(registry, discarded);
         Self {
             rate_limiter: IngestionRateLimiter::new(),
             ha_tracker,
             warn_limiter: LogLimiter::new(WARN_LINES_PER_SECOND, Duration::from_secs(1)),
-            metrics: Metrics::register(registry, discarded),
+            inflight: InflightBytes::new(
+                cfg.instance_limits.max_inflight_push_requests_bytes,
+                metrics.inflight_push_bytes.clone(),
+                metrics.inflight_push_bytes_refused.clone(),
+            ),
+            metrics,
             arenas: ArenaPool::default(),
             clock: Arc::new(SystemClock),
             cfg,
@@ -131,17 +138,42 @@ impl Distributor {
         &self.cfg
     }
 
+    /// The budget of bytes in-flight push requests hold (`distributor.instance_limits`): the HTTP layer
+    /// reserves a body in it as the body arrives.
+    pub fn inflight(&self) -> &Arc<InflightBytes> {
+        &self.inflight
+    }
+
     /// Handles one remote-write request of `tenant`: `body` is a snappy-compressed remote write 1.0
-    /// `WriteRequest` whose size and headers the caller (the HTTP layer) already checked.
+    /// `WriteRequest` whose size and headers the caller (the HTTP layer) already checked. The body is reserved
+    /// in the in-flight budget first; see [`Distributor::push_reserved`].
+    pub async fn push(&self, tenant: &TenantId, body: &[u8]) -> Result<PushOutcome, PushError> {
+        let mut reservation = self.inflight.reserve();
+        if let Err(refused) = reservation.grow(body.len()) {
+            let e = PushError::from(refused);
+            self.record_early_refusal(&e, Instant::now());
+            return Err(e);
+        }
+        self.push_reserved(tenant, body, reservation).await
+    }
+
+    /// [`Distributor::push`] for a body already held by `reservation`. The decompressed copy and the decoded
+    /// view are added to it before they are allocated, and everything is given back when the request ends.
     ///
     /// `Err` refuses the whole request and nothing was forwarded. `Ok` means it was decoded and its valid
     /// series forwarded; [`PushOutcome::status`] says how that went (200, 400 for refused series, 5xx when
     /// some series did not reach quorum).
     #[tracing::instrument(skip_all, fields(tenant = %tenant))]
-    pub async fn push(&self, tenant: &TenantId, body: &[u8]) -> Result<PushOutcome, PushError> {
+    pub async fn push_reserved(
+        &self,
+        tenant: &TenantId,
+        body: &[u8],
+        mut reservation: Reservation,
+    ) -> Result<PushOutcome, PushError> {
         let start = Instant::now();
         self.metrics.received_bytes(body.len());
-        let result = self.run(tenant, body).await;
+        let result = self.run(tenant, body, &mut reservation).await;
+        drop(reservation);
         let status = match &result {
             Ok(outcome) => outcome.status(),
             Err(e) => e.status(),
@@ -154,8 +186,13 @@ impl Distributor {
     }
 
     /// The pipeline: the arena stages, then forward.
-    async fn run(&self, tenant: &TenantId, body: &[u8]) -> Result<PushOutcome, PushError> {
-        let prepared = self.prepare(tenant, body);
+    async fn run(
+        &self,
+        tenant: &TenantId,
+        body: &[u8],
+        reservation: &mut Reservation,
+    ) -> Result<PushOutcome, PushError> {
+        let prepared = self.prepare(tenant, body, reservation);
         // The arena is back in the pool (or freed) once `prepare` returns, whatever it returned.
         self.metrics
             .arena_retained_bytes
@@ -192,10 +229,10 @@ impl Distributor {
     }
 
     /// Decode, HA dedupe, validate, limit and shard, inside one pooled arena.
-    fn prepare(&self, tenant: &TenantId, body: &[u8]) -> Result<Prepared, PushError> {
+    fn prepare(&self, tenant: &TenantId, body: &[u8], reservation: &mut Reservation) -> Result<Prepared, PushError> {
         let arena = self.arenas.get();
         let arena: &Bump = &arena;
-        let series = decode::decode(arena, body, self.cfg.max_decompressed_size)?;
+        let series = decode::decode(arena, body, self.cfg.max_decompressed_size, reservation)?;
         let limits = self.overrides.get(tenant.as_str());
         let now_ms = self.clock.now_ms();
         let discarded = &self.metrics.discarded;

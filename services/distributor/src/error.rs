@@ -36,6 +36,20 @@ pub enum PushError {
     CorruptSnappy { detail: String },
     #[error("err-heddle-invalid-protobuf: request body is not a valid prometheus.WriteRequest: {detail}")]
     InvalidProtobuf { detail: String },
+    #[error("err-heddle-degenerate-write-request: request body is not a plausible prometheus.WriteRequest: {detail}")]
+    DegenerateRequest { detail: String },
+    #[error(
+        "err-heddle-distributor-max-inflight-push-requests-bytes: the distributor's in-flight push requests hold \
+         {in_flight} bytes and this one needs {requested} more ({held} already held); the limit is {limit} bytes. \
+         The sender retries later; raise `distributor.instance_limits.max_inflight_push_requests_bytes` \
+         (--distributor.instance-limits.max-inflight-push-requests-bytes) if the process has the memory"
+    )]
+    InflightBytes {
+        requested: usize,
+        held: usize,
+        in_flight: usize,
+        limit: usize,
+    },
     #[error("err-heddle-body-read: reading the request body failed: {detail}")]
     BodyRead { detail: String },
     #[error(
@@ -84,6 +98,17 @@ pub enum PushError {
     NoTenant,
 }
 
+impl From<heddle_server::InflightRefused> for PushError {
+    fn from(r: heddle_server::InflightRefused) -> Self {
+        PushError::InflightBytes {
+            requested: r.requested,
+            held: r.held,
+            in_flight: r.in_flight,
+            limit: r.limit,
+        }
+    }
+}
+
 impl PushError {
     /// The stable id that starts the message.
     pub fn id(&self) -> &'static str {
@@ -94,6 +119,8 @@ impl PushError {
             PushError::DecompressedTooLarge { .. } => error_id::DECOMPRESSED_TOO_LARGE,
             PushError::CorruptSnappy { .. } => error_id::CORRUPT_SNAPPY,
             PushError::InvalidProtobuf { .. } => error_id::INVALID_PROTOBUF,
+            PushError::DegenerateRequest { .. } => error_id::DEGENERATE_WRITE_REQUEST,
+            PushError::InflightBytes { .. } => error_id::DISTRIBUTOR_MAX_INFLIGHT_PUSH_REQUESTS_BYTES,
             PushError::BodyRead { .. } => error_id::BODY_READ,
             PushError::BodyReadTimeout { .. } => error_id::BODY_READ_TIMEOUT,
             PushError::RateLimited { .. } => error_id::INGESTION_RATE_LIMITED,
@@ -109,12 +136,15 @@ impl PushError {
             PushError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             // 5xx, not 408: Prometheus drops a batch refused with a 4xx, and a slow body is the network's doing.
             PushError::BodyReadTimeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            // As Mimir: the distributor protects itself, the sender backs off and retries.
+            PushError::InflightBytes { .. } => StatusCode::SERVICE_UNAVAILABLE,
             PushError::UnsupportedContentEncoding { .. } | PushError::UnsupportedContentType { .. } => {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE
             }
             PushError::DecompressedTooLarge { .. }
             | PushError::CorruptSnappy { .. }
             | PushError::InvalidProtobuf { .. }
+            | PushError::DegenerateRequest { .. }
             | PushError::BodyRead { .. }
             | PushError::TooManyHaClusters { .. }
             | PushError::InvalidHaLabel { .. } => StatusCode::BAD_REQUEST,
@@ -128,7 +158,7 @@ impl PushError {
         match self {
             PushError::BodyTooLarge { .. } | PushError::RateLimited { .. } => tonic::Code::ResourceExhausted,
             PushError::NoTenant => tonic::Code::Internal,
-            PushError::BodyReadTimeout { .. } => tonic::Code::Unavailable,
+            PushError::BodyReadTimeout { .. } | PushError::InflightBytes { .. } => tonic::Code::Unavailable,
             _ => tonic::Code::InvalidArgument,
         }
     }
@@ -138,7 +168,10 @@ impl PushError {
     pub fn retryable(&self) -> bool {
         matches!(
             self,
-            PushError::RateLimited { .. } | PushError::NoTenant | PushError::BodyReadTimeout { .. }
+            PushError::RateLimited { .. }
+                | PushError::NoTenant
+                | PushError::BodyReadTimeout { .. }
+                | PushError::InflightBytes { .. }
         )
     }
 }
@@ -249,6 +282,13 @@ mod tests {
             PushError::CorruptSnappy { detail: "x".into() },
             PushError::InvalidProtobuf { detail: "x".into() },
             PushError::BodyRead { detail: "x".into() },
+            PushError::DegenerateRequest { detail: "x".into() },
+            PushError::InflightBytes {
+                requested: 1,
+                held: 0,
+                in_flight: 1,
+                limit: 1,
+            },
             PushError::RateLimited {
                 tenant: "t".into(),
                 samples: 1,

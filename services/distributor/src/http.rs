@@ -46,11 +46,19 @@ async fn push_handler(
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<usize>().ok());
     let cfg = d.config();
-    let body = match read_body(body, declared, cfg.max_recv_msg_size, cfg.body_read_timeout).await {
+    let mut reservation = d.inflight().reserve();
+    let read = read_body(
+        body,
+        declared,
+        cfg.max_recv_msg_size,
+        cfg.body_read_timeout,
+        &mut reservation,
+    );
+    let body = match read.await {
         Ok(body) => body,
         Err(e) => return early_refusal(&d, e, start),
     };
-    match d.push(&tenant, &body).await {
+    match d.push_reserved(&tenant, &body, reservation).await {
         Ok(outcome) => outcome.into_response(),
         Err(e) => e.into_response(),
     }
@@ -117,15 +125,19 @@ fn is_remote_write_v1(content_type: &str) -> bool {
 }
 
 /// Reads the whole body, failing with 413 as soon as more than `limit` bytes have arrived, and with 503 when it
-/// has not arrived within `timeout`.
+/// has not arrived within `timeout` or its buffer would take the in-flight bytes past their limit. The buffer's
+/// capacity is held in `reservation` before the buffer grows to it.
 async fn read_body(
     body: Body,
     declared: Option<usize>,
     limit: usize,
     timeout: std::time::Duration,
+    reservation: &mut heddle_server::Reservation,
 ) -> Result<Vec<u8>, PushError> {
     let mut stream = body.into_data_stream();
-    let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(limit));
+    let initial = declared.unwrap_or(0).min(limit);
+    reservation.grow(initial)?;
+    let mut buf = Vec::with_capacity(initial);
     let read = async {
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| PushError::BodyRead { detail: e.to_string() })?;
@@ -134,6 +146,13 @@ async fn read_body(
                     size: (buf.len() + chunk.len()) as u64,
                     limit,
                 });
+            }
+            let needed = buf.len() + chunk.len();
+            if needed > buf.capacity() {
+                // Grow as Vec would (doubling), but reserve the new capacity before allocating it.
+                let capacity = needed.max(buf.capacity().saturating_mul(2)).min(limit);
+                reservation.grow(capacity - reservation.held().min(capacity))?;
+                buf.reserve_exact(capacity - buf.len());
             }
             buf.extend_from_slice(&chunk);
         }

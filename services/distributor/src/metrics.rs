@@ -63,6 +63,10 @@ pub(crate) struct Metrics {
     duration: Histogram,
     received_bytes: Counter,
     pub(crate) arena_retained_bytes: Gauge,
+    /// Bytes held by in-flight push requests (the in-flight budget's own counter).
+    pub(crate) inflight_push_bytes: Gauge,
+    /// Requests refused because the in-flight bytes would pass the limit.
+    pub(crate) inflight_push_bytes_refused: Counter,
     ingester_pushes: Family<IngesterOutcomeLabels, Counter>,
     ingester_push_duration: Family<IngesterLabels, Histogram>,
 }
@@ -80,6 +84,8 @@ impl Metrics {
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
             received_bytes: Counter::default(),
             arena_retained_bytes: Gauge::default(),
+            inflight_push_bytes: Gauge::default(),
+            inflight_push_bytes_refused: Counter::default(),
             ingester_pushes: Family::default(),
             ingester_push_duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 15))
@@ -99,6 +105,18 @@ impl Metrics {
             "heddle_distributor_arena_retained_bytes",
             "Capacity held by idle pooled request arenas of the distributor",
             m.arena_retained_bytes.clone(),
+        );
+        registry.register(
+            "heddle_distributor_inflight_push_requests_bytes",
+            "Bytes held by push requests in flight: bodies, decompressed copies and decoded views, reserved before \
+             allocation against distributor.instance_limits.max_inflight_push_requests_bytes",
+            m.inflight_push_bytes.clone(),
+        );
+        registry.register(
+            "heddle_distributor_inflight_push_requests_bytes_refused",
+            "Push requests refused with 503 because distributor.instance_limits.max_inflight_push_requests_bytes \
+             was reached",
+            m.inflight_push_bytes_refused.clone(),
         );
         registry.register(
             "heddle_distributor_received_samples",

@@ -167,3 +167,8 @@ pub(crate) fn tenant() -> TenantId {
 pub(crate) fn exposition(registry: &Registry) -> String {
     heddle_server::encode_metrics(registry)
 }
+
+/// A reservation in a budget without a limit, for tests that call the decode stage directly.
+pub(crate) fn unlimited_reservation() -> heddle_server::Reservation {
+    heddle_server::InflightBytes::new(0, Default::default(), Default::default()).reserve()
+}

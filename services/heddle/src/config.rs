@@ -65,6 +65,17 @@ pub struct ServerConfig {
     /// gets 503 and a closed connection.
     #[serde(with = "heddle_config::serde_duration")]
     pub http_server_read_timeout: std::time::Duration,
+    /// Longest time an HTTP connection may take to send a request head; a slower one is closed, so a client
+    /// sending headers a byte at a time (slowloris) holds a connection only this long. Idle keep-alive
+    /// connections are closed after it too. dskit's `http_server_read_header_timeout`, which defaults to the
+    /// read timeout; Heddle's default is 10 s, long for a request head on any real network. 0: no limit.
+    #[serde(with = "heddle_config::serde_duration")]
+    pub http_server_read_header_timeout: std::time::Duration,
+    /// Most HTTP connections open at once; at the limit the listener stops accepting until one closes (further
+    /// clients wait in the kernel's queue). dskit's `http_conn_limit` defaults to 0 (no limit); Heddle's 4096
+    /// leaves room for many Prometheus senders and Grafana users while a connection flood cannot exhaust the
+    /// process' file descriptors. 0: no limit.
+    pub http_conn_limit: usize,
     /// Where the Admin gRPC service listens when it has its own port; empty for every interface.
     pub admin_grpc_listen_address: String,
     /// 0 (the default) serves the Admin service on the main gRPC port.
@@ -90,6 +101,8 @@ impl Default for ServerConfig {
             log_format: LogFormat::Logfmt,
             graceful_shutdown_timeout: std::time::Duration::from_secs(30),
             http_server_read_timeout: std::time::Duration::from_secs(30),
+            http_server_read_header_timeout: std::time::Duration::from_secs(10),
+            http_conn_limit: 4096,
             admin_grpc_listen_address: String::new(),
             admin_grpc_listen_port: 0,
             admin_token_file: std::path::PathBuf::new(),
@@ -221,6 +234,18 @@ const OWN_FLAGS: &[FlagSpec] = &[
         key: "server.http_server_read_timeout",
         kind: FlagKind::Value,
         help: "Longest time a remote-write body may take to arrive; slower senders get 503 and a closed connection",
+    },
+    FlagSpec {
+        flag: "server.http-server-read-header-timeout",
+        key: "server.http_server_read_header_timeout",
+        kind: FlagKind::Value,
+        help: "Longest time an HTTP connection may take to send a request head (also the idle keep-alive limit); 0 = none",
+    },
+    FlagSpec {
+        flag: "server.http-conn-limit",
+        key: "server.http_conn_limit",
+        kind: FlagKind::Value,
+        help: "Most HTTP connections open at once; further clients wait until one closes (0 = no limit)",
     },
 ];
 

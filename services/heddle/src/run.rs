@@ -302,7 +302,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
     if matches!(cfg.target, Target::All | Target::Querier) {
-        let mut querier = Querier::new(cfg.querier.clone(), replicas, &mut registry);
+        let mut querier = Querier::new(cfg.querier.clone(), replicas, &mut registry).with_overrides(overrides.clone());
         if let Some(bucket) = &bucket {
             querier = querier.with_store(Arc::new(heddle_querier::BucketStore::new(
                 bucket.clone(),
@@ -315,6 +315,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
 
+    let http_options = heddle_server::HttpServerOptions::new(
+        cfg.server.http_server_read_header_timeout,
+        cfg.server.http_conn_limit,
+        &mut registry,
+    );
     let registry = Arc::new(registry);
     // With an admin listener of its own, admin routes are served there only and the public port refuses them.
     let serve_admin = AdminAccess::serve(admin_token.clone(), refusals.clone());
@@ -334,7 +339,12 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen for HTTP on {http_addr}"))?;
     tracing::info!(http = %http_addr, "listening for HTTP");
 
-    let http_task = tokio::spawn(heddle_server::serve_http(http_listener, http, stop.clone()));
+    let http_task = tokio::spawn(heddle_server::serve_http(
+        http_listener,
+        http,
+        stop.clone(),
+        http_options,
+    ));
     // Every process serves gRPC: Admin and health everywhere, the ingester API where others dial it (an
     // ingester in a cluster; the single process calls its ingester in memory).
     let grpc = crate::admin::serve_grpc(

@@ -20,7 +20,8 @@ pub enum IngesterError {
     Stopping,
     #[error(
         "err-heddle-ingester-instance-limit: this ingester reached its limit `ingester.instance_limits.{limit}` \
-         of {value}; retry with backoff, or raise the limit or add ingesters"
+         of {value}; retry with backoff, or raise the limit (--ingester.instance-limits.{flag}) or add ingesters",
+        flag = limit.replace('_', "-")
     )]
     InstanceLimit { limit: &'static str, value: String },
     #[error("shipping blocks of tenant {tenant}: {source}")]

@@ -24,7 +24,7 @@ use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, RwLock};
 
-pub(crate) use instance::InstanceLimiter;
+pub(crate) use instance::{InstanceLimiter, bytes_refused};
 pub(crate) use series::SeriesAdmission;
 
 /// Where the ingester's limits come from: per-tenant limits, the cluster topology they are divided by, and the
@@ -158,6 +158,12 @@ pub struct InstanceLimitsConfig {
     pub max_series: usize,
     /// Most push requests being handled at once; more are refused at once rather than queued.
     pub max_inflight_push_requests: usize,
+    /// Most bytes the push requests being handled may hold together: their bodies and decoded views, reserved
+    /// before decoding. Mimir's default is 0 (no limit); Heddle's is 1 GiB, the least that admits one push of
+    /// the largest gRPC message accepted (100 MiB) with its decoded view (at most 8 bytes per byte), so any
+    /// valid push gets through once others are done while a flood cannot take the process much past 1 GiB of
+    /// request memory.
+    pub max_inflight_push_requests_bytes: usize,
 }
 
 impl Default for InstanceLimitsConfig {
@@ -167,6 +173,7 @@ impl Default for InstanceLimitsConfig {
             max_tenants: 0,
             max_series: 0,
             max_inflight_push_requests: 30_000,
+            max_inflight_push_requests_bytes: 1024 * 1024 * 1024,
         }
     }
 }
@@ -209,6 +216,12 @@ pub const INSTANCE_LIMITS_FLAGS: &[FlagSpec] = &[
         key: "ingester.instance_limits.max_inflight_push_requests",
         kind: FlagKind::Value,
         help: "Most push requests handled at once; more get 503 at once (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "ingester.instance-limits.max-inflight-push-requests-bytes",
+        key: "ingester.instance_limits.max_inflight_push_requests_bytes",
+        kind: FlagKind::Value,
+        help: "Most bytes the pushes being handled may hold together (bodies and decoded views); more get 503 (0 = no limit)",
     },
 ];
 

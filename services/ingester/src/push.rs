@@ -13,8 +13,9 @@ use crate::tenant::Tenant;
 use bytes::Bytes;
 use heddle_model::series_text;
 use heddle_proto::ingester::{PushResponse, SeriesError};
-use heddle_proto::{ArenaPool, decode_write_request};
+use heddle_proto::{ArenaPool, decode_measured, measure_write_request};
 use heddle_server::DiscardedSamples;
+use heddle_server::Reservation;
 use heddle_tsdb::{AppendBounds, AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError, TsdbError};
 use std::sync::Arc;
 
@@ -33,17 +34,20 @@ pub(crate) struct PushContext {
 ///
 /// The body is decoded into a pooled arena on a blocking thread (the WAL write happens there too); the head
 /// copies the strings of new series and nothing else, so the arena and the body are released when this returns.
-/// A batch the head refuses whole (the instance series limit) is `refused`'s error.
+/// A batch the head refuses whole (the instance series limit) is `refused`'s error. `reservation` holds the body
+/// in the in-flight bytes budget; the decoded view is added to it before it is allocated, and all of it is
+/// released when the push ends.
 pub(crate) async fn push(
     tenant: Arc<Tenant>,
     ctx: PushContext,
     body: Bytes,
+    mut reservation: Reservation,
     refused: impl FnOnce(&'static str, String) -> IngesterError + Send + Clone + 'static,
 ) -> Result<(PushResponse, u64), IngesterError> {
     tenant.note_push();
     let c = ctx.clone();
     let t = tenant.clone();
-    let (outcome, errors) = tokio::task::spawn_blocking(move || append(&t, &c, &body, refused))
+    let (outcome, errors) = tokio::task::spawn_blocking(move || append(&t, &c, &body, &mut reservation, refused))
         .await
         .map_err(|e| IngesterError::Task(e.to_string()))??;
     record(&tenant, &ctx, &outcome);
@@ -74,10 +78,15 @@ fn append(
     tenant: &Tenant,
     ctx: &PushContext,
     body: &[u8],
+    reservation: &mut Reservation,
     refused: impl FnOnce(&'static str, String) -> IngesterError,
 ) -> Result<(AppendOutcome, Vec<SeriesError>), IngesterError> {
+    let measured = measure_write_request(body)?;
+    reservation
+        .grow(measured.shape().decoded_bytes())
+        .map_err(crate::limits::bytes_refused)?;
     let arena = ctx.arenas.get();
-    let req = decode_write_request(&arena, body)?;
+    let req = decode_measured(&arena, measured)?;
     let mut batch = Vec::with_capacity(req.timeseries.len());
     // Request index of each batch entry.
     let mut origin = Vec::with_capacity(req.timeseries.len());
@@ -87,8 +96,8 @@ fn append(
             continue;
         }
         batch.push(AppendSeries {
-            labels: &ts.labels,
-            samples: &ts.samples,
+            labels: ts.labels,
+            samples: ts.samples,
         });
         origin.push(index);
     }

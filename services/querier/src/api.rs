@@ -4,23 +4,28 @@
 //! truncated the result), and `{"status":"error","errorType":"bad_data","error":"..."}` on failure.
 
 use crate::error::QuerierError;
+use crate::matchers::MatcherCache;
 use crate::params::Form;
 use crate::querier::Querier;
-use crate::selector::parse_selector;
+use crate::selector::parse_selector_with;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use heddle_model::{Labels, Matcher, TenantId, is_valid_label_name};
 use serde_json::{Map, Value, json};
 
-/// The selectors of every `match[]` parameter.
-fn selectors(form: &Form) -> Result<Vec<Vec<Matcher>>, QuerierError> {
-    form.all("match[]").into_iter().map(parse_selector).collect()
+/// The selectors of every `match[]` parameter, their regexes bounded and compiled once for the request.
+fn selectors(q: &Querier, form: &Form) -> Result<Vec<Vec<Matcher>>, QuerierError> {
+    let mut cache = MatcherCache::new(q.config().max_regex_length, Some(q.metrics.clone()));
+    form.all("match[]")
+        .into_iter()
+        .map(|s| parse_selector_with(s, &mut cache))
+        .collect()
 }
 
 /// `GET|POST /prometheus/api/v1/series`.
 #[tracing::instrument(skip_all, fields(tenant = %tenant))]
 pub(crate) async fn series(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
-    let selectors = selectors(form)?;
+    let selectors = selectors(q, form)?;
     if selectors.is_empty() {
         return Err(QuerierError::BadData("no match[] parameter provided".into()));
     }
@@ -36,7 +41,7 @@ pub(crate) async fn series(q: &Querier, tenant: &TenantId, form: &Form) -> Resul
 /// `GET|POST /prometheus/api/v1/labels`.
 #[tracing::instrument(skip_all, fields(tenant = %tenant))]
 pub(crate) async fn label_names(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
-    let selectors = selectors(form)?;
+    let selectors = selectors(q, form)?;
     let (start, end) = form.time_range()?;
     let limit = form.limit()?;
     let mut names = q.label_names(tenant, start, end, &selectors).await?;
@@ -55,7 +60,7 @@ pub(crate) async fn label_values(
     if !is_valid_label_name(name) {
         return Err(QuerierError::BadData(format!("invalid label name: {name:?}")));
     }
-    let selectors = selectors(form)?;
+    let selectors = selectors(q, form)?;
     let (start, end) = form.time_range()?;
     let limit = form.limit()?;
     let mut values = q.label_values(tenant, name, start, end, &selectors).await?;

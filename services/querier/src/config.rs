@@ -14,11 +14,16 @@ pub struct QuerierConfig {
     /// How long a query may run before it fails with 503 (Mimir: `querier.timeout`).
     #[serde(with = "heddle_config::serde_duration")]
     pub query_timeout: Duration,
-    /// Most samples one remote-read request may return, after replicas are merged; 0 = unlimited.
+    /// Most samples one query may return, after replicas are merged (all queries of a remote-read request
+    /// together); 0 = unlimited.
     /// Prometheus' own default for `--storage.remote.read-sample-limit` is 5e7.
     pub max_samples_per_query: usize,
     /// Most decompressed bytes a remote-read request body may declare (Prometheus refuses above 32 MiB).
     pub max_read_request_bytes: usize,
+    /// Longest regular expression a label matcher may carry, in bytes (0 = no limit); longer ones get 400
+    /// before they are compiled. Heddle's own key (Mimir has none): 64 KiB leaves room for the alternations
+    /// Grafana builds from multi-value variables while keeping what one matcher can cost to compile small.
+    pub max_regex_length: usize,
 }
 
 impl Default for QuerierConfig {
@@ -28,6 +33,7 @@ impl Default for QuerierConfig {
             query_timeout: Duration::from_secs(120),
             max_samples_per_query: 50_000_000,
             max_read_request_bytes: 32 << 20,
+            max_regex_length: 64 << 10,
         }
     }
 }
@@ -51,13 +57,19 @@ pub const QUERIER_FLAGS: &[FlagSpec] = &[
         flag: "querier.max-samples-per-query",
         key: "querier.max_samples_per_query",
         kind: FlagKind::Value,
-        help: "Most samples one remote-read query may return after replicas are merged (422 above); 0 = unlimited",
+        help: "Most samples one query (all queries of a remote-read request together) may select after replicas are merged (422 above); 0 = unlimited",
     },
     FlagSpec {
         flag: "querier.max-read-request-bytes",
         key: "querier.max_read_request_bytes",
         kind: FlagKind::Value,
         help: "Largest decompressed remote-read request body, in bytes, checked before allocating",
+    },
+    FlagSpec {
+        flag: "querier.max-regex-length",
+        key: "querier.max_regex_length",
+        kind: FlagKind::Value,
+        help: "Longest regular expression of a label matcher, in bytes; longer get 400 before compiling (0 = no limit)",
     },
 ];
 

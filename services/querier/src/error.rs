@@ -9,16 +9,29 @@ pub enum QuerierError {
     /// The request is malformed: a bad parameter, selector, matcher or body. Not retried by clients.
     #[error("{0}")]
     BadData(String),
-    /// The query would return more samples than `max_samples_per_query` allows.
+    /// The request fetched more of something than a limit allows (all queries of one remote-read request
+    /// together).
     #[error(
-        "the query selected {selected} samples (tenant={tenant}); the limit is {limit}: narrow the selector or \
-         time range, or raise `querier.max_samples_per_query`"
+        "{id}: the query exceeded the maximum number of {what_text} (tenant={tenant}): {fetched} fetched so far \
+         and the limit is {limit}; the queries of one remote-read request count together. Narrow the selectors \
+         or time range, or raise `{key}` ({flag})",
+        id = what.id(),
+        what_text = what.text(),
+        key = what.key(),
+        flag = what.flag()
     )]
-    TooManySamples {
+    LimitExceeded {
+        what: FetchLimit,
         tenant: String,
-        selected: usize,
+        fetched: usize,
         limit: usize,
     },
+    /// A regular-expression matcher is longer than `querier.max_regex_length`.
+    #[error(
+        "err-heddle-regex-too-long: the regular expression of the matcher on label {name:?} is {len} bytes; the \
+         limit is {limit}: match fewer values, or raise `querier.max_regex_length` (--querier.max-regex-length)"
+    )]
+    RegexTooLong { name: String, len: usize, limit: usize },
     /// The query ran longer than `query_timeout`.
     #[error(
         "query timed out after {timeout_ms}ms (tenant={tenant}); raise `querier.query_timeout` if this is expected"
@@ -51,12 +64,65 @@ pub enum QuerierError {
     Store { tenant: String, reason: String },
 }
 
+/// What a fetch limit counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchLimit {
+    /// Series fetched (`limits.max_fetched_series_per_query`).
+    Series = 0,
+    /// Chunks fetched (`limits.max_fetched_chunks_per_query`).
+    Chunks = 1,
+    /// Chunk bytes fetched (`limits.max_fetched_chunk_bytes_per_query`).
+    ChunkBytes = 2,
+    /// Samples selected after the replica merge (`querier.max_samples_per_query`).
+    Samples = 3,
+}
+
+impl FetchLimit {
+    /// The stable error id of a refusal by this limit.
+    pub fn id(self) -> &'static str {
+        use heddle_model::error_id;
+        match self {
+            FetchLimit::Series => error_id::MAX_SERIES_PER_QUERY,
+            FetchLimit::Chunks => error_id::MAX_CHUNKS_PER_QUERY,
+            FetchLimit::ChunkBytes => error_id::MAX_CHUNKS_BYTES_PER_QUERY,
+            FetchLimit::Samples => error_id::MAX_SAMPLES_PER_QUERY,
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            FetchLimit::Series => "series fetched",
+            FetchLimit::Chunks => "chunks fetched",
+            FetchLimit::ChunkBytes => "chunk bytes fetched",
+            FetchLimit::Samples => "samples selected",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            FetchLimit::Series => "limits.max_fetched_series_per_query",
+            FetchLimit::Chunks => "limits.max_fetched_chunks_per_query",
+            FetchLimit::ChunkBytes => "limits.max_fetched_chunk_bytes_per_query",
+            FetchLimit::Samples => "querier.max_samples_per_query",
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            FetchLimit::Series => "--querier.max-fetched-series-per-query",
+            FetchLimit::Chunks => "--querier.max-fetched-chunks-per-query",
+            FetchLimit::ChunkBytes => "--querier.max-fetched-chunk-bytes-per-query",
+            FetchLimit::Samples => "--querier.max-samples-per-query",
+        }
+    }
+}
+
 impl QuerierError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
-            QuerierError::BadData(_) => StatusCode::BAD_REQUEST,
-            QuerierError::TooManySamples { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            QuerierError::BadData(_) | QuerierError::RegexTooLong { .. } => StatusCode::BAD_REQUEST,
+            QuerierError::LimitExceeded { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             QuerierError::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             QuerierError::Ingesters { last, .. } | QuerierError::IngesterZones { last, .. } => match last.code() {
                 tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
@@ -105,13 +171,24 @@ mod tests {
             ("bad data", QuerierError::BadData("x".into()), 400, "bad_data"),
             (
                 "limit",
-                QuerierError::TooManySamples {
+                QuerierError::LimitExceeded {
+                    what: FetchLimit::Samples,
                     tenant: "t".into(),
-                    selected: 2,
+                    fetched: 2,
                     limit: 1,
                 },
                 422,
                 "execution",
+            ),
+            (
+                "regex",
+                QuerierError::RegexTooLong {
+                    name: "job".into(),
+                    len: 2,
+                    limit: 1,
+                },
+                400,
+                "bad_data",
             ),
             (
                 "timeout",

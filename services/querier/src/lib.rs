@@ -23,6 +23,8 @@ mod error;
 mod fetch;
 mod frames;
 mod http;
+mod limits;
+mod matchers;
 mod merge;
 mod metrics;
 mod params;
@@ -33,7 +35,7 @@ mod selector;
 mod store;
 
 pub use config::{QUERIER_FLAGS, QuerierConfig};
-pub use error::QuerierError;
+pub use error::{FetchLimit, QuerierError};
 pub use http::{LABEL_VALUES_PATH, LABELS_PATH, READ_PATH, SERIES_PATH, router};
 pub use params::{MAX_TIME_MS, MIN_TIME_MS, parse_time};
 pub use querier::{IngesterReplicas, Querier, SeriesSamples};
@@ -42,5 +44,7 @@ pub use select::SelectedSeries;
 pub use selector::parse_selector;
 pub use store::BucketStore;
 
+#[cfg(test)]
+mod fetch_limits_tests;
 #[cfg(test)]
 mod tests;

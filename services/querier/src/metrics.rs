@@ -33,6 +33,11 @@ struct RequestLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct EndpointLabels {
     endpoint: &'static str,
 }
@@ -44,6 +49,7 @@ pub(crate) struct Metrics {
     duration: Family<EndpointLabels, Histogram>,
     series: Family<EndpointLabels, Counter>,
     samples: Counter,
+    refused: Family<ReasonLabels, Counter>,
 }
 
 impl Metrics {
@@ -74,11 +80,19 @@ impl Metrics {
             "Samples returned by remote read, after replicas are merged and the range is trimmed",
             samples.clone(),
         );
+        let refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "heddle_querier_refused_queries",
+            "Queries refused by a limit, by reason (the error id): fetched series, chunks, chunk bytes, samples, \
+             regex length",
+            refused.clone(),
+        );
         Self {
             requests,
             duration,
             series,
             samples,
+            refused,
         }
     }
 
@@ -93,6 +107,11 @@ impl Metrics {
         self.duration
             .get_or_create(&EndpointLabels { endpoint })
             .observe(seconds);
+    }
+
+    /// A query refused by a limit; `reason` is its error id.
+    pub(crate) fn refused_query(&self, reason: &'static str) {
+        self.refused.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     pub(crate) fn returned(&self, endpoint: Endpoint, series: usize, samples: usize) {

@@ -3,13 +3,15 @@
 
 use crate::config::QuerierConfig;
 use crate::convert::{labels_from_proto, matcher_to_proto};
-use crate::error::QuerierError;
+use crate::error::{FetchLimit, QuerierError};
 use crate::fetch::{self, IngesterSet};
+use crate::limits::QueryLimiter;
 use crate::merge::merge_samples;
 use crate::metrics::Metrics;
 use crate::select::{Bounds, Merge, SelectedSeries, timeout_error};
 use crate::store::BucketStore;
 use futures::future::try_join_all;
+use heddle_limits::{Limits, Overrides};
 use heddle_model::{Labels, Matcher, Sample, TenantId};
 use heddle_proto::IngesterClient;
 use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, QueryRequest, Selector, SeriesRequest};
@@ -38,6 +40,8 @@ pub struct Querier {
     replicas: Arc<IngesterReplicas>,
     /// Blocks in the bucket, read beside the ingesters; `None` reads ingesters only.
     store: Option<Arc<BucketStore>>,
+    /// Per-tenant limits (the fetch limits of a query).
+    overrides: Arc<Overrides>,
     pub(crate) metrics: Metrics,
 }
 
@@ -48,8 +52,27 @@ impl Querier {
             cfg,
             replicas,
             store: None,
+            overrides: Arc::new(Overrides::new(Limits::default())),
             metrics: Metrics::new(registry),
         }
+    }
+
+    /// Reads per-tenant limits (the fetch limits) from `overrides`, shared with the runtime config reloader,
+    /// instead of giving every tenant the defaults.
+    pub fn with_overrides(mut self, overrides: Arc<Overrides>) -> Self {
+        self.overrides = overrides;
+        self
+    }
+
+    /// A fresh fetch budget for one request of `tenant`: every query of the request draws on it.
+    pub(crate) fn limiter(&self, tenant: &TenantId) -> Arc<QueryLimiter> {
+        let limits = self.overrides.get(tenant.as_str());
+        Arc::new(QueryLimiter::new(
+            tenant,
+            &limits,
+            self.cfg.max_samples_per_query,
+            self.metrics.clone(),
+        ))
     }
 
     /// Also reads the blocks of `store` (the bucket), so data older than what the ingesters keep is found.
@@ -78,14 +101,15 @@ impl Querier {
     }
 
     /// Opens every source of a query (the ingesters of the read set and the bucket's blocks, concurrently)
-    /// for the series matching `matchers` in `[start, end]`.
+    /// for the series matching `matchers` in `[start, end]`, drawing on the request's `limiter`.
     async fn open(
         &self,
-        tenant: &TenantId,
+        limiter: &Arc<QueryLimiter>,
         start: i64,
         end: i64,
         matchers: &[Matcher],
     ) -> Result<SelectedSeries, QuerierError> {
+        let tenant = limiter.tenant();
         let req = query_request(start, end, matchers)?;
         let deadline = tokio::time::Instant::now() + self.cfg.query_timeout;
         let set = self.read_set()?;
@@ -94,14 +118,14 @@ impl Querier {
                 // Blocks and ingesters may both hold a range (an ingester answers a shipped block until the
                 // querier's list can have found it): the merge treats each block as one more replica and
                 // de-duplicates.
-                Some(store) => store.query(tenant, start, end, matchers).await,
+                Some(store) => store.query(tenant, start, end, matchers, limiter).await,
                 None => Ok(Vec::new()),
             }
         };
         let opening = async {
             let (ingesters, blocks) =
                 futures::future::try_join(Merge::open_ingesters(&set, tenant, &req), blocks).await?;
-            Ok(Merge::new(ingesters, blocks))
+            Ok(Merge::new(ingesters, blocks, Arc::clone(limiter)))
         };
         let merge = match tokio::time::timeout_at(deadline, opening).await {
             Ok(merge) => merge?,
@@ -115,7 +139,6 @@ impl Querier {
                 end,
                 deadline,
                 timeout: self.cfg.query_timeout,
-                max_samples: self.cfg.max_samples_per_query,
             },
         ))
     }
@@ -123,6 +146,7 @@ impl Querier {
     /// The series matching `matchers` in `[start, end]` (milliseconds, inclusive), replicas merged, sorted by
     /// labels, each with its chunks (sorted, disjoint, holding only samples inside the range). Series are
     /// produced one at a time as the caller pulls them; those without samples in the range are left out.
+    /// The query has its own fetch budget.
     pub async fn select_chunks(
         &self,
         tenant: &TenantId,
@@ -130,11 +154,23 @@ impl Querier {
         end: i64,
         matchers: &[Matcher],
     ) -> Result<SelectedSeries, QuerierError> {
-        self.open(tenant, start, end, matchers).await
+        self.open(&self.limiter(tenant), start, end, matchers).await
+    }
+
+    /// [`Querier::select_chunks`] drawing on `limiter`, the budget of a request of several queries.
+    pub(crate) async fn select_chunks_limited(
+        &self,
+        limiter: &Arc<QueryLimiter>,
+        start: i64,
+        end: i64,
+        matchers: &[Matcher],
+    ) -> Result<SelectedSeries, QuerierError> {
+        self.open(limiter, start, end, matchers).await
     }
 
     /// The samples of every series matching `matchers` in `[start, end]` (milliseconds, inclusive), replicas
-    /// merged and de-duplicated, sorted by labels. Series without samples in the range are left out.
+    /// merged and de-duplicated, sorted by labels. Series without samples in the range are left out. The
+    /// query has its own fetch budget.
     pub async fn select(
         &self,
         tenant: &TenantId,
@@ -142,7 +178,18 @@ impl Querier {
         end: i64,
         matchers: &[Matcher],
     ) -> Result<Vec<SeriesSamples>, QuerierError> {
-        let mut selected = self.open(tenant, start, end, matchers).await?;
+        self.select_limited(&self.limiter(tenant), start, end, matchers).await
+    }
+
+    /// [`Querier::select`] drawing on `limiter`, the budget of a request of several queries.
+    pub(crate) async fn select_limited(
+        &self,
+        limiter: &Arc<QueryLimiter>,
+        start: i64,
+        end: i64,
+        matchers: &[Matcher],
+    ) -> Result<Vec<SeriesSamples>, QuerierError> {
+        let mut selected = self.open(limiter, start, end, matchers).await?;
         let (start, end) = selected.range();
         let mut out = Vec::new();
         while let Some(raw) = selected.next_raw().await? {
@@ -180,15 +227,22 @@ impl Querier {
                 })
                 .collect(),
         };
+        let limiter = self.limiter(tenant);
         self.with_timeout(tenant, async {
             let set = self.read_set()?;
             let mut out = BTreeSet::new();
-            for labels in fetch::series(&set, tenant, &req).await?.into_iter().flatten() {
-                out.insert(labels_from_proto(&labels.labels)?);
+            // Each answer is counted as it is taken, before it is merged into the result.
+            for answer in fetch::series(&set, tenant, &req).await? {
+                limiter.add(FetchLimit::Series, answer.len())?;
+                for labels in answer {
+                    out.insert(labels_from_proto(&labels.labels)?);
+                }
             }
             if let Some(store) = &self.store {
                 for matchers in selectors {
-                    out.extend(store.series(tenant, start, end, matchers).await?);
+                    let stored = store.series(tenant, start, end, matchers).await?;
+                    limiter.add(FetchLimit::Series, stored.len())?;
+                    out.extend(stored);
                 }
             }
             Ok(out.into_iter().collect())

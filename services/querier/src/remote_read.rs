@@ -16,6 +16,8 @@
 use crate::convert::{labels_to_proto, matcher_from_proto};
 use crate::error::QuerierError;
 use crate::frames;
+use crate::limits::QueryLimiter;
+use crate::matchers::MatcherCache;
 use crate::metrics::Endpoint;
 use crate::querier::Querier;
 use crate::select::SelectedSeries;
@@ -23,9 +25,9 @@ use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use heddle_model::{Matcher, TenantId};
+use heddle_model::{MatchType, Matcher, TenantId};
 use heddle_proto::prometheus::{
-    QueryResult, ReadRequest, ReadResponse, Sample as ProtoSample, TimeSeries, read_request::ResponseType,
+    LabelMatcher, QueryResult, ReadRequest, ReadResponse, Sample as ProtoSample, TimeSeries, read_request::ResponseType,
 };
 use prost::Message;
 use std::sync::Arc;
@@ -43,7 +45,8 @@ struct ParsedQuery {
 #[tracing::instrument(skip_all, fields(tenant = %tenant))]
 pub(crate) async fn handle(q: &Arc<Querier>, tenant: &TenantId, body: &[u8]) -> Result<Response, QuerierError> {
     let req = decode_request(body, q.config().max_read_request_bytes)?;
-    let queries = parse_queries(&req)?;
+    let mut matchers = MatcherCache::new(q.config().max_regex_length, Some(q.metrics.clone()));
+    let queries = parse_queries(&req, &mut matchers)?;
     match negotiate(&req.accepted_response_types)? {
         ResponseType::Samples => samples_response(q, tenant, &queries).await,
         ResponseType::StreamedXorChunks => streamed_response(Arc::clone(q), tenant.clone(), queries).await,
@@ -66,7 +69,9 @@ fn decode_request(body: &[u8], max_bytes: usize) -> Result<ReadRequest, QuerierE
         .map_err(|e| QuerierError::BadData(format!("remote read body is not a prometheus.ReadRequest: {e}")))
 }
 
-fn parse_queries(req: &ReadRequest) -> Result<Vec<ParsedQuery>, QuerierError> {
+/// The request's queries, their matchers built through `cache`: identical matchers across queries share one
+/// compiled regex.
+fn parse_queries(req: &ReadRequest, cache: &mut MatcherCache) -> Result<Vec<ParsedQuery>, QuerierError> {
     req.queries
         .iter()
         .enumerate()
@@ -79,9 +84,12 @@ fn parse_queries(req: &ReadRequest) -> Result<Vec<ParsedQuery>, QuerierError> {
             let matchers = query
                 .matchers
                 .iter()
-                .map(matcher_from_proto)
+                .map(|m| cache_matcher(cache, m))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| QuerierError::BadData(format!("remote read query {i}: {e}")))?;
+                .map_err(|e| match e {
+                    QuerierError::BadData(reason) => QuerierError::BadData(format!("remote read query {i}: {reason}")),
+                    other => other,
+                })?;
             Ok(ParsedQuery {
                 start: query.start_timestamp_ms,
                 end: query.end_timestamp_ms,
@@ -89,6 +97,20 @@ fn parse_queries(req: &ReadRequest) -> Result<Vec<ParsedQuery>, QuerierError> {
             })
         })
         .collect()
+}
+
+/// A wire matcher through the request's cache; its type is checked as `matcher_from_proto` does.
+fn cache_matcher(cache: &mut MatcherCache, m: &LabelMatcher) -> Result<Matcher, QuerierError> {
+    use heddle_proto::prometheus::label_matcher::Type;
+    let kind = match Type::try_from(m.r#type) {
+        Ok(Type::Eq) => MatchType::Equal,
+        Ok(Type::Neq) => MatchType::NotEqual,
+        Ok(Type::Re) => MatchType::RegexMatch,
+        Ok(Type::Nre) => MatchType::RegexNoMatch,
+        // The conversion's own error names the bad type.
+        Err(_) => return matcher_from_proto(m),
+    };
+    cache.get(kind, &m.name, &m.value)
 }
 
 fn negotiate(accepted: &[i32]) -> Result<ResponseType, QuerierError> {
@@ -109,8 +131,12 @@ fn negotiate(accepted: &[i32]) -> Result<ResponseType, QuerierError> {
 async fn samples_response(q: &Querier, tenant: &TenantId, queries: &[ParsedQuery]) -> Result<Response, QuerierError> {
     let mut results = Vec::with_capacity(queries.len());
     let (mut series_count, mut sample_count) = (0, 0);
+    // One budget for every query of the request.
+    let limiter = q.limiter(tenant);
     for query in queries {
-        let series = q.select(tenant, query.start, query.end, &query.matchers).await?;
+        let series = q
+            .select_limited(&limiter, query.start, query.end, &query.matchers)
+            .await?;
         series_count += series.len();
         let timeseries = series
             .into_iter()
@@ -154,8 +180,8 @@ async fn streamed_response(
 ) -> Result<Response, QuerierError> {
     let max_frame = q.config().max_bytes_in_frame;
     let mut frames = Frames {
+        limiter: q.limiter(&tenant),
         q,
-        tenant,
         queries: queries.into_iter().enumerate(),
         current: None,
     };
@@ -212,7 +238,8 @@ struct SeriesFrames {
 /// before it is finished.
 struct Frames {
     q: Arc<Querier>,
-    tenant: TenantId,
+    /// One budget for every query of the request.
+    limiter: Arc<QueryLimiter>,
     queries: std::iter::Enumerate<std::vec::IntoIter<ParsedQuery>>,
     current: Option<(i64, SelectedSeries)>,
 }
@@ -229,7 +256,7 @@ impl Frames {
                     };
                     let selected = self
                         .q
-                        .select_chunks(&self.tenant, query.start, query.end, &query.matchers)
+                        .select_chunks_limited(&self.limiter, query.start, query.end, &query.matchers)
                         .await?;
                     self.current
                         .insert((i64::try_from(index).unwrap_or(i64::MAX), selected))

@@ -16,8 +16,9 @@
 
 use crate::chunks;
 use crate::convert::series_from_proto;
-use crate::error::QuerierError;
+use crate::error::{FetchLimit, QuerierError};
 use crate::fetch::{FanOut, IngesterSet};
+use crate::limits::QueryLimiter;
 use crate::merge::merge_chunks;
 use futures::StreamExt;
 use heddle_model::{Labels, TenantId};
@@ -25,6 +26,7 @@ use heddle_proto::QueryStream;
 use heddle_proto::ingester::{QueryRequest, QueryStreamResponse};
 use heddle_proto::prometheus::ChunkedSeries;
 use heddle_tsdb::SeriesChunks;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -67,11 +69,15 @@ impl Source {
         }
     }
 
-    async fn pull(&mut self) -> Result<Pulled, QuerierError> {
+    /// The source's next series. An ingester's chunks are counted against `limiter` as they are taken from
+    /// its stream (a block's were counted before it was read).
+    async fn pull(&mut self, limiter: &QueryLimiter) -> Result<Pulled, QuerierError> {
         match self {
             Self::Block(series) => Ok(series.next().map_or(Pulled::End, Pulled::Series)),
             Self::Ingester { index, message, rest } => loop {
                 if let Some(wire) = message.next() {
+                    limiter.add(FetchLimit::Chunks, wire.chunks.len())?;
+                    limiter.add(FetchLimit::ChunkBytes, wire.chunks.iter().map(|c| c.data.len()).sum())?;
                     return Ok(Pulled::Series(series_from_proto(wire)?));
                 }
                 match rest.next().await {
@@ -100,6 +106,8 @@ pub(crate) struct Merge {
     reserve: FanOut<'static, Opened>,
     /// The last series answered.
     position: Option<Labels>,
+    /// The request's fetch budget.
+    limiter: Arc<QueryLimiter>,
 }
 
 /// The ingesters' streams once enough of them answered, and the others in reserve.
@@ -134,8 +142,8 @@ impl Merge {
     }
 
     /// The merge of the opened ingester streams and `blocks`, the bucket's answers (one sorted list per block,
-    /// oldest block first).
-    pub(crate) fn new(ingesters: IngesterStreams, blocks: Vec<Vec<SeriesChunks>>) -> Self {
+    /// oldest block first), counting what it fetches and yields against `limiter`.
+    pub(crate) fn new(ingesters: IngesterStreams, blocks: Vec<Vec<SeriesChunks>>, limiter: Arc<QueryLimiter>) -> Self {
         let mut slots: Vec<Slot> = ingesters
             .opened
             .into_iter()
@@ -151,6 +159,7 @@ impl Merge {
             slots,
             reserve: ingesters.reserve,
             position: None,
+            limiter,
         }
     }
 
@@ -162,7 +171,7 @@ impl Merge {
                 i += 1;
                 continue;
             }
-            match self.slots[i].source.pull().await? {
+            match self.slots[i].source.pull(&self.limiter).await? {
                 Pulled::Series(s) => {
                     let slot = &mut self.slots[i];
                     if let Some(at) = self.position.as_ref().filter(|at| s.labels <= **at) {
@@ -213,6 +222,7 @@ impl Merge {
             }
         }
         self.position = Some(labels.clone());
+        self.limiter.add(FetchLimit::Series, 1)?;
         Ok(Some(SeriesChunks { labels, chunks }))
     }
 }
@@ -228,7 +238,7 @@ impl Slot {
 }
 
 /// The series of one query, replicas merged, sorted by labels, produced one at a time as they are pulled;
-/// the query's deadline and sample limit are checked as it goes.
+/// the query's deadline and its request's fetch limits are checked as it goes.
 pub struct SelectedSeries {
     merge: Merge,
     tenant: TenantId,
@@ -236,7 +246,6 @@ pub struct SelectedSeries {
     end: i64,
     deadline: Instant,
     timeout: Duration,
-    max_samples: usize,
     samples: usize,
 }
 
@@ -258,7 +267,6 @@ pub(crate) struct Bounds {
     pub(crate) end: i64,
     pub(crate) deadline: Instant,
     pub(crate) timeout: Duration,
-    pub(crate) max_samples: usize,
 }
 
 impl SelectedSeries {
@@ -270,7 +278,6 @@ impl SelectedSeries {
             end: b.end,
             deadline: b.deadline,
             timeout: b.timeout,
-            max_samples: b.max_samples,
             samples: 0,
         }
     }
@@ -304,18 +311,10 @@ impl SelectedSeries {
         }
     }
 
-    /// Counts `n` more samples selected, failing once the query's limit is passed.
+    /// Counts `n` more samples selected, failing once the request's limit is passed.
     pub(crate) fn count(&mut self, n: usize) -> Result<(), QuerierError> {
         self.samples += n;
-        let limit = self.max_samples;
-        if limit > 0 && self.samples > limit {
-            return Err(QuerierError::TooManySamples {
-                tenant: self.tenant.to_string(),
-                selected: self.samples,
-                limit,
-            });
-        }
-        Ok(())
+        self.merge.limiter.add(FetchLimit::Samples, n)
     }
 
     /// The query range, milliseconds, inclusive.

@@ -6,14 +6,33 @@
 //! Range or offset modifiers, functions and operators are refused: they are not series selectors.
 
 use crate::error::QuerierError;
+use crate::matchers::MatcherCache;
 use heddle_model::{METRIC_NAME, MatchType, Matcher};
+
+/// A matcher as parsed, before it is built: kind, label name, value.
+type RawMatcher = (MatchType, String, String);
 
 /// Parses one series selector into its matchers. The metric name, if any, becomes an `__name__` equality
 /// matcher (first). Applies Prometheus' rule that a selector needs at least one matcher that does not match the
-/// empty string, so that it cannot select every series.
+/// empty string, so that it cannot select every series. Regular expressions are not limited in length here;
+/// the querier's API bounds them (`querier.max_regex_length`).
 pub fn parse_selector(input: &str) -> Result<Vec<Matcher>, QuerierError> {
+    parse_selector_with(input, &mut MatcherCache::new(0, None))
+}
+
+/// [`parse_selector`] building the matchers through the request's `cache` (length limit, compiled once).
+pub(crate) fn parse_selector_with(input: &str, cache: &mut MatcherCache) -> Result<Vec<Matcher>, QuerierError> {
     let err = |reason: String| QuerierError::BadData(format!("invalid series selector {input:?}: {reason}"));
-    let matchers = Parser { s: input, pos: 0 }.selector().map_err(err)?;
+    let raw = Parser { s: input, pos: 0 }.selector().map_err(err)?;
+    let matchers = raw
+        .iter()
+        .map(|(kind, name, value)| {
+            cache.get(*kind, name, value).map_err(|e| match e {
+                QuerierError::BadData(reason) => err(reason),
+                other => other,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     if matchers.iter().all(Matcher::matches_empty) {
         return Err(err("vector selector must contain at least one non-empty matcher".into()));
     }
@@ -73,7 +92,7 @@ impl Parser<'_> {
         Some(&self.s[start..end])
     }
 
-    fn selector(mut self) -> Result<Vec<Matcher>, String> {
+    fn selector(mut self) -> Result<Vec<RawMatcher>, String> {
         self.skip_ws();
         let name = self
             .ident(
@@ -83,7 +102,7 @@ impl Parser<'_> {
             .map(str::to_owned);
         let mut matchers = Vec::new();
         if let Some(name) = &name {
-            matchers.push(Matcher::equal(METRIC_NAME, name.as_str()));
+            matchers.push((MatchType::Equal, METRIC_NAME.to_owned(), name.clone()));
         }
         self.skip_ws();
         if self.eat("{") {
@@ -96,18 +115,15 @@ impl Parser<'_> {
             return Err(self.unexpected("end of selector (only series selectors are allowed)"));
         }
         if let Some(name) = &name
-            && let Some(other) = matchers.iter().skip(1).find(|m| m.name() == METRIC_NAME)
+            && let Some(other) = matchers.iter().skip(1).find(|m| m.1 == METRIC_NAME)
         {
-            return Err(format!(
-                "metric name must not be set twice: {name:?} or {:?}",
-                other.value()
-            ));
+            return Err(format!("metric name must not be set twice: {name:?} or {:?}", other.2));
         }
         Ok(matchers)
     }
 
     /// Parses the matchers after `{` up to and including `}`.
-    fn matchers(&mut self, out: &mut Vec<Matcher>) -> Result<(), String> {
+    fn matchers(&mut self, out: &mut Vec<RawMatcher>) -> Result<(), String> {
         loop {
             self.skip_ws();
             if self.eat("}") {
@@ -128,7 +144,7 @@ impl Parser<'_> {
             self.skip_ws();
             if quoted && matches!(self.peek(), Some(',' | '}')) {
                 // Prometheus 3: a lone quoted string is the metric name.
-                out.push(Matcher::equal(METRIC_NAME, label));
+                out.push((MatchType::Equal, METRIC_NAME.to_owned(), label));
             } else {
                 let kind = if self.eat("=~") {
                     MatchType::RegexMatch
@@ -143,7 +159,7 @@ impl Parser<'_> {
                 };
                 self.skip_ws();
                 let value = self.string()?;
-                out.push(Matcher::new(kind, label, value).map_err(|e| e.to_string())?);
+                out.push((kind, label, value));
             }
             self.skip_ws();
             if self.eat(",") {

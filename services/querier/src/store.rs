@@ -5,7 +5,8 @@
 //! opened once through ranged reads of the bucket, and its index header (TOC, symbols, postings offset table)
 //! stays in memory, so a query costs ranged GETs of the postings, series entries and chunks it touches.
 
-use crate::error::QuerierError;
+use crate::error::{FetchLimit, QuerierError};
+use crate::limits::QueryLimiter;
 use heddle_bucket::Bucket;
 use heddle_model::{Labels, Matcher, TenantId};
 use heddle_tsdb::SeriesChunks;
@@ -142,7 +143,7 @@ impl BucketStore {
         tenant: &TenantId,
         mint: i64,
         maxt: i64,
-        f: impl Fn(&BlockReader) -> Result<T, heddle_tsdb::TsdbError> + Send + Sync + 'static,
+        f: impl Fn(&BlockReader) -> Result<T, BlockError> + Send + Sync + 'static,
     ) -> Result<Vec<T>, QuerierError> {
         let blocks = self.blocks(tenant, mint, maxt).await?;
         if blocks.is_empty() {
@@ -157,7 +158,8 @@ impl BucketStore {
         for r in futures::future::join_all(tasks).await {
             match r {
                 Ok(Ok(v)) => out.push(v),
-                Ok(Err((ulid, e))) => {
+                Ok(Err((_, BlockError::Refused(e)))) => return Err(e),
+                Ok(Err((ulid, BlockError::Tsdb(e)))) => {
                     return Err(QuerierError::Store {
                         tenant: tenant.to_string(),
                         reason: format!("reading bucket block {ulid}: {e}"),
@@ -176,16 +178,31 @@ impl BucketStore {
 
     /// Series matching `matchers` with their chunks overlapping `[mint, maxt]`: one list per block (oldest
     /// block first), each sorted by labels, in the model's types (nothing is converted).
+    ///
+    /// Each block's cost is weighed against `limiter` from its index before its chunks are read: a block whose
+    /// series alone would take the request past its series limit, or whose chunks would pass the chunk limit,
+    /// is never read. Chunk bytes are counted as each block's chunks arrive.
     pub(crate) async fn query(
         &self,
         tenant: &TenantId,
         mint: i64,
         maxt: i64,
         matchers: &[Matcher],
+        limiter: &Arc<QueryLimiter>,
     ) -> Result<Vec<Vec<SeriesChunks>>, QuerierError> {
         let m = matchers.to_vec();
-        self.each_block(tenant, mint, maxt, move |b| b.select(mint, maxt, &m))
-            .await
+        let limiter = Arc::clone(limiter);
+        self.each_block(tenant, mint, maxt, move |b| {
+            let plan = b.plan_select(mint, maxt, &m)?;
+            // Series are counted when the merge yields them; here only the room for them is checked.
+            limiter.check_room(FetchLimit::Series, plan.series())?;
+            limiter.add(FetchLimit::Chunks, plan.chunks())?;
+            let series = b.read_selected(plan)?;
+            let bytes = series.iter().flat_map(|s| &s.chunks).map(|c| c.data.len()).sum();
+            limiter.add(FetchLimit::ChunkBytes, bytes)?;
+            Ok(series)
+        })
+        .await
     }
 
     /// Label sets of the series matching `matchers` in `[mint, maxt]`.
@@ -198,7 +215,7 @@ impl BucketStore {
     ) -> Result<Vec<Labels>, QuerierError> {
         let m = matchers.to_vec();
         let parts = self
-            .each_block(tenant, mint, maxt, move |b| b.series(mint, maxt, &m))
+            .each_block(tenant, mint, maxt, move |b| Ok(b.series(mint, maxt, &m)?))
             .await?;
         Ok(parts.into_iter().flatten().collect())
     }
@@ -212,7 +229,9 @@ impl BucketStore {
         matchers: &[Matcher],
     ) -> Result<Vec<String>, QuerierError> {
         let m = matchers.to_vec();
-        let parts = self.each_block(tenant, mint, maxt, move |b| b.label_names(&m)).await?;
+        let parts = self
+            .each_block(tenant, mint, maxt, move |b| Ok(b.label_names(&m)?))
+            .await?;
         Ok(parts.into_iter().flatten().collect())
     }
 
@@ -227,9 +246,27 @@ impl BucketStore {
     ) -> Result<Vec<String>, QuerierError> {
         let (m, name) = (matchers.to_vec(), name.to_owned());
         let parts = self
-            .each_block(tenant, mint, maxt, move |b| b.label_values(&name, &m))
+            .each_block(tenant, mint, maxt, move |b| Ok(b.label_values(&name, &m)?))
             .await?;
         Ok(parts.into_iter().flatten().collect())
+    }
+}
+
+/// Why reading one block stopped: the block failed, or the request reached a fetch limit.
+enum BlockError {
+    Tsdb(heddle_tsdb::TsdbError),
+    Refused(QuerierError),
+}
+
+impl From<heddle_tsdb::TsdbError> for BlockError {
+    fn from(e: heddle_tsdb::TsdbError) -> Self {
+        BlockError::Tsdb(e)
+    }
+}
+
+impl From<QuerierError> for BlockError {
+    fn from(e: QuerierError) -> Self {
+        BlockError::Refused(e)
     }
 }
 

@@ -1,20 +1,52 @@
 //! Decoding a `prometheus.WriteRequest` into borrowed views.
 //!
-//! Each message is walked twice: a first pass counts the repeated fields (and checks framing), so the arena
-//! vectors are allocated once at their final size; the second pass fills them. Allocation is therefore bounded
-//! by a constant factor of the input: every counted entry occupies at least 2 bytes of input.
+//! Two passes. [`measure_write_request`] walks the request and its series (not the labels' and samples'
+//! insides), checks their framing and counts series, labels and samples: the exact size of the decoded view,
+//! known before a byte of it is allocated, so a caller can reserve it against a memory budget first. The
+//! second pass allocates three arena slices at their final size (series, all labels, all samples) and fills
+//! them; each series borrows its run of labels and samples.
+//!
+//! # Bounded amplification
+//!
+//! The decoded view costs [`TimeSeriesRef`] (56 bytes) per series, [`LabelRef`] (32) per label and
+//! [`Sample`] (16) per sample, on a 64-bit target, against at least 2 bytes of input each (an empty
+//! message is a tag and a zero length). A request of empty labels or empty series would therefore decode to 16
+//! or 28 times its size. [`measure_write_request`] refuses ([`DecodeError::Degenerate`]) a request whose view
+//! would exceed [`MAX_DECODED_BYTES_PER_INPUT_BYTE`] times its input (plus a small
+//! [`DECODED_BYTES_ALLOWANCE`] so tiny requests always pass), before anything is allocated. Real
+//! requests stay far below: a label of one-character name and value is 8 bytes on the wire for 32 decoded (4x), a
+//! sample with a timestamp at least 9 bytes for 16 (under 2x), so the bound only refuses requests made mostly
+//! of empty messages, which carry nothing a series could be built from.
 
 use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_LEN, WIRE_VARINT, check_message};
 use crate::error::DecodeError;
 use bumpalo::Bump;
-use bumpalo::collections::Vec as BumpVec;
 use heddle_model::{LabelRef, Sample};
+use std::mem::size_of;
+
+/// The most bytes the decoded view of a request may take per byte of (decompressed) input. With the input
+/// itself, a decoded request holds at most `1 + MAX_DECODED_BYTES_PER_INPUT_BYTE` times its decompressed
+/// size in its arena. 8 is what a series of empty samples costs (16 bytes for 2); anything denser in decoded
+/// bytes is made of empty labels or empty series.
+pub const MAX_DECODED_BYTES_PER_INPUT_BYTE: usize = 8;
+
+/// Decoded bytes every request may use whatever its size, so that a tiny request (one series of one short
+/// label is 10 bytes on the wire and 88 decoded) is never refused; the ratio matters for large ones.
+pub const DECODED_BYTES_ALLOWANCE: usize = 64 * 1024;
+
+/// The most decoded-view bytes [`measure_write_request`] lets a request of `input_bytes` (decompressed) take:
+/// `MAX_DECODED_BYTES_PER_INPUT_BYTE * input_bytes + DECODED_BYTES_ALLOWANCE`.
+pub fn max_decoded_bytes(input_bytes: usize) -> usize {
+    input_bytes
+        .saturating_mul(MAX_DECODED_BYTES_PER_INPUT_BYTE)
+        .saturating_add(DECODED_BYTES_ALLOWANCE)
+}
 
 /// A decoded remote-write request whose strings and raw series bytes borrow from the request body.
 #[derive(Debug)]
 pub struct WriteRequestRef<'a> {
     /// The series, in wire order.
-    pub timeseries: BumpVec<'a, TimeSeriesRef<'a>>,
+    pub timeseries: &'a [TimeSeriesRef<'a>],
     /// How many `MetricMetadata` entries the request carried; they are checked for framing, not decoded.
     pub metadata: usize,
 }
@@ -23,9 +55,9 @@ pub struct WriteRequestRef<'a> {
 #[derive(Debug)]
 pub struct TimeSeriesRef<'a> {
     /// Labels in wire order, pointing into the body; not sorted, deduplicated or validated here.
-    pub labels: BumpVec<'a, LabelRef<'a>>,
+    pub labels: &'a [LabelRef<'a>],
     /// Samples in wire order, values bit-exact (stale-marker NaNs survive).
-    pub samples: BumpVec<'a, Sample>,
+    pub samples: &'a [Sample],
     /// Number of exemplars (framing checked, contents not decoded).
     pub exemplars: u32,
     /// Number of native histograms (framing checked, contents not decoded).
@@ -35,42 +67,124 @@ pub struct TimeSeriesRef<'a> {
     pub raw: &'a [u8],
 }
 
+/// What [`measure_write_request`] found: the counts that size the decoded view.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteRequestShape {
+    /// `TimeSeries` messages.
+    pub series: usize,
+    /// `Label` messages, all series together.
+    pub labels: usize,
+    /// `Sample` messages, all series together.
+    pub samples: usize,
+    /// `MetricMetadata` messages (counted, never decoded).
+    pub metadata: usize,
+    /// Bytes of the measured (decompressed) input.
+    pub input_bytes: usize,
+}
+
+impl WriteRequestShape {
+    /// The arena bytes the decoded view takes: exact, not an estimate (plus at most a few bytes of
+    /// alignment per slice).
+    pub fn decoded_bytes(&self) -> usize {
+        self.series
+            .saturating_mul(size_of::<TimeSeriesRef<'_>>())
+            .saturating_add(self.labels.saturating_mul(size_of::<LabelRef<'_>>()))
+            .saturating_add(self.samples.saturating_mul(size_of::<Sample>()))
+    }
+}
+
+/// A request that passed [`measure_write_request`]: decode it with [`decode_measured`].
+#[derive(Debug, Clone, Copy)]
+pub struct MeasuredWriteRequest<'a> {
+    body: &'a [u8],
+    shape: WriteRequestShape,
+}
+
+impl MeasuredWriteRequest<'_> {
+    /// The counts and the exact decoded size.
+    pub fn shape(&self) -> &WriteRequestShape {
+        &self.shape
+    }
+}
+
 const WRITE_REQUEST: &str = "prometheus.WriteRequest";
 const TIME_SERIES: &str = "prometheus.TimeSeries";
 const LABEL: &str = "prometheus.Label";
 const SAMPLE: &str = "prometheus.Sample";
 
-/// Decodes an uncompressed `prometheus.WriteRequest`. Unknown fields of any wire type are skipped; known
-/// fields with a wrong wire type, malformed framing and non-UTF-8 label strings are errors.
+/// Decodes an uncompressed `prometheus.WriteRequest`: [`measure_write_request`] then [`decode_measured`].
 pub fn decode_write_request<'a>(arena: &'a Bump, body: &'a [u8]) -> Result<WriteRequestRef<'a>, DecodeError> {
-    let mut series_count = 0usize;
-    let mut metadata = 0usize;
+    decode_measured(arena, measure_write_request(body)?)
+}
+
+/// The first pass: checks the framing of the request and of its series (unknown fields of any wire type are
+/// skipped; known fields with a wrong wire type and malformed framing are errors) and counts what the decoded
+/// view will hold, allocating nothing. A request whose view would exceed [`max_decoded_bytes`]
+/// times its size is refused with [`DecodeError::Degenerate`].
+pub fn measure_write_request(body: &[u8]) -> Result<MeasuredWriteRequest<'_>, DecodeError> {
+    let mut shape = WriteRequestShape {
+        input_bytes: body.len(),
+        ..WriteRequestShape::default()
+    };
     for field in Fields::new(body, 0, WRITE_REQUEST) {
         let field = field?;
         match field.number {
             1 => {
-                len_payload(&field, "prometheus.WriteRequest.timeseries")?;
-                series_count += 1;
+                let (data, offset) = len_payload(&field, "prometheus.WriteRequest.timeseries")?;
+                measure_series(data, offset, &mut shape)?;
+                shape.series += 1;
             }
             3 => {
                 let (data, offset) = len_payload(&field, "prometheus.WriteRequest.metadata")?;
                 check_message(data, offset, "prometheus.MetricMetadata")?;
-                metadata += 1;
+                shape.metadata += 1;
             }
             _ => {}
         }
     }
+    if shape.decoded_bytes() > max_decoded_bytes(body.len()) {
+        return Err(DecodeError::Degenerate {
+            decoded: shape.decoded_bytes(),
+            input: body.len(),
+            ratio: MAX_DECODED_BYTES_PER_INPUT_BYTE,
+            series: shape.series,
+            labels: shape.labels,
+            samples: shape.samples,
+        });
+    }
+    Ok(MeasuredWriteRequest { body, shape })
+}
 
-    let mut timeseries = BumpVec::with_capacity_in(series_count, arena);
+/// The second pass: allocates the view at its measured size in `arena` and fills it. Label strings must be
+/// UTF-8; samples must have their declared wire types.
+pub fn decode_measured<'a>(
+    arena: &'a Bump,
+    measured: MeasuredWriteRequest<'a>,
+) -> Result<WriteRequestRef<'a>, DecodeError> {
+    let MeasuredWriteRequest { body, shape } = measured;
+    let mut labels: &'a mut [LabelRef<'a>] =
+        arena.alloc_slice_fill_copy(shape.labels, LabelRef { name: "", value: "" });
+    let mut samples: &'a mut [Sample] = arena.alloc_slice_fill_copy(shape.samples, Sample { t: 0, v: 0.0 });
+    let mut timeseries = bumpalo::collections::Vec::with_capacity_in(shape.series, arena);
     for field in Fields::new(body, 0, WRITE_REQUEST) {
         let field = field?;
         if field.number == 1 {
             let (data, offset) = len_payload(&field, "prometheus.WriteRequest.timeseries")?;
-            timeseries.push(decode_series(arena, data, offset)?);
+            let (series, labels_rest, samples_rest) = decode_series(data, offset, labels, samples)?;
+            labels = labels_rest;
+            samples = samples_rest;
+            timeseries.push(series);
         }
     }
-    debug_assert_eq!(timeseries.len(), series_count);
-    Ok(WriteRequestRef { timeseries, metadata })
+    debug_assert_eq!(timeseries.len(), shape.series);
+    debug_assert!(
+        labels.is_empty() && samples.is_empty(),
+        "the fill pass used what the measure pass counted"
+    );
+    Ok(WriteRequestRef {
+        timeseries: timeseries.into_bump_slice(),
+        metadata: shape.metadata,
+    })
 }
 
 /// The payload of a length-delimited field, or the wrong-wire-type error naming it.
@@ -81,56 +195,82 @@ fn len_payload<'a>(field: &Field<'a>, what: &'static str) -> Result<(&'a [u8], u
     }
 }
 
-fn decode_series<'a>(arena: &'a Bump, raw: &'a [u8], base: usize) -> Result<TimeSeriesRef<'a>, DecodeError> {
-    let (mut labels, mut samples) = (0usize, 0usize);
-    let (mut exemplars, mut histograms) = (0u32, 0u32);
+fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Result<(), DecodeError> {
     for field in Fields::new(raw, base, TIME_SERIES) {
         let field = field?;
         match field.number {
             1 => {
                 len_payload(&field, "prometheus.TimeSeries.labels")?;
-                labels += 1;
+                shape.labels += 1;
             }
             2 => {
                 len_payload(&field, "prometheus.TimeSeries.samples")?;
-                samples += 1;
+                shape.samples += 1;
             }
             3 => {
                 let (data, offset) = len_payload(&field, "prometheus.TimeSeries.exemplars")?;
                 check_message(data, offset, "prometheus.Exemplar")?;
-                exemplars = exemplars.saturating_add(1);
             }
             4 => {
                 let (data, offset) = len_payload(&field, "prometheus.TimeSeries.histograms")?;
                 check_message(data, offset, "prometheus.Histogram")?;
-                histograms = histograms.saturating_add(1);
             }
             _ => {}
         }
     }
+    Ok(())
+}
 
-    let mut series = TimeSeriesRef {
-        labels: BumpVec::with_capacity_in(labels, arena),
-        samples: BumpVec::with_capacity_in(samples, arena),
-        exemplars,
-        histograms,
-        raw,
-    };
+/// The series fields' ways of filling a slot: the measure pass counted the slots, so running out means the
+/// body changed between the passes, which the borrow of the body rules out; it is an error, not a panic.
+fn next_slot<'s, T>(rest: &mut &'s mut [T], at: usize) -> Result<&'s mut T, DecodeError> {
+    let (first, tail) = std::mem::take(rest)
+        .split_first_mut()
+        .ok_or(DecodeError::ShapeChanged { offset: at })?;
+    *rest = tail;
+    Ok(first)
+}
+
+type DecodedSeries<'a> = (TimeSeriesRef<'a>, &'a mut [LabelRef<'a>], &'a mut [Sample]);
+
+fn decode_series<'a>(
+    raw: &'a [u8],
+    base: usize,
+    labels: &'a mut [LabelRef<'a>],
+    samples: &'a mut [Sample],
+) -> Result<DecodedSeries<'a>, DecodeError> {
+    let (mut label_rest, mut sample_rest) = (&mut *labels, &mut *samples);
+    let (mut label_count, mut sample_count) = (0usize, 0usize);
+    let (mut exemplars, mut histograms) = (0u32, 0u32);
     for field in Fields::new(raw, base, TIME_SERIES) {
         let field = field?;
         match field.number {
             1 => {
                 let (data, offset) = len_payload(&field, "prometheus.TimeSeries.labels")?;
-                series.labels.push(decode_label(data, offset)?);
+                *next_slot(&mut label_rest, offset)? = decode_label(data, offset)?;
+                label_count += 1;
             }
             2 => {
                 let (data, offset) = len_payload(&field, "prometheus.TimeSeries.samples")?;
-                series.samples.push(decode_sample(data, offset)?);
+                *next_slot(&mut sample_rest, offset)? = decode_sample(data, offset)?;
+                sample_count += 1;
             }
+            // Framing checked by the measure pass.
+            3 => exemplars = exemplars.saturating_add(1),
+            4 => histograms = histograms.saturating_add(1),
             _ => {}
         }
     }
-    Ok(series)
+    let (mine, label_rest) = labels.split_at_mut(label_count);
+    let (my_samples, sample_rest) = samples.split_at_mut(sample_count);
+    let series = TimeSeriesRef {
+        labels: mine,
+        samples: my_samples,
+        exemplars,
+        histograms,
+        raw,
+    };
+    Ok((series, label_rest, sample_rest))
 }
 
 fn decode_label(buf: &[u8], base: usize) -> Result<LabelRef<'_>, DecodeError> {
@@ -197,7 +337,7 @@ mod tests {
         assert_eq!(req.metadata, 1);
         assert_eq!(req.timeseries.len(), 1);
         let ts = &req.timeseries[0];
-        assert_eq!(ts.labels.as_slice(), &[LabelRef { name: "a", value: "b" }]);
+        assert_eq!(ts.labels, &[LabelRef { name: "a", value: "b" }]);
         assert_eq!(ts.samples.len(), 1);
         assert!(ts.samples[0].bit_eq(&Sample { t: -1, v: 1.5 }));
         assert_eq!(ts.raw, series.as_slice());

@@ -16,6 +16,23 @@ const MAX_EXPANSION: usize = 22;
 /// length exceeds `max_len` ([`SnappyError::TooLarge`]) or cannot be produced from the input
 /// ([`SnappyError::Corrupt`]).
 pub fn snappy_decompress_into<'a>(arena: &'a Bump, compressed: &[u8], max_len: usize) -> Result<&'a [u8], SnappyError> {
+    let declared = snappy_decompressed_len(compressed, max_len)?;
+    let out = arena.alloc_slice_fill_copy(declared, 0u8);
+    let written = snap::raw::Decoder::new()
+        .decompress(compressed, out)
+        .map_err(|e| SnappyError::Corrupt(e.to_string()))?;
+    if written != declared {
+        return Err(SnappyError::Corrupt(format!(
+            "decompressed {written} bytes, the header declared {declared}"
+        )));
+    }
+    Ok(out)
+}
+
+/// The decompressed length a snappy block-format body declares, after the checks
+/// [`snappy_decompress_into`] makes before allocating: at most `max_len`, and possible for the compressed size.
+/// Lets a caller reserve the bytes against a memory budget before decompressing.
+pub fn snappy_decompressed_len(compressed: &[u8], max_len: usize) -> Result<usize, SnappyError> {
     if compressed.is_empty() {
         return Err(SnappyError::Corrupt(
             "empty body: a snappy block has at least a length header".into(),
@@ -34,16 +51,7 @@ pub fn snappy_decompress_into<'a>(arena: &'a Bump, compressed: &[u8], max_len: u
             compressed.len()
         )));
     }
-    let out = arena.alloc_slice_fill_copy(declared, 0u8);
-    let written = snap::raw::Decoder::new()
-        .decompress(compressed, out)
-        .map_err(|e| SnappyError::Corrupt(e.to_string()))?;
-    if written != declared {
-        return Err(SnappyError::Corrupt(format!(
-            "decompressed {written} bytes, the header declared {declared}"
-        )));
-    }
-    Ok(out)
+    Ok(declared)
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! Property tests: the arena decoder agrees with prost on everything prost encodes, re-framing raw series is
-//! lossless, and no input (random or a mutated valid encoding) makes the decoder or snappy panic.
+//! lossless, no input (random or a mutated valid encoding) makes the decoder or snappy panic, and no input
+//! decodes to more than the amplification bound.
 
 use super::wire::put_varint;
 use super::*;
+use crate::error::DecodeError;
 use crate::prometheus::{
     BucketSpan, Exemplar, Histogram, Label, MetricMetadata, Sample, TimeSeries, WriteRequest, histogram,
 };
@@ -183,11 +185,11 @@ fn assert_reframe_is_stable(body: &[u8]) -> Result<(), TestCaseError> {
     encode_write_request_raw(first.timeseries.iter().map(|t| t.raw), &mut reframed);
     let second = decode_write_request(&arena, &reframed).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(first.timeseries.len(), second.timeseries.len());
-    for (a, b) in first.timeseries.iter().zip(&second.timeseries) {
-        prop_assert_eq!(a.labels.as_slice(), b.labels.as_slice());
+    for (a, b) in first.timeseries.iter().zip(second.timeseries) {
+        prop_assert_eq!(a.labels, b.labels);
         prop_assert_eq!(a.raw, b.raw);
         prop_assert_eq!((a.exemplars, a.histograms), (b.exemplars, b.histograms));
-        prop_assert!(a.samples.iter().zip(&b.samples).all(|(x, y)| x.bit_eq(y)));
+        prop_assert!(a.samples.iter().zip(b.samples).all(|(x, y)| x.bit_eq(y)));
     }
     Ok(())
 }
@@ -355,4 +357,160 @@ fn pooled_arena_decodes_a_compressed_request() {
     }
     assert_eq!(pool.idle(), 1);
     assert_eq!(pool.arenas_dropped(), 0);
+}
+
+/// Appends the wire encoding of a `TimeSeries` field (`WriteRequest` field 1) holding `series`.
+fn series_field(series: &[u8], out: &mut Vec<u8>) {
+    frame(1, series, out);
+}
+
+/// A request of `n` copies of the series `series`, and one of a single series holding `n` copies of
+/// `entry` as field `field` (1 labels, 2 samples) after a `__name__` label.
+fn repeated(series: &[u8], n: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    for _ in 0..n {
+        series_field(series, &mut body);
+    }
+    body
+}
+
+fn one_series_of(field: u64, entry: &[u8], n: usize) -> Vec<u8> {
+    let mut series = Vec::new();
+    frame(
+        1,
+        &[0x0a, 8, b'_', b'_', b'n', b'a', b'm', b'e', b'_', b'_', 0x12, 1, b'x'],
+        &mut series,
+    );
+    for _ in 0..n {
+        frame(field, entry, &mut series);
+    }
+    let mut body = Vec::new();
+    series_field(&series, &mut body);
+    body
+}
+
+/// Arena bytes in use (the capacity bumpalo reserved but never handed out is untouched, not resident).
+fn used(arena: &mut Bump) -> usize {
+    arena.iter_allocated_chunks().map(|c| c.len()).sum()
+}
+
+/// Decodes `body` into a fresh arena; asserts the decoded view stays within [`max_decoded_bytes`] of the
+/// input, or that a refused request allocated nothing. Returns whether it was accepted.
+fn assert_bounded(name: &str, body: &[u8]) -> Result<bool, TestCaseError> {
+    let mut arena = Bump::new();
+    let accepted = match decode_write_request(&arena, body) {
+        Ok(_) => true,
+        Err(DecodeError::Degenerate { decoded, input, .. }) => {
+            prop_assert_eq!(input, body.len(), "case {}", name);
+            prop_assert!(decoded > max_decoded_bytes(body.len()), "case {}", name);
+            false
+        }
+        Err(e) => return Err(TestCaseError::fail(format!("case {name}: {e}"))),
+    };
+    let in_use = used(&mut arena);
+    let bound = max_decoded_bytes(body.len());
+    prop_assert!(
+        in_use <= bound,
+        "case {}: {} bytes of input decoded into {} arena bytes, over {}",
+        name,
+        body.len(),
+        in_use,
+        bound
+    );
+    if !accepted {
+        prop_assert_eq!(
+            arena.allocated_bytes(),
+            0,
+            "case {}: a refused request allocates nothing",
+            name
+        );
+    }
+    Ok(accepted)
+}
+
+#[test]
+fn adversarial_requests_decode_within_the_bound() {
+    const N: usize = 300_000;
+    let mut real_label = Vec::new();
+    frame(1, b"a", &mut real_label);
+    frame(2, b"b", &mut real_label);
+    let mut sample = vec![0x09];
+    sample.extend(1.5f64.to_le_bytes());
+    sample.extend([0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x32]);
+    let mut tiny_series = Vec::new();
+    frame(1, &real_label, &mut tiny_series);
+    frame(2, &sample, &mut tiny_series);
+    // name, body, accepted
+    let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+        ("empty labels", one_series_of(1, &[], N), false),
+        ("empty series", repeated(&[], N), false),
+        ("series of one empty label", repeated(&[0x0a, 0], N), false),
+        (
+            "empty samples: 8 bytes each per 2, the ratio itself",
+            one_series_of(2, &[], N),
+            true,
+        ),
+        ("one-character labels", one_series_of(1, &real_label, N), true),
+        ("many tiny samples with timestamps", one_series_of(2, &sample, N), true),
+        (
+            "tiny series of one label and one sample",
+            repeated(&tiny_series, N),
+            true,
+        ),
+        ("a tiny request is never refused", repeated(&[], 100), true),
+    ];
+    for (name, body, want) in cases {
+        let accepted = assert_bounded(name, &body).unwrap();
+        assert_eq!(accepted, want, "case {name}");
+    }
+}
+
+fn degenerate_piece() -> impl Strategy<Value = Vec<u8>> {
+    let real_label = {
+        let mut l = Vec::new();
+        frame(1, b"a", &mut l);
+        frame(2, b"b", &mut l);
+        l
+    };
+    prop_oneof![
+        // an empty series
+        Just(vec![0x0a, 0]),
+        // a series of empty labels and empty samples
+        (0usize..64, 0usize..64).prop_map(|(labels, samples)| {
+            let mut s = Vec::new();
+            for _ in 0..labels {
+                frame(1, &[], &mut s);
+            }
+            for _ in 0..samples {
+                frame(2, &[], &mut s);
+            }
+            let mut out = Vec::new();
+            series_field(&s, &mut out);
+            out
+        }),
+        // a series of short real labels
+        (1usize..16).prop_map(move |labels| {
+            let mut s = Vec::new();
+            for _ in 0..labels {
+                frame(1, &real_label, &mut s);
+            }
+            let mut out = Vec::new();
+            series_field(&s, &mut out);
+            out
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever mix of empty and tiny messages a request holds, its decoded view stays within
+    /// `MAX_DECODED_BYTES_PER_INPUT_BYTE * input + DECODED_BYTES_ALLOWANCE` arena bytes, or it is refused
+    /// before anything is allocated.
+    #[test]
+    fn decoded_view_is_bounded_by_the_input(pieces in vec(degenerate_piece(), 1..200), repeat in 1usize..400) {
+        let once: Vec<u8> = pieces.concat();
+        let body = once.repeat(repeat);
+        assert_bounded("generated", &body)?;
+    }
 }

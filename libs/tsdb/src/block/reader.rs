@@ -31,6 +31,25 @@ const SERIES_GUESS: u64 = 1024;
 /// Bytes read past the last chunk of a group (Prometheus caps XOR chunks near 1 KiB).
 const CHUNK_GUESS: u64 = 1100;
 
+/// What [`BlockReader::plan_select`] found: the matching series, sorted, with the chunks overlapping the
+/// range, before any chunk is read.
+#[derive(Debug)]
+pub struct SelectPlan {
+    selected: Vec<SeriesEntry>,
+}
+
+impl SelectPlan {
+    /// Series to read.
+    pub fn series(&self) -> usize {
+        self.selected.len()
+    }
+
+    /// Chunks to read, all series together.
+    pub fn chunks(&self) -> usize {
+        self.selected.iter().map(|s| s.chunks.len()).sum()
+    }
+}
+
 /// A block opened for queries. Cheap to share: queries take `&self`.
 #[derive(Debug)]
 pub struct BlockReader {
@@ -74,8 +93,16 @@ impl BlockReader {
 
     /// Series matching all `matchers` with a chunk overlapping `[mint, maxt]` (inclusive), sorted by labels,
     /// with those chunks (XOR bytes; chunks of other encodings are skipped, see the module docs). A series
-    /// left without chunks after skipping is left out.
+    /// left without chunks after skipping is left out. [`BlockReader::plan_select`] then
+    /// [`BlockReader::read_selected`].
     pub fn select(&self, mint: i64, maxt: i64, matchers: &[Matcher]) -> Result<Vec<SeriesChunks>, TsdbError> {
+        let plan = self.plan_select(mint, maxt, matchers)?;
+        self.read_selected(plan)
+    }
+
+    /// The index half of [`BlockReader::select`]: the matching series and their chunk references, read from
+    /// the index only, so a caller can weigh the cost (series, chunks) before any chunk is read.
+    pub fn plan_select(&self, mint: i64, maxt: i64, matchers: &[Matcher]) -> Result<SelectPlan, TsdbError> {
         let mut selected: Vec<SeriesEntry> = self
             .matching(matchers)?
             .into_iter()
@@ -85,6 +112,12 @@ impl BlockReader {
             })
             .collect();
         selected.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
+        Ok(SelectPlan { selected })
+    }
+
+    /// The chunk half of [`BlockReader::select`]: reads the chunks `plan` names.
+    pub fn read_selected(&self, plan: SelectPlan) -> Result<Vec<SeriesChunks>, TsdbError> {
+        let selected = plan.selected;
         // All chunks, read in file order, then handed back to their series.
         let mut wanted: Vec<(u64, usize, usize)> = selected
             .iter()

@@ -2,37 +2,64 @@
 //! series views (DESIGN.md §2 step 2).
 //!
 //! The declared decompressed length is checked against `distributor.max_decompressed_size` before anything is
-//! allocated. Everything returned borrows from the arena, so nothing of the request can outlive it.
+//! allocated. Both allocations of this stage are reserved in the in-flight budget before they are made: the
+//! decompressed body (its declared length) and the decoded view (its exact size, counted by the measure pass,
+//! which also refuses a degenerate request whose view would be many times its size). Everything returned
+//! borrows from the arena, so nothing of the request can outlive it.
 
 use crate::error::PushError;
 use bumpalo::Bump;
-use heddle_proto::{SnappyError, TimeSeriesRef, decode_write_request, snappy_decompress_into};
+use heddle_proto::{
+    DecodeError, SnappyError, TimeSeriesRef, decode_measured, measure_write_request, snappy_decompress_into,
+    snappy_decompressed_len,
+};
+use heddle_server::Reservation;
 
-/// The series of the snappy-compressed `prometheus.WriteRequest` in `body`, decoded into `arena`. Metadata
-/// entries are checked for framing and dropped (the distributor does not forward them).
+/// The series of the snappy-compressed `prometheus.WriteRequest` in `body`, decoded into `arena`, with what
+/// that allocates added to `reservation` first. Metadata entries are checked for framing and dropped (the
+/// distributor does not forward them).
 pub(crate) fn decode<'a>(
     arena: &'a Bump,
     body: &[u8],
     max_decompressed: usize,
+    reservation: &mut Reservation,
 ) -> Result<&'a [TimeSeriesRef<'a>], PushError> {
-    let raw = snappy_decompress_into(arena, body, max_decompressed).map_err(|e| match e {
+    let snappy = |e| match e {
         SnappyError::TooLarge { declared, limit } => PushError::DecompressedTooLarge { declared, limit },
         SnappyError::Corrupt(detail) => PushError::CorruptSnappy { detail },
-    })?;
-    let request = decode_write_request(arena, raw).map_err(|e| PushError::InvalidProtobuf { detail: e.to_string() })?;
-    Ok(request.timeseries.into_bump_slice())
+    };
+    reservation.grow(snappy_decompressed_len(body, max_decompressed).map_err(snappy)?)?;
+    let raw = snappy_decompress_into(arena, body, max_decompressed).map_err(snappy)?;
+    let protobuf = |e: DecodeError| match e {
+        DecodeError::Degenerate { .. } => PushError::DegenerateRequest { detail: e.to_string() },
+        _ => PushError::InvalidProtobuf { detail: e.to_string() },
+    };
+    let measured = measure_write_request(raw).map_err(protobuf)?;
+    reservation.grow(measured.shape().decoded_bytes())?;
+    Ok(decode_measured(arena, measured).map_err(protobuf)?.timeseries)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testutil::{body, declared_length, snappy, up};
+    use heddle_server::InflightBytes;
+    use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
+    use std::sync::Arc;
+
+    fn budget(limit: usize) -> Arc<InflightBytes> {
+        InflightBytes::new(limit, Gauge::default(), Counter::default())
+    }
+
+    fn unlimited() -> Reservation {
+        budget(0).reserve()
+    }
 
     #[test]
     fn decodes_series_with_their_raw_bytes() {
         let arena = Bump::new();
         let sent = vec![up("a"), up("b")];
-        let series = decode(&arena, &body(sent.clone()), 1 << 20).unwrap();
+        let series = decode(&arena, &body(sent.clone()), 1 << 20, &mut unlimited()).unwrap();
         assert_eq!(series.len(), 2);
         for (got, want) in series.iter().zip(&sent) {
             assert_eq!(got.labels[0].value, want.labels[0].value);
@@ -61,19 +88,99 @@ mod tests {
                 snappy(&[0x0a, 0x05, 0x01]),
                 "err-heddle-invalid-protobuf",
             ),
+            (
+                "200,000 empty labels",
+                snappy(&degenerate(200_000)),
+                "err-heddle-degenerate-write-request",
+            ),
         ];
         for (name, input, id) in cases {
             let arena = Bump::new();
-            let err = decode(&arena, &input, 4096).expect_err(name);
+            let err = decode(&arena, &input, 1 << 20, &mut unlimited()).expect_err(name);
             assert_eq!(err.id(), id, "case {name}: {err}");
         }
+    }
+
+    /// One series of `n` empty labels: 2 bytes each on the wire, 32 decoded.
+    fn degenerate(n: usize) -> Vec<u8> {
+        let mut series = Vec::with_capacity(2 * n);
+        for _ in 0..n {
+            series.extend([0x0a, 0]);
+        }
+        let mut out = vec![0x0a];
+        let mut len = series.len();
+        while len >= 0x80 {
+            out.push((len as u8) | 0x80);
+            len >>= 7;
+        }
+        out.push(len as u8);
+        out.extend(series);
+        out
+    }
+
+    #[test]
+    fn every_allocation_is_reserved_first_and_refused_past_the_limit() {
+        let input = body(vec![up("a"), up("b")]);
+        let declared = heddle_proto::snappy_decompressed_len(&input, 1 << 20).unwrap();
+
+        // Room for the body and the decompressed copy but not the decoded view: refused after decompressing,
+        // before decoding.
+        let b = budget(input.len() + declared + 1);
+        let mut r = b.reserve();
+        r.grow(input.len()).unwrap();
+        let arena = Bump::new();
+        let err = decode(&arena, &input, 1 << 20, &mut r).unwrap_err();
+        assert_eq!(
+            err.id(),
+            "err-heddle-distributor-max-inflight-push-requests-bytes",
+            "{err}"
+        );
+        assert_eq!(err.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            err.to_string()
+                .contains("--distributor.instance-limits.max-inflight-push-requests-bytes"),
+            "{err}"
+        );
+        assert_eq!(r.held(), input.len() + declared, "the refused step holds nothing");
+
+        // No room for the decompressed copy: refused before anything is allocated.
+        let b = budget(input.len() + declared - 1);
+        let mut r = b.reserve();
+        r.grow(input.len()).unwrap();
+        let arena = Bump::new();
+        decode(&arena, &input, 1 << 20, &mut r).unwrap_err();
+        assert_eq!(arena.allocated_bytes(), 0, "nothing allocated for a refused request");
+
+        // Enough room: decoded, and everything is given back with the reservation.
+        let b = budget(1 << 20);
+        let mut r = b.reserve();
+        r.grow(input.len()).unwrap();
+        let arena = Bump::new();
+        assert_eq!(decode(&arena, &input, 1 << 20, &mut r).unwrap().len(), 2);
+        assert!(b.in_flight() > input.len() + declared);
+        drop(r);
+        assert_eq!(b.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_degenerate_request_is_refused_before_its_view_is_allocated() {
+        let input = snappy(&degenerate(1_000_000));
+        let mut arena = Bump::new();
+        let b = budget(0);
+        let mut r = b.reserve();
+        let err = decode(&arena, &input, 8 << 20, &mut r).unwrap_err();
+        assert_eq!(err.id(), "err-heddle-degenerate-write-request", "{err}");
+        assert!(err.to_string().contains("1000000 labels"), "{err}");
+        let used: usize = arena.iter_allocated_chunks().map(|c| c.len()).sum();
+        assert_eq!(used, 2_000_004, "only the decompressed body was allocated");
+        assert_eq!(r.held(), 2_000_004, "and only it was reserved");
     }
 
     #[test]
     fn the_size_check_comes_before_any_allocation() {
         let arena = Bump::new();
         let before = arena.allocated_bytes();
-        assert!(decode(&arena, &declared_length(1 << 30), 4096).is_err());
+        assert!(decode(&arena, &declared_length(1 << 30), 4096, &mut unlimited()).is_err());
         assert_eq!(arena.allocated_bytes(), before, "nothing allocated for a refused body");
     }
 }

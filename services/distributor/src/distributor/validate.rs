@@ -224,7 +224,7 @@ pub(crate) fn validate<'a>(
     for ts in series {
         histograms += u64::from(ts.histograms);
         exemplars += u64::from(ts.exemplars);
-        let (labels, dropped) = without_label(arena, &ts.labels, drop_label);
+        let (labels, dropped) = without_label(arena, ts.labels, drop_label);
         let check = match validate_labels(labels, limits) {
             Ok(check) => check,
             Err(e) => {
@@ -233,7 +233,7 @@ pub(crate) fn validate<'a>(
             }
         };
         let mut outside = 0;
-        for e in check_timestamps(&ts.samples, out.window) {
+        for e in check_timestamps(ts.samples, out.window) {
             let count = match e {
                 InvalidSeries::TooFarInFuture { count, .. } | InvalidSeries::TooFarInPast { count, .. } => count,
                 _ => 0,

@@ -366,3 +366,80 @@ fn header_checks() {
         assert_eq!(got, *want, "case {name}");
     }
 }
+
+/// While one request's body holds the whole in-flight budget, another is refused at once with 503 naming the
+/// limit and its flag (not queued); once the first is gone its bytes are back and the next request is served.
+#[tokio::test]
+async fn pushes_past_the_inflight_bytes_limit_get_503_until_bytes_are_released() {
+    let fake = fake(Behavior::Accept);
+    let mut registry = Registry::default();
+    let cfg = DistributorConfig {
+        instance_limits: crate::config::DistributorInstanceLimits {
+            max_inflight_push_requests_bytes: 1000,
+        },
+        ..DistributorConfig::default()
+    };
+    let d = Distributor::new(cfg, Limits::default(), Arc::new(single(fake.clone())), &mut registry)
+        .with_clock(manual_clock());
+    let app = router(Arc::new(d)).layer(Extension(tenant()));
+    let push = |body: Body, len: usize| {
+        Request::post("/api/v1/push")
+            .header("content-encoding", "snappy")
+            .header("content-type", "application/x-protobuf")
+            .header("content-length", len.to_string())
+            .body(body)
+            .unwrap()
+    };
+
+    // A slow sender declaring 1000 bytes: its buffer holds the whole budget while the body trickles in.
+    let first: Result<bytes::Bytes, std::io::Error> = Ok(bytes::Bytes::from_static(b"0123456789"));
+    let stalled = futures::stream::iter([first]).chain(futures::stream::pending());
+    let slow = tokio::spawn(app.clone().oneshot(push(Body::from_stream(stalled), 1000)));
+    let held = "heddle_distributor_inflight_push_requests_bytes 1000";
+    for _ in 0..500 {
+        if exposition(&registry).contains(held) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(exposition(&registry).contains(held), "{}", exposition(&registry));
+
+    let valid = body(vec![up("up")]);
+    let resp = app
+        .clone()
+        .oneshot(push(Body::from(valid.clone()), valid.len()))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let text = String::from_utf8_lossy(&axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap()).into_owned();
+    assert!(
+        text.starts_with("err-heddle-distributor-max-inflight-push-requests-bytes:")
+            && text.contains("the limit is 1000 bytes")
+            && text.contains("--distributor.instance-limits.max-inflight-push-requests-bytes"),
+        "{text}"
+    );
+    assert!(
+        fake.pushed_series().is_empty(),
+        "nothing of a refused request is forwarded"
+    );
+
+    slow.abort();
+    let _ = slow.await;
+    let metrics = exposition(&registry);
+    assert!(
+        metrics.contains("heddle_distributor_inflight_push_requests_bytes 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("heddle_distributor_inflight_push_requests_bytes_refused_total 1"),
+        "{metrics}"
+    );
+    let resp = app.oneshot(push(Body::from(valid.clone()), valid.len())).await.unwrap();
+    assert_eq!(
+        resp.status(),
+        StatusCode::OK,
+        "the released bytes admit the next request"
+    );
+    assert_eq!(fake.pushed_series().len(), 1);
+    assert!(exposition(&registry).contains("heddle_distributor_inflight_push_requests_bytes 0"));
+}

@@ -23,6 +23,8 @@ impl Ingester {
         self.check_accepting()?;
         let instance = &self.limits.instance;
         let _inflight = instance.start_push()?;
+        // Held until the push returns; the decoded view is added to it before it is allocated.
+        let reservation = instance.reserve_push_bytes(body.len())?;
         instance.check_rate(tokio::time::Instant::now())?;
         if self.tenant(tenant).is_none() {
             instance.check_new_tenant(self.read_tenants().len())?;
@@ -40,14 +42,16 @@ impl Ingester {
             limit: "max_series",
             value: max_series.to_string(),
         };
-        let (response, appended) = match crate::push::push(t, ctx.clone(), body.clone(), refused).await {
+        let first = crate::push::push(t, ctx.clone(), body.clone(), reservation, refused).await;
+        let (response, appended) = match first {
             // Closed as idle between the lookup and the append, which stored nothing: append to it reopened.
             Err(IngesterError::Tsdb {
                 source: heddle_tsdb::TsdbError::Closed,
                 ..
             }) if self.is_running() => {
                 let t = self.tenant_or_open(tenant).await?;
-                crate::push::push(t, ctx, body, refused).await?
+                let reservation = instance.reserve_push_bytes(body.len())?;
+                crate::push::push(t, ctx, body, reservation, refused).await?
             }
             other => other?,
         };

@@ -5,9 +5,11 @@
 
 use super::InstanceLimitsConfig;
 use crate::error::IngesterError;
+use heddle_server::{InflightBytes, Reservation};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -34,6 +36,7 @@ struct RateWindow {
 pub(crate) struct InstanceLimiter {
     cfg: InstanceLimitsConfig,
     inflight: Arc<AtomicUsize>,
+    inflight_bytes: Arc<InflightBytes>,
     window: Mutex<RateWindow>,
     rejected: Family<LimitLabel, Counter>,
 }
@@ -49,7 +52,8 @@ impl Drop for InflightGuard {
 }
 
 impl InstanceLimiter {
-    /// Registers `heddle_ingester_instance_limit_rejections_total{limit}`.
+    /// Registers `heddle_ingester_instance_limit_rejections_total{limit}` and
+    /// `heddle_ingester_inflight_push_requests_bytes`.
     pub(crate) fn new(cfg: InstanceLimitsConfig, registry: &mut Registry) -> Self {
         let rejected = Family::<LimitLabel, Counter>::default();
         registry.register(
@@ -57,7 +61,16 @@ impl InstanceLimiter {
             "Push requests refused with Unavailable because an instance limit was reached",
             rejected.clone(),
         );
+        let inflight_bytes = Gauge::default();
+        registry.register(
+            "heddle_ingester_inflight_push_requests_bytes",
+            "Bytes held by push requests in flight (bodies and decoded views), reserved before decoding against \
+             ingester.instance_limits.max_inflight_push_requests_bytes",
+            inflight_bytes.clone(),
+        );
+        let bytes_refused = rejected.get_or_create(&LimitLabel { limit: BYTES_LIMIT }).clone();
         Self {
+            inflight_bytes: InflightBytes::new(cfg.max_inflight_push_requests_bytes, inflight_bytes, bytes_refused),
             cfg,
             inflight: Arc::new(AtomicUsize::new(0)),
             window: Mutex::new(RateWindow {
@@ -82,6 +95,13 @@ impl InstanceLimiter {
             return Err(self.refuse("max_inflight_push_requests", max.to_string()));
         }
         Ok(guard)
+    }
+
+    /// Reserves a push body of `len` bytes in the in-flight bytes budget, or refuses the push.
+    pub(crate) fn reserve_push_bytes(&self, len: usize) -> Result<Reservation, IngesterError> {
+        let mut reservation = self.inflight_bytes.reserve();
+        reservation.grow(len).map_err(bytes_refused)?;
+        Ok(reservation)
     }
 
     /// Refuses when the samples accepted in the current one-second window already reached
@@ -134,6 +154,21 @@ impl InstanceLimiter {
     }
 }
 
+/// The `limit` label and config key of the in-flight bytes limit.
+const BYTES_LIMIT: &str = "max_inflight_push_requests_bytes";
+
+/// The refusal of a push whose bytes would pass `max_inflight_push_requests_bytes` (already counted by the
+/// budget).
+pub(crate) fn bytes_refused(r: heddle_server::InflightRefused) -> IngesterError {
+    IngesterError::InstanceLimit {
+        limit: BYTES_LIMIT,
+        value: format!(
+            "{} bytes (pushes in flight hold {} and this one needs {} more)",
+            r.limit, r.in_flight, r.requested
+        ),
+    }
+}
+
 fn roll(w: &mut RateWindow, now: Instant) {
     let expired = w.start.is_none_or(|s| now.saturating_duration_since(s) >= RATE_WINDOW);
     if expired {
@@ -169,6 +204,40 @@ mod tests {
             text.contains(r#"heddle_ingester_instance_limit_rejections_total{limit="max_inflight_push_requests"} 1"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn inflight_bytes_are_reserved_and_released() {
+        let (l, r) = limiter(InstanceLimitsConfig {
+            max_inflight_push_requests_bytes: 100,
+            ..Default::default()
+        });
+        let mut a = l.reserve_push_bytes(60).unwrap();
+        let err = l.reserve_push_bytes(50).unwrap_err();
+        assert_eq!(err.to_status().code(), tonic::Code::Unavailable);
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("err-heddle-ingester-instance-limit:")
+                && msg.contains("`ingester.instance_limits.max_inflight_push_requests_bytes` of 100 bytes")
+                && msg.contains("--ingester.instance-limits.max-inflight-push-requests-bytes"),
+            "{msg}"
+        );
+        a.grow(40).expect("the decoded view fits the rest");
+        assert!(a.grow(1).is_err());
+        let text = heddle_server::encode_metrics(&r);
+        assert!(
+            text.contains("heddle_ingester_inflight_push_requests_bytes 100"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"heddle_ingester_instance_limit_rejections_total{limit="max_inflight_push_requests_bytes"} 2"#
+            ),
+            "{text}"
+        );
+        drop(a);
+        assert!(heddle_server::encode_metrics(&r).contains("heddle_ingester_inflight_push_requests_bytes 0"));
+        let _b = l.reserve_push_bytes(100).expect("released on drop");
     }
 
     #[test]

@@ -55,7 +55,13 @@ fn all() -> QueryRequest {
 
 async fn merge(set: &IngesterSet, blocks: Vec<Vec<SeriesChunks>>) -> Result<Vec<SeriesChunks>, QuerierError> {
     let ingesters = Merge::open_ingesters(set, &tenant(), &all()).await?;
-    let mut m = Merge::new(ingesters, blocks);
+    let limiter = crate::limits::QueryLimiter::new(
+        &tenant(),
+        &heddle_limits::Limits::default(),
+        0,
+        crate::metrics::Metrics::new(&mut prometheus_client::registry::Registry::default()),
+    );
+    let mut m = Merge::new(ingesters, blocks, std::sync::Arc::new(limiter));
     let mut out = Vec::new();
     while let Some(s) = m.next().await? {
         out.push(s);

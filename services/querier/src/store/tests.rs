@@ -98,3 +98,56 @@ async fn refreshes_see_new_blocks_and_forget_deleted_ones() {
     upload(&b, scratch.path(), 2000, 3000, "third").await;
     assert_eq!(jobs(&cached, 0, 5000).await.unwrap(), ["second"]);
 }
+
+fn limiter(limits: heddle_limits::Limits) -> Arc<QueryLimiter> {
+    let metrics = crate::metrics::Metrics::new(&mut Registry::default());
+    Arc::new(QueryLimiter::new(&tenant(), &limits, 0, metrics))
+}
+
+#[tokio::test]
+async fn blocks_are_weighed_against_the_fetch_limits_before_their_chunks_are_read() {
+    let (dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let b = bucket(dir.path());
+    for (i, job) in ["first", "second", "third"].into_iter().enumerate() {
+        let start = i as i64 * 1000;
+        upload(&b, scratch.path(), start, start + 1000, job).await;
+    }
+    let store = BucketStore::new(b, Duration::ZERO);
+    let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
+
+    // One chunk per block, two allowed: the request fails at the third block's index.
+    let two_chunks = limiter(heddle_limits::Limits {
+        max_fetched_chunks_per_query: 2,
+        ..heddle_limits::Limits::default()
+    });
+    let err = store.query(&tenant(), 0, 5000, &m, &two_chunks).await.unwrap_err();
+    assert!(err.to_string().starts_with("err-heddle-max-chunks-per-query"), "{err}");
+    assert!(
+        two_chunks.fetched(FetchLimit::ChunkBytes) > 0,
+        "the blocks within the limit were read"
+    );
+
+    // The request already holds its one series: a block of one more is refused before any chunk is read.
+    let one_series = limiter(heddle_limits::Limits {
+        max_fetched_series_per_query: 1,
+        ..heddle_limits::Limits::default()
+    });
+    one_series.add(FetchLimit::Series, 1).unwrap();
+    let err = store.query(&tenant(), 0, 999, &m, &one_series).await.unwrap_err();
+    assert!(err.to_string().starts_with("err-heddle-max-series-per-query"), "{err}");
+    assert_eq!(
+        one_series.fetched(FetchLimit::ChunkBytes),
+        0,
+        "nothing read from the chunks"
+    );
+    assert_eq!(
+        one_series.fetched(FetchLimit::Series),
+        1,
+        "the check counts nothing itself"
+    );
+
+    // Within the limits every block answers.
+    let open = limiter(heddle_limits::Limits::default());
+    assert_eq!(store.query(&tenant(), 0, 5000, &m, &open).await.unwrap().len(), 3);
+    assert_eq!(open.fetched(FetchLimit::Chunks), 3);
+}

@@ -44,7 +44,13 @@ fn judge(
     discarded: &DiscardedSamples,
 ) -> Result<Judged, PushError> {
     let arena = Bump::new();
-    let series = crate::distributor::decode::decode(&arena, &body(sent), 1 << 20).unwrap();
+    let series = crate::distributor::decode::decode(
+        &arena,
+        &body(sent),
+        1 << 20,
+        &mut crate::testutil::unlimited_reservation(),
+    )
+    .unwrap();
     dedupe(tracker, &tenant(), limits, series, now_ms, discarded).map(|v| match v {
         HaVerdict::Ingest { drop_label } => Judged::Ingest {
             drop_label: drop_label.map(str::to_owned),

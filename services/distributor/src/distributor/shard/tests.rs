@@ -14,7 +14,13 @@ use http::StatusCode;
 fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
     let sinks = StageSinks::new();
     let arena = Bump::new();
-    let series = decode(&arena, &body(sent), 1 << 20).unwrap();
+    let series = decode(
+        &arena,
+        &body(sent),
+        1 << 20,
+        &mut crate::testutil::unlimited_reservation(),
+    )
+    .unwrap();
     let valid = validate(&arena, &Limits::default(), series, None, NOW_MS, sinks.discards());
     shard(&arena, &sinks.tenant, ring, &valid.accepted, valid.window)
 }

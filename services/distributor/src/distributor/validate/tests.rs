@@ -211,7 +211,13 @@ fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
         series(&[("__name__", "all_future")], &[(NOW_MS + grace + 1, 2.0)]),
     ];
     let arena = Bump::new();
-    let decoded = decode(&arena, &body(sent), 1 << 20).unwrap();
+    let decoded = decode(
+        &arena,
+        &body(sent),
+        1 << 20,
+        &mut crate::testutil::unlimited_reservation(),
+    )
+    .unwrap();
     let v = validate(
         &arena,
         &Limits::default(),
@@ -331,7 +337,13 @@ fn past_grace_period() {
         series(&[("__name__", "edge")], &[(NOW_MS - hour, 1.0)]),
     ];
     let arena = Bump::new();
-    let decoded = decode(&arena, &body(sent), 1 << 20).unwrap();
+    let decoded = decode(
+        &arena,
+        &body(sent),
+        1 << 20,
+        &mut crate::testutil::unlimited_reservation(),
+    )
+    .unwrap();
     let v = validate(&arena, &limits, decoded, None, NOW_MS, sinks.discards());
     let kept: Vec<(&str, u64, bool)> = v
         .accepted
