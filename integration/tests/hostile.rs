@@ -22,6 +22,7 @@ const ATTACKER: &str = "mallory";
 const TOKEN: &str = "s3cr3t-admin-token";
 const PROTOBUF: &str = "application/x-protobuf";
 const WITNESS_SAMPLES: usize = 20;
+const MAX_SERIES: usize = 100;
 
 /// One hostile request and what must come of it.
 struct Case {
@@ -136,6 +137,18 @@ fn read_req(queries: Vec<Query>) -> ReadRequest {
     }
 }
 
+/// A write request of one series holding `n` empty labels: 2 bytes each on the wire.
+fn empty_labels(n: usize) -> Vec<u8> {
+    let mut series = Vec::with_capacity(2 * n);
+    for _ in 0..n {
+        series.extend([0x0a, 0x00]);
+    }
+    let mut out = vec![0x0a];
+    prost::encoding::encode_varint(series.len() as u64, &mut out);
+    out.extend(series);
+    out
+}
+
 /// A snappy body whose header declares `len` decompressed bytes but holds almost nothing.
 fn lying_snappy(len: u64) -> Vec<u8> {
     let mut out = Vec::new();
@@ -212,6 +225,8 @@ fn cases(now: i64) -> Vec<Case> {
         .tenants(&[&"x".repeat(100_000)])
         .want(400, &["100000 bytes long", "the limit is 150"]),
         // Remote write: bodies and encodings.
+        Case::push("a million empty labels", snappy(&empty_labels(1_000_000)))
+            .want(400, &["err-heddle-degenerate-write-request"]),
         Case::push("snappy header declaring 3 GiB", lying_snappy(3 << 30)).want(
             400,
             &[
@@ -347,6 +362,26 @@ fn cases(now: i64) -> Vec<Case> {
         )
         .tenants(&[])
         .want(401, &["no org id"]),
+        Case::read(
+            "fifty copies of a full scan share one fetch budget",
+            &read_req(
+                (0..50)
+                    .map(|_| query(now - hour, now + hour, vec![all(".+")]))
+                    .collect(),
+            ),
+        )
+        .want(
+            422,
+            &[
+                "err-heddle-max-series-per-query",
+                "--querier.max-fetched-series-per-query",
+            ],
+        ),
+        Case::read(
+            "a regex of 100 KB",
+            &read_req(vec![query(now - hour, now, vec![all(&"a|".repeat(50_000))])]),
+        )
+        .want(400, &["err-heddle-regex-too-long", "--querier.max-regex-length"]),
         // Series and label API.
         Case::get("series without match[]", "/prometheus/api/v1/series").want(400, &["match[]"]),
         Case::get(
@@ -537,7 +572,11 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
     std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
     let opts = HeddleOptions {
         multitenancy: true,
-        args: vec![format!("--server.admin-token-file={}", token_file.display())],
+        args: vec![
+            format!("--server.admin-token-file={}", token_file.display()),
+            // Small enough that fifty copies of one full scan of the attacker's few series exceed it.
+            format!("--querier.max-fetched-series-per-query={MAX_SERIES}"),
+        ],
         ..HeddleOptions::default()
     };
     let mut heddle = tokio::task::spawn_blocking(move || HeddleProcess::start(opts))
