@@ -137,18 +137,6 @@ fn read_req(queries: Vec<Query>) -> ReadRequest {
     }
 }
 
-/// A write request of one series holding `n` empty labels: 2 bytes each on the wire.
-fn empty_labels(n: usize) -> Vec<u8> {
-    let mut series = Vec::with_capacity(2 * n);
-    for _ in 0..n {
-        series.extend([0x0a, 0x00]);
-    }
-    let mut out = vec![0x0a];
-    prost::encoding::encode_varint(series.len() as u64, &mut out);
-    out.extend(series);
-    out
-}
-
 /// A snappy body whose header declares `len` decompressed bytes but holds almost nothing.
 fn lying_snappy(len: u64) -> Vec<u8> {
     let mut out = Vec::new();
@@ -225,8 +213,11 @@ fn cases(now: i64) -> Vec<Case> {
         .tenants(&[&"x".repeat(100_000)])
         .want(400, &["100000 bytes long", "the limit is 150"]),
         // Remote write: bodies and encodings.
-        Case::push("a million empty labels", snappy(&empty_labels(1_000_000)))
-            .want(400, &["err-heddle-degenerate-write-request"]),
+        Case::push(
+            "a million empty labels",
+            snappy(&heddle_testkit::codec::empty_labels_request(1_000_000)),
+        )
+        .want(400, &["err-heddle-degenerate-write-request"]),
         Case::push("snappy header declaring 3 GiB", lying_snappy(3 << 30)).want(
             400,
             &[

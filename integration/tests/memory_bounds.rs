@@ -16,28 +16,11 @@ fn heddle(args: &[&str]) -> HeddleProcess {
     .expect("heddle starts")
 }
 
-/// One series of `n` empty labels: 2 bytes each on the wire, 32 decoded.
-fn empty_labels(n: usize) -> Vec<u8> {
-    let mut series = Vec::with_capacity(2 * n);
-    for _ in 0..n {
-        series.extend([0x0a, 0x00]);
-    }
-    let mut out = vec![0x0a];
-    let mut len = series.len();
-    while len >= 0x80 {
-        out.push((len as u8) | 0x80);
-        len >>= 7;
-    }
-    out.push(len as u8);
-    out.extend(series);
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_degenerate_push_is_refused_and_valid_pushes_still_land() {
     let h = heddle(&[]);
     let client = http_client(Duration::from_secs(30)).unwrap();
-    let body = snappy_compress(&empty_labels(1_000_000)).unwrap();
+    let body = snappy_compress(&heddle_testkit::codec::empty_labels_request(1_000_000)).unwrap();
     let out = heddle_testkit::push_body(&client, &h.push_url(), None, body)
         .await
         .unwrap();

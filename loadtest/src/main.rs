@@ -118,11 +118,12 @@ async fn soak_cmd(args: &SoakArgs) -> anyhow::Result<ExitCode> {
         )
     };
     println!(
-        "soak {}s: verified={} acknowledged={} read_back={} errors={} open_files={} deleted_open={} threads={} rss_MiB={} disk_MiB={} bucket_MiB={}",
+        "soak {}s: verified={} acknowledged={} read_back={} retries={} errors={} open_files={} deleted_open={} threads={} rss_MiB={} disk_MiB={} bucket_MiB={}",
         cfg.duration.as_secs(),
         r.verified,
         r.samples_acknowledged,
         r.samples_read_back,
+        r.retries,
         r.errors,
         per_hour(&r.open_files),
         per_hour(&r.deleted_open_files),

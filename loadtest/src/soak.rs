@@ -16,6 +16,7 @@
 use crate::LoadtestError;
 use crate::procstat::read_proc;
 use crate::target::{StartOptions, StartedTarget, TargetKind};
+use crate::{Attempt, Backoff, classify};
 use heddle_model::METRIC_NAME;
 use heddle_proto::prometheus::{TimeSeries, WriteRequest};
 use heddle_testkit::client::error_chain;
@@ -170,6 +171,9 @@ pub struct SoakResult {
     pub rounds: u64,
     pub tenant_slots: u64,
     pub requests: u64,
+    /// Attempts repeated after a 5xx, 429 or transport error, as Prometheus repeats them.
+    pub retries: u64,
+    /// Requests still refused after their retries: their samples are not acknowledged.
     pub errors: u64,
     /// The first few push errors.
     pub error_examples: Vec<String>,
@@ -217,6 +221,42 @@ fn request(cfg: &SoakConfig, job: &str, tenant: &str, round: u64, ts: i64) -> Wr
 struct Dirs {
     data: PathBuf,
     bucket: PathBuf,
+}
+
+/// Sends one request as Prometheus does: 5xx, 429 and transport errors are retried with backoff (at most five
+/// times); the result and the number of retries.
+async fn push_retrying(
+    http: &reqwest::Client,
+    url: &str,
+    tenant: &str,
+    req: &WriteRequest,
+) -> (Result<(), String>, u32) {
+    let backoff = Backoff {
+        max_retries: 5,
+        min: Duration::from_millis(100),
+        max: Duration::from_secs(2),
+    };
+    let mut retry = 0;
+    loop {
+        let (attempt, error) = match push(http, url, Some(tenant), req).await {
+            Ok(o) => (
+                classify(o.status, o.retry_after),
+                format!("{} {}", o.status, o.body.trim()),
+            ),
+            Err(e) => (Attempt::Retryable { retry_after: None }, error_chain(&e)),
+        };
+        match attempt {
+            Attempt::Success => return (Ok(()), retry),
+            Attempt::Permanent => return (Err(error), retry),
+            Attempt::Retryable { retry_after } => match backoff.delay(retry, retry_after) {
+                Some(d) => {
+                    tokio::time::sleep(d).await;
+                    retry += 1;
+                }
+                None => return (Err(format!("{error} (after {retry} retries)")), retry),
+            },
+        }
+    }
 }
 
 /// Reads `/proc/<pid>` and the size of `dirs`.
@@ -356,7 +396,7 @@ async fn soak_against(
     let started = Instant::now();
     let mut acked: Acked = BTreeMap::new();
     let mut samples = Vec::new();
-    let (mut requests, mut errors, mut examples) = (0u64, 0u64, Vec::new());
+    let (mut requests, mut retries, mut errors, mut examples) = (0u64, 0u64, 0u64, Vec::new());
     let mut next_sample = Duration::ZERO;
     let mut round = 0u64;
     let mut last_slot = 0;
@@ -392,24 +432,19 @@ async fn soak_against(
             let (http, tenant) = (http.clone(), cfg.tenant(slot));
             let req = request(cfg, &job, &tenant, round, ts);
             async move {
-                let outcome = push(&http, write_url, Some(&tenant), &req).await;
+                let outcome = push_retrying(&http, write_url, &tenant, &req).await;
                 (tenant, outcome)
             }
         });
-        for (tenant, outcome) in futures::future::join_all(pushes).await {
+        for (tenant, (outcome, tries)) in futures::future::join_all(pushes).await {
             requests += 1;
+            retries += u64::from(tries);
             match outcome {
-                Ok(o) if o.is_success() => acked.entry(tenant).or_default().push((round, ts)),
-                Ok(o) => {
-                    errors += 1;
-                    if examples.len() < 10 {
-                        examples.push(format!("{tenant} round {round}: {} {}", o.status, o.body.trim()));
-                    }
-                }
+                Ok(()) => acked.entry(tenant).or_default().push((round, ts)),
                 Err(e) => {
                     errors += 1;
                     if examples.len() < 10 {
-                        examples.push(format!("{tenant} round {round}: {}", error_chain(&e)));
+                        examples.push(format!("{tenant} round {round}: {e}"));
                     }
                 }
             }
@@ -433,6 +468,7 @@ async fn soak_against(
         rounds: round,
         tenant_slots: last_slot,
         requests,
+        retries,
         errors,
         error_examples: examples,
         samples_acknowledged: acknowledged,

@@ -5,6 +5,19 @@ use crate::TestkitError;
 use heddle_proto::prometheus::{ChunkedReadResponse, ReadRequest, ReadResponse, WriteRequest};
 use prost::Message;
 
+/// An uncompressed `WriteRequest` of one series holding `n` empty labels: 2 bytes each on the wire and a
+/// label pair each once decoded, the most a body can grow when it is decoded.
+pub fn empty_labels_request(n: usize) -> Vec<u8> {
+    let mut series = Vec::with_capacity(2 * n);
+    for _ in 0..n {
+        series.extend([0x0a, 0x00]);
+    }
+    let mut out = vec![0x0a];
+    prost::encoding::encode_varint(series.len() as u64, &mut out);
+    out.extend(series);
+    out
+}
+
 /// Compresses with snappy *block* format (what remote write/read use; not the framed stream format). Fails
 /// only for inputs over snappy's ~4 GiB block limit.
 pub fn snappy_compress(raw: &[u8]) -> Result<Vec<u8>, TestkitError> {

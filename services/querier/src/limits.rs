@@ -55,23 +55,18 @@ impl QueryLimiter {
         let total = self.fetched[what as usize]
             .fetch_add(n, Ordering::Relaxed)
             .saturating_add(n);
-        let limit = self.max[what as usize];
-        if limit > 0 && total > limit {
-            self.metrics.refused_query(what.id());
-            return Err(QuerierError::LimitExceeded {
-                what,
-                tenant: self.tenant.to_string(),
-                fetched: total,
-                limit,
-            });
-        }
-        Ok(())
+        self.within_limit(what, total)
     }
 
     /// Fails, without counting, when `n` more of `what` would pass the limit: a check before a bulk read
     /// whose items are counted again as they are merged.
     pub(crate) fn check_room(&self, what: FetchLimit, n: usize) -> Result<(), QuerierError> {
         let total = self.fetched[what as usize].load(Ordering::Relaxed).saturating_add(n);
+        self.within_limit(what, total)
+    }
+
+    /// `Ok` when `total` of `what` is within its limit (0 = unlimited); else the refusal, counted.
+    fn within_limit(&self, what: FetchLimit, total: usize) -> Result<(), QuerierError> {
         let limit = self.max[what as usize];
         if limit > 0 && total > limit {
             self.metrics.refused_query(what.id());
