@@ -59,6 +59,22 @@ async fn http(method: reqwest::Method, url: &str, token: Option<&str>) -> (u16, 
     (status, resp.text().await.unwrap_or_default())
 }
 
+/// Mimir's `POST /ingester/shutdown` on `addr` answers 204 and the process exits.
+async fn shutdown_on(h: &mut HeddleProcess, addr: &str, token: Option<&str>) {
+    let (status, body) = http(
+        reqwest::Method::POST,
+        &format!("http://{addr}/ingester/shutdown"),
+        token,
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    assert!(
+        wait_exit(h),
+        "heddle still running after /ingester/shutdown:\n{}",
+        h.log_tail(20)
+    );
+}
+
 fn wait_exit(h: &mut HeddleProcess) -> bool {
     wait_until(Duration::from_secs(30), || !h.is_running())
 }
@@ -285,18 +301,7 @@ async fn admin_token_and_separate_listener() {
     assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
 
     // Mimir's shutdown endpoint, authenticated, on the admin listener, stops the process.
-    let (status, body) = http(
-        reqwest::Method::POST,
-        &format!("http://{admin}/ingester/shutdown"),
-        Some("letmein"),
-    )
-    .await;
-    assert_eq!(status, 204, "{body}");
-    assert!(
-        wait_exit(&mut h),
-        "heddle still running after /ingester/shutdown:\n{}",
-        h.log_tail(20)
-    );
+    shutdown_on(&mut h, &admin, Some("letmein")).await;
 }
 
 /// The lockdown of admin calls to a private listener, without a token: every admin route on the public HTTP
@@ -348,16 +353,5 @@ async fn the_admin_listener_lockdown_holds_on_the_public_http_port() {
     let (status, body) = http(reqwest::Method::GET, &format!("http://{admin}/ingester/ring"), None).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("<table"), "{body}");
-    let (status, body) = http(
-        reqwest::Method::POST,
-        &format!("http://{admin}/ingester/shutdown"),
-        None,
-    )
-    .await;
-    assert_eq!(status, 204, "{body}");
-    assert!(
-        wait_exit(&mut h),
-        "heddle still running after /ingester/shutdown:\n{}",
-        h.log_tail(20)
-    );
+    shutdown_on(&mut h, &admin, None).await;
 }

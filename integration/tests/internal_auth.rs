@@ -11,7 +11,7 @@
 
 use heddle_proto::ingester::LabelValuesRequest;
 use heddle_proto::ingester::ingester_client::IngesterClient as GeneratedIngesterClient;
-use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+use heddle_proto::prometheus::WriteRequest;
 use heddle_proto::{GrpcIngesterClient, IngesterClient as _};
 use heddle_testkit::{
     Cluster, ClusterOptions, HeddleOptions, HeddleProcess, cargo_bin, free_port, http_client, http_get, push,
@@ -27,25 +27,11 @@ const TOKEN: &str = "cluster-s3cret-7f2a";
 const ID: &str = "err-heddle-cluster-unauthenticated";
 
 fn series(name: &str, job: &str) -> WriteRequest {
-    let now = heddle_testkit::now_ms();
     WriteRequest {
-        timeseries: vec![TimeSeries {
-            labels: vec![
-                Label {
-                    name: "__name__".into(),
-                    value: name.into(),
-                },
-                Label {
-                    name: "job".into(),
-                    value: job.into(),
-                },
-            ],
-            samples: vec![Sample {
-                value: 1.0,
-                timestamp: now,
-            }],
-            ..Default::default()
-        }],
+        timeseries: vec![heddle_testkit::timeseries(
+            &[("__name__", name), ("job", job)],
+            &[(heddle_testkit::now_ms(), 1.0)],
+        )],
         ..Default::default()
     }
 }

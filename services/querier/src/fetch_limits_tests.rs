@@ -4,16 +4,15 @@
 use crate::{Querier, QuerierConfig, router};
 use axum::Extension;
 use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::{Request, StatusCode};
 use heddle_limits::{Limits, Overrides};
 use heddle_model::{Labels, Sample, TenantId};
 use heddle_proto::IngesterClient;
-use heddle_proto::prometheus::{LabelMatcher, Query, ReadRequest, label_matcher::Type, read_request::ResponseType};
+use heddle_proto::prometheus::{LabelMatcher, Query, label_matcher::Type, read_request::ResponseType};
 use heddle_proto::testing::FakeIngester;
 use heddle_ring::FixedReplicas;
 use http_body_util::BodyExt;
 use prometheus_client::registry::Registry;
-use prost::Message;
 use std::sync::Arc;
 use tower::ServiceExt;
 
@@ -41,16 +40,7 @@ fn read(queries: usize, matcher: LabelMatcher, accepted: ResponseType) -> Reques
         matchers: vec![matcher],
         hints: None,
     };
-    let req = ReadRequest {
-        queries: vec![query; queries],
-        accepted_response_types: vec![accepted as i32],
-    };
-    let body = snap::raw::Encoder::new().compress_vec(&req.encode_to_vec()).unwrap();
-    Request::post("/prometheus/api/v1/read")
-        .header(header::CONTENT_TYPE, "application/x-protobuf")
-        .header(header::CONTENT_ENCODING, "snappy")
-        .body(Body::from(body))
-        .unwrap()
+    crate::tests::read_request(vec![query; queries], &[accepted])
 }
 
 fn all_names() -> LabelMatcher {

@@ -108,7 +108,8 @@ fn matcher(t: Type, name: &str, value: &str) -> LabelMatcher {
     }
 }
 
-fn read_request(queries: Vec<Query>, accepted: &[ResponseType]) -> Request<Body> {
+/// A snappy remote-read request of `queries`, as Prometheus sends it.
+pub(crate) fn read_request(queries: Vec<Query>, accepted: &[ResponseType]) -> Request<Body> {
     let req = ReadRequest {
         queries,
         accepted_response_types: accepted.iter().map(|t| *t as i32).collect(),

@@ -96,6 +96,20 @@ async fn push(ing: &Ingester, from: i64, to: i64) {
 }
 
 /// Timestamps of every sample the ingester answers for `m`, per series.
+/// The sample timestamps of each series of `parts` (block selections), merged series by series.
+fn timestamps(parts: Vec<Vec<heddle_tsdb::SeriesChunks>>) -> Vec<Vec<i64>> {
+    crate::read::merge_series(parts)
+        .iter()
+        .map(|s| {
+            s.chunks
+                .iter()
+                .flat_map(|c| heddle_tsdb::chunkenc::decode_xor(&c.data).unwrap())
+                .map(|x| x.t)
+                .collect()
+        })
+        .collect()
+}
+
 async fn query_all(ing: &Ingester) -> Vec<Vec<i64>> {
     let req = QueryRequest {
         start_timestamp_ms: i64::MIN,
@@ -130,16 +144,7 @@ fn local_blocks_all(ing: &Ingester) -> Vec<Vec<i64>> {
         .iter()
         .map(|b| b.select(i64::MIN, i64::MAX, std::slice::from_ref(&m)).unwrap())
         .collect();
-    crate::read::merge_series(parts)
-        .iter()
-        .map(|s| {
-            s.chunks
-                .iter()
-                .flat_map(|c| heddle_tsdb::chunkenc::decode_xor(&c.data).unwrap())
-                .map(|x| x.t)
-                .collect()
-        })
-        .collect()
+    timestamps(parts)
 }
 
 #[tokio::test]
@@ -370,16 +375,7 @@ fn bucket_blocks_all(bucket_dir: &Path) -> Vec<Vec<i64>> {
                 .unwrap()
         })
         .collect();
-    crate::read::merge_series(parts)
-        .iter()
-        .map(|s| {
-            s.chunks
-                .iter()
-                .flat_map(|c| heddle_tsdb::chunkenc::decode_xor(&c.data).unwrap())
-                .map(|x| x.t)
-                .collect()
-        })
-        .collect()
+    timestamps(parts)
 }
 
 /// A tenant with no push for `close_idle_tsdb_timeout` is closed only once its head is empty and its blocks

@@ -17,6 +17,11 @@ fn labels<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<LabelRef<'a>> {
     pairs.iter().map(|&(name, value)| LabelRef { name, value }).collect()
 }
 
+/// Decodes `body` with no in-flight budget to respect.
+fn decode_unlimited<'a>(arena: &'a Bump, body: &[u8]) -> &'a [TimeSeriesRef<'a>] {
+    decode(arena, body, 1 << 20, &mut crate::testutil::unlimited_reservation()).unwrap()
+}
+
 fn small_limits() -> Limits {
     Limits {
         max_label_names_per_series: 3,
@@ -211,13 +216,7 @@ fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
         series(&[("__name__", "all_future")], &[(NOW_MS + grace + 1, 2.0)]),
     ];
     let arena = Bump::new();
-    let decoded = decode(
-        &arena,
-        &body(sent),
-        1 << 20,
-        &mut crate::testutil::unlimited_reservation(),
-    )
-    .unwrap();
+    let decoded = decode_unlimited(&arena, &body(sent));
     let v = validate(
         &arena,
         &Limits::default(),
@@ -337,13 +336,7 @@ fn past_grace_period() {
         series(&[("__name__", "edge")], &[(NOW_MS - hour, 1.0)]),
     ];
     let arena = Bump::new();
-    let decoded = decode(
-        &arena,
-        &body(sent),
-        1 << 20,
-        &mut crate::testutil::unlimited_reservation(),
-    )
-    .unwrap();
+    let decoded = decode_unlimited(&arena, &body(sent));
     let v = validate(&arena, &limits, decoded, None, NOW_MS, sinks.discards());
     let kept: Vec<(&str, u64, bool)> = v
         .accepted
