@@ -40,14 +40,36 @@ pub(crate) fn admit(
 struct Bucket {
     tokens: f64,
     last: Instant,
+    /// The rate and burst of the last call, so a sweep can tell when the bucket has refilled.
+    rate: f64,
+    burst: f64,
 }
+
+impl Bucket {
+    /// Whether the bucket has refilled to its burst by `now`: then it is the same as a new one.
+    fn full_at(&self, now: Instant) -> bool {
+        self.tokens + now.saturating_duration_since(self.last).as_secs_f64() * self.rate >= self.burst
+    }
+}
+
+/// Calls between two sweeps of refilled buckets.
+const SWEEP_EVERY: u32 = 4096;
 
 /// One token bucket per tenant, refilled at the tenant's `rate` samples/s up to its `burst` samples. A
 /// request takes as many tokens as it has samples, all or nothing, so a request larger than the burst is
 /// always refused (as Mimir). Rate and burst are passed on each call, so runtime overrides apply at once.
 #[derive(Debug, Default)]
 pub(crate) struct IngestionRateLimiter {
-    buckets: Mutex<HashMap<TenantId, Bucket>>,
+    buckets: Mutex<Buckets>,
+}
+
+/// The buckets of tenants that are not full; a full bucket is dropped (every
+/// [`SWEEP_EVERY`] calls), since a tenant's first bucket starts full anyway. So the map holds the tenants that
+/// sent recently, not every tenant ever seen.
+#[derive(Debug, Default)]
+struct Buckets {
+    by_tenant: HashMap<TenantId, Bucket>,
+    calls: u32,
 }
 
 impl IngestionRateLimiter {
@@ -65,10 +87,17 @@ impl IngestionRateLimiter {
         let burst = burst as f64;
         // A poisoned lock only means another request panicked mid-update; the map is still usable.
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let bucket = buckets.entry(tenant.clone()).or_insert(Bucket {
+        buckets.calls = buckets.calls.wrapping_add(1);
+        if buckets.calls.is_multiple_of(SWEEP_EVERY) {
+            buckets.by_tenant.retain(|_, b| !b.full_at(now));
+        }
+        let bucket = buckets.by_tenant.entry(tenant.clone()).or_insert(Bucket {
             tokens: burst,
             last: now,
+            rate,
+            burst,
         });
+        (bucket.rate, bucket.burst) = (rate, burst);
         let elapsed = now.saturating_duration_since(bucket.last).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
         if now > bucket.last {
@@ -81,6 +110,12 @@ impl IngestionRateLimiter {
         } else {
             false
         }
+    }
+
+    /// Tenants with a bucket (tests).
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
+        self.buckets.lock().unwrap_or_else(|p| p.into_inner()).by_tenant.len()
     }
 }
 

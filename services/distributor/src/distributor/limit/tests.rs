@@ -213,3 +213,24 @@ async fn invalid_samples_do_not_consume_rate() {
     let outcome = push(&d, vec![many_bad, up("ok")]).await.unwrap();
     assert_eq!(outcome.samples_ingested, 1);
 }
+
+#[test]
+fn buckets_of_tenants_gone_quiet_are_dropped_once_refilled() {
+    let l = IngestionRateLimiter::new();
+    let t0 = Instant::now();
+    // Many tenants send once each and go quiet; one keeps sending past its burst.
+    for i in 0..SWEEP_EVERY - 2 {
+        assert!(l.allow(&t(&format!("once-{i}")), 10, t0, 100.0, 1000));
+    }
+    assert!(l.allow(&t("busy"), 1000, t0, 100.0, 1000));
+    assert_eq!(l.tracked(), SWEEP_EVERY as usize - 1);
+    // A second later every quiet bucket has refilled (10 tokens at 100/s); the busy one has 100 of 1000.
+    let later = t0 + std::time::Duration::from_secs(1);
+    assert!(
+        !l.allow(&t("busy"), 200, later, 100.0, 1000),
+        "the sweep call still sees the busy bucket"
+    );
+    assert_eq!(l.tracked(), 1, "only the bucket that has not refilled is kept");
+    assert!(l.allow(&t("busy"), 100, later, 100.0, 1000), "and it kept its tokens");
+    assert!(!l.allow(&t("busy"), 1, later, 100.0, 1000));
+}
