@@ -1,8 +1,10 @@
 //! Criterion-free micro benchmark of the head: `cargo bench -p heddle-tsdb --bench head`.
 //!
 //! Appends 120 samples to each of 10,000 series in batches of 1,000 series (one sample each, the shape of
-//! remote-write traffic), then selects everything and reopens the head (WAL replay). Prints rates; asserts
-//! nothing about speed.
+//! remote-write traffic), then selects everything and reopens the head (WAL replay). Then the ingest shape of
+//! the loadtest's steady scenario: 100,000 node-exporter-like series of 7 labels (a head far bigger than the
+//! CPU caches), batches of 2,000 series of one sample each; the first round creates the series, the next 20
+//! append to them. Prints rates and nanoseconds per sample; asserts nothing about speed.
 
 use std::time::Instant;
 
@@ -76,5 +78,91 @@ fn main() {
         stats.samples,
         stats.wal_bytes,
         stats.samples as f64 / secs
+    );
+
+    steady();
+}
+
+/// The loadtest's steady shape: series creation, then appends to 100,000 existing series.
+fn steady() {
+    const SERIES: usize = 100_000;
+    const BATCH: usize = 2_000;
+    const ROUNDS: i64 = 20;
+    const MODES: [&str; 8] = ["idle", "user", "system", "iowait", "irq", "softirq", "steal", "nice"];
+    let dir = tempfile::tempdir().expect("temp dir");
+    let strings: Vec<[String; 3]> = (0..SERIES)
+        .map(|i| {
+            [
+                format!("node_cpu_seconds_total_{}", i % 100),
+                format!("{}", (i / 100) % 16),
+                format!("host-{:05}.example.internal:9100", i / 1_600),
+            ]
+        })
+        .collect();
+    let labels: Vec<[LabelRef<'_>; 7]> = strings
+        .iter()
+        .enumerate()
+        .map(|(i, [name, cpu, instance])| {
+            [
+                LabelRef {
+                    name: "__name__",
+                    value: name,
+                },
+                LabelRef {
+                    name: "cpu",
+                    value: cpu,
+                },
+                LabelRef {
+                    name: "env",
+                    value: "production",
+                },
+                LabelRef {
+                    name: "instance",
+                    value: instance,
+                },
+                LabelRef {
+                    name: "job",
+                    value: "node",
+                },
+                LabelRef {
+                    name: "mode",
+                    value: MODES[i % MODES.len()],
+                },
+                LabelRef {
+                    name: "region",
+                    value: "eu-west-1",
+                },
+            ]
+        })
+        .collect();
+    let (head, _) = Head::open(dir.path(), HeadOptions::default()).expect("open head");
+    let mut round_secs = Vec::new();
+    for round in 0..=ROUNDS {
+        let samples: Vec<[Sample; 1]> = (0..SERIES)
+            .map(|i| [Sample::new(round * 15_000, (round as usize * 7 + i) as f64 * 0.25)])
+            .collect();
+        let started = Instant::now();
+        for start in (0..SERIES).step_by(BATCH) {
+            let batch: Vec<AppendSeries<'_>> = (start..start + BATCH)
+                .map(|i| AppendSeries {
+                    labels: &labels[i],
+                    samples: &samples[i],
+                })
+                .collect();
+            let out = head.append(&batch).expect("append");
+            assert!(out.errors.is_empty());
+        }
+        round_secs.push(started.elapsed().as_secs_f64());
+    }
+    let create = round_secs[0];
+    let steady: f64 = round_secs[1..].iter().sum();
+    println!(
+        "steady create: {SERIES} series of 7 labels in {create:.3}s = {:.0} ns/series",
+        create * 1e9 / SERIES as f64
+    );
+    println!(
+        "steady append: {} samples to {SERIES} series in {steady:.3}s = {:.0} ns/sample",
+        SERIES as i64 * ROUNDS,
+        steady * 1e9 / (SERIES as f64 * ROUNDS as f64)
     );
 }

@@ -1,13 +1,13 @@
 //! Appending a batch of samples: resolve series, judge samples, log to the WAL, then apply to chunks.
 
 use heddle_model::error_id;
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use heddle_model::{LabelRef, Sample};
 
+use super::idhash::IdMap;
 use super::index::{Created, effective, hash_labels};
 use super::lifecycle::{RefusalScope, SeriesLifecycle, SeriesRefusal, count_by_metric, metric_name};
 use super::series::{MemSeries, Verdict, judge};
@@ -237,8 +237,10 @@ impl Head {
         // 1. Find or create each series; note those whose Series record must be logged.
         let mut resolved: Vec<Option<Arc<MemSeries>>> = Vec::with_capacity(batch.len());
         let mut to_log: Vec<(u64, usize)> = Vec::new();
-        let mut to_log_refs: HashSet<u64> = HashSet::new();
+        let mut to_log_refs: IdMap<u64, ()> = IdMap::default();
         let mut created: Vec<u64> = Vec::new();
+        // Series that exist are found under one read lock for the whole batch; it is let go only to create one.
+        let mut found = Some(read(&self.index));
         for (index, entry) in batch.iter().enumerate() {
             let rejected = |reason, message, last_accepted_t| {
                 entry.samples.first().map(|first| SeriesAppendError {
@@ -259,12 +261,24 @@ impl Head {
                 resolved.push(None);
                 continue;
             }
-            let series = match self.get_or_create(entry.labels, hook.as_deref(), &mut out) {
+            let hash = hash_labels(entry.labels);
+            let existing = found
+                .get_or_insert_with(|| read(&self.index))
+                .find(hash, entry.labels)
+                .map(|s| (Arc::clone(s), false));
+            let resolution = match existing {
+                Some(found) => Ok(found),
+                None => {
+                    found = None;
+                    self.create(hash, entry.labels, hook.as_deref(), &mut out)
+                }
+            };
+            let series = match resolution {
                 Ok((s, is_new)) => {
                     if is_new {
                         created.push(s.series_ref);
                     }
-                    if !s.is_logged() && to_log_refs.insert(s.series_ref) {
+                    if !s.is_logged() && to_log_refs.insert(s.series_ref, ()).is_none() {
                         to_log.push((s.series_ref, index));
                     }
                     Some(s)
@@ -275,6 +289,7 @@ impl Head {
                     None
                 }
                 Err(Unresolved::Refused(r)) if r.scope == RefusalScope::Batch => {
+                    drop(found);
                     self.remove_created(&created, hook.as_deref());
                     return Err(TsdbError::BatchRefused {
                         id: r.id,
@@ -289,11 +304,13 @@ impl Head {
             };
             resolved.push(series);
         }
+        drop(found);
 
         // 2. Judge samples against each series' newest (and earlier accepted samples of this batch).
         app.samples.clear();
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(batch.len());
-        let mut newest: HashMap<u64, Option<(i64, u64)>> = HashMap::new();
+        let mut newest: IdMap<u64, Option<(i64, u64)>> = IdMap::default();
+        newest.reserve(batch.len());
         for (index, (entry, series)) in batch.iter().zip(&resolved).enumerate() {
             let start = app.samples.len();
             if let Some(series) = series {
@@ -415,18 +432,16 @@ impl Head {
         }
     }
 
-    /// The series with these labels and whether this call created it; created only when the labels can make
-    /// a series and `hook` lets it.
-    fn get_or_create(
+    /// The series with these labels (of hash `hash`), which the caller did not find, and whether this call
+    /// created it; created only when the labels can make a series and `hook` lets it. The caller holds no
+    /// index lock.
+    fn create(
         &self,
+        hash: u64,
         labels: &[LabelRef<'_>],
         hook: Option<&dyn SeriesLifecycle>,
         out: &mut AppendOutcome,
     ) -> Result<(Arc<MemSeries>, bool), Unresolved> {
-        let hash = hash_labels(labels);
-        if let Some(s) = read(&self.index).find(hash, labels) {
-            return Ok((Arc::clone(s), false));
-        }
         let mut names = effective(labels).map(|l| l.name);
         let mut prev = names.next().ok_or(Unresolved::InvalidLabels)?;
         for name in names {

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A CPU profile of a single-process heddle under the push workload of single-process.sh: `perf record`
+# (cpu-clock, DWARF call graphs) attached for the whole push, then a flat top list and, when inferno is
+# installed (`cargo install inferno`), a flame graph SVG. Everything runs on 127.0.0.1 and is stopped at exit.
+#
+#   cargo build --release -p heddle -p heddle-loadtest
+#   SERIES=100000 ROUNDS=20 OUT=out/profile loadtest/bench/profile.sh
+#
+# OUT receives perf.data, top.txt (self time per symbol) and, with inferno, flame.svg.
+set -euo pipefail
+SERIES=${SERIES:-100000}
+ROUNDS=${ROUNDS:-20}
+BATCH=${BATCH:-2000}
+CONCURRENCY=${CONCURRENCY:-4}
+FREQ=${FREQ:-499}
+OUT=${OUT:-out/profile}
+BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release}
+LIMITS=${LIMITS:---distributor.ingestion-rate-limit=100000000 --distributor.ingestion-burst-size=100000000}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+mkdir -p "$OUT"
+dir=$(mktemp -d)
+hp=$(free_port); gp=$(free_port)
+"$BIN/heddle" --server.http-listen-address=127.0.0.1 --server.http-listen-port="$hp" \
+    --server.grpc-listen-address=127.0.0.1 --server.grpc-listen-port="$gp" \
+    --blocks-storage.tsdb.dir="$dir/tsdb" --blocks-storage.filesystem.dir="$dir/blocks" --log.level=warn $LIMITS 2>"$dir/heddle.log" &
+pid=$!
+perf_pid=
+cleanup() {
+    [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null && wait "$perf_pid" 2>/dev/null
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$hp/ready" >/dev/null && break; sleep 0.1; done
+sleep 1
+perf record -q -e cpu-clock -F "$FREQ" --call-graph dwarf,32768 -p "$pid" -o "$OUT/perf.data" 2>"$OUT/perf-record.log" &
+perf_pid=$!
+sleep 1
+"$BIN/heddle-loadtest" push --url "http://127.0.0.1:$hp/api/v1/push" --series "$SERIES" --rounds "$ROUNDS" \
+    --batch-size "$BATCH" --concurrency "$CONCURRENCY" --progress-s 0 >"$OUT/push.json"
+kill -INT "$perf_pid"; wait "$perf_pid" || true; perf_pid=
+perf report -i "$OUT/perf.data" --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' \
+    | grep -E '^ +[0-9]' | head -60 >"$OUT/top.txt"
+if command -v inferno-collapse-perf >/dev/null; then
+    perf script -i "$OUT/perf.data" 2>/dev/null | inferno-collapse-perf >"$OUT/folded.txt"
+    inferno-flamegraph --title "heddle single process, $SERIES series x $ROUNDS rounds" <"$OUT/folded.txt" >"$OUT/flame.svg"
+fi
+cat "$OUT/top.txt" | head -40
