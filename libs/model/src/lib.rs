@@ -5,6 +5,7 @@
 //! ([`error_id`]). It does no I/O (beyond reading the system clock), has no async code and knows nothing of
 //! protobuf: services map wire types to these at the edge.
 
+mod batch;
 mod clock;
 pub mod error_id;
 mod hash;
@@ -13,6 +14,7 @@ mod matcher;
 mod sample;
 mod tenant;
 
+pub use batch::{BatchFull, SeriesBatch};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use hash::{FNV32A_OFFSET, fnv32a_add, series_token};
 pub use labels::{

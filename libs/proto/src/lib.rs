@@ -48,7 +48,7 @@ pub use arena::{
     TimeSeriesRef, WriteRequestRef, WriteRequestShape, decode_measured, decode_write_request, encode_write_request_raw,
     max_decoded_bytes, measure_write_request, snappy_decompress_into, snappy_decompressed_len,
 };
-pub use client::{IngesterClient, QueryStream};
+pub use client::{IngesterClient, QueryStream, encode_batch};
 pub use codec::{PushDecoder, PushEncoder, PushWire, RawPushCodec};
 pub use convert::{
     MatcherConvertError, labels_to_proto, matcher_from_proto, matcher_to_proto, matchers_from_proto, xor_chunked_series,

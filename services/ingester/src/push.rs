@@ -11,12 +11,13 @@ use crate::error::IngesterError;
 use crate::metrics::Metrics;
 use crate::tenant::Tenant;
 use bytes::Bytes;
-use heddle_model::series_text;
+use heddle_model::{LabelRef, SeriesBatch, series_text};
 use heddle_proto::ingester::{PushResponse, SeriesError};
 use heddle_proto::{ArenaPool, decode_measured, measure_write_request};
 use heddle_server::DiscardedSamples;
 use heddle_server::Reservation;
 use heddle_tsdb::{AppendBounds, AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError, TsdbError};
+use std::mem::size_of;
 use std::sync::Arc;
 
 /// What a push needs from the ingester besides the tenant.
@@ -30,17 +31,35 @@ pub(crate) struct PushContext {
     pub(crate) bounds: AppendBounds,
 }
 
-/// Appends an encoded `WriteRequest` to the tenant's head; returns the response and the samples appended.
+/// What a push carries: an encoded `WriteRequest` (from the network), or the series a distributor in the
+/// same process decoded and validated already.
+#[derive(Debug, Clone)]
+pub(crate) enum PushBody {
+    Encoded(Bytes),
+    Batch(Arc<SeriesBatch>),
+}
+
+impl PushBody {
+    /// Bytes the body holds, for the in-flight bytes budget.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Encoded(body) => body.len(),
+            Self::Batch(batch) => batch.bytes(),
+        }
+    }
+}
+
+/// Appends a push body to the tenant's head; returns the response and the samples appended.
 ///
-/// The body is decoded into a pooled arena on a blocking thread (the WAL write happens there too); the head
-/// copies the strings of new series and nothing else, so the arena and the body are released when this returns.
-/// A batch the head refuses whole (the instance series limit) is `refused`'s error. `reservation` holds the body
-/// in the in-flight bytes budget; the decoded view is added to it before it is allocated, and all of it is
-/// released when the push ends.
+/// An encoded body is decoded into a pooled arena on a blocking thread (the WAL write happens there too); a
+/// batch is read as it is. The head copies the strings of new series and nothing else, so the arena and the
+/// body are released when this returns. A batch the head refuses whole (the instance series limit) is
+/// `refused`'s error. `reservation` holds the body in the in-flight bytes budget; the decoded view is added to
+/// it before it is allocated, and all of it is released when the push ends.
 pub(crate) async fn push(
     tenant: Arc<Tenant>,
     ctx: PushContext,
-    body: Bytes,
+    body: PushBody,
     mut reservation: Reservation,
     refused: impl FnOnce(&'static str, String) -> IngesterError + Send + Clone + 'static,
 ) -> Result<(PushResponse, u64), IngesterError> {
@@ -73,32 +92,59 @@ fn record(tenant: &Tenant, ctx: &PushContext, outcome: &AppendOutcome) {
     }
 }
 
-/// The blocking half: decode, append, render the per-series errors.
+/// The blocking half: decode (an encoded body), append, render the per-series errors.
 fn append(
     tenant: &Tenant,
     ctx: &PushContext,
-    body: &[u8],
+    body: &PushBody,
     reservation: &mut Reservation,
     refused: impl FnOnce(&'static str, String) -> IngesterError,
 ) -> Result<(AppendOutcome, Vec<SeriesError>), IngesterError> {
-    let measured = measure_write_request(body)?;
-    reservation
-        .grow(measured.shape().decoded_bytes())
-        .map_err(crate::limits::bytes_refused)?;
-    let arena = ctx.arenas.get();
-    let req = decode_measured(&arena, measured)?;
-    let mut batch = Vec::with_capacity(req.timeseries.len());
+    match body {
+        PushBody::Encoded(body) => {
+            let measured = measure_write_request(body)?;
+            reservation
+                .grow(measured.shape().decoded_bytes())
+                .map_err(crate::limits::bytes_refused)?;
+            let arena = ctx.arenas.get();
+            let req = decode_measured(&arena, measured)?;
+            let series = req.timeseries.iter().map(|ts| AppendSeries {
+                labels: ts.labels,
+                samples: ts.samples,
+            });
+            append_series(tenant, ctx, series, req.timeseries.len(), refused)
+        }
+        PushBody::Batch(batch) => {
+            reservation
+                .grow(batch.len() * size_of::<AppendSeries<'_>>() + batch.labels_len() * size_of::<LabelRef<'_>>())
+                .map_err(crate::limits::bytes_refused)?;
+            let labels = batch.label_refs();
+            let series = batch.series().map(|(range, samples)| AppendSeries {
+                labels: &labels[range],
+                samples,
+            });
+            append_series(tenant, ctx, series, batch.len(), refused)
+        }
+    }
+}
+
+/// Appends the request's series (`len` of them) and renders the per-series errors, numbered by request index.
+fn append_series<'a>(
+    tenant: &Tenant,
+    ctx: &PushContext,
+    series: impl Iterator<Item = AppendSeries<'a>>,
+    len: usize,
+    refused: impl FnOnce(&'static str, String) -> IngesterError,
+) -> Result<(AppendOutcome, Vec<SeriesError>), IngesterError> {
+    let mut batch = Vec::with_capacity(len);
     // Request index of each batch entry.
-    let mut origin = Vec::with_capacity(req.timeseries.len());
-    for (index, ts) in req.timeseries.iter().enumerate() {
+    let mut origin = Vec::with_capacity(len);
+    for (index, s) in series.enumerate() {
         // A series without samples creates nothing and is not refused.
-        if ts.samples.is_empty() {
+        if s.samples.is_empty() {
             continue;
         }
-        batch.push(AppendSeries {
-            labels: ts.labels,
-            samples: ts.samples,
-        });
+        batch.push(s);
         origin.push(index);
     }
     let outcome = match tenant.head().append_within(&batch, ctx.bounds) {

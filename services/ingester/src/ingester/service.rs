@@ -3,23 +3,30 @@
 
 use super::Ingester;
 use crate::error::IngesterError;
-use crate::push::PushContext;
+use crate::push::{PushBody, PushContext};
 use bytes::Bytes;
-use heddle_model::TenantId;
+use heddle_model::{SeriesBatch, TenantId};
 use heddle_proto::ingester::{
     LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
     SeriesRequest, SeriesResponse,
 };
 use heddle_proto::{IngesterClient, QueryStream};
+use std::sync::Arc;
 
 impl Ingester {
-    /// Appends an encoded `WriteRequest` to the tenant (opened on its first push).
+    /// Appends an encoded `WriteRequest` to the tenant; see [`Ingester::push_body`].
+    pub(crate) async fn push_bytes(&self, tenant: &TenantId, body: Bytes) -> Result<PushResponse, IngesterError> {
+        self.push_body(tenant, PushBody::Encoded(body)).await
+    }
+
+    /// Appends an encoded `WriteRequest`, or a batch of series from a distributor in this process, to the tenant
+    /// (opened on its first push).
     ///
     /// Order of checks, cheapest first: instance limits (in-flight, rate, tenants) before the body is decoded;
     /// then the tenant's head judges each series (out of bounds, too far in the future, too old for an empty
     /// head, series limits, the instance series limit).
     #[tracing::instrument(skip_all, fields(tenant = %tenant))]
-    pub(crate) async fn push_bytes(&self, tenant: &TenantId, body: Bytes) -> Result<PushResponse, IngesterError> {
+    pub(crate) async fn push_body(&self, tenant: &TenantId, body: PushBody) -> Result<PushResponse, IngesterError> {
         self.check_accepting()?;
         let instance = &self.limits.instance;
         let _inflight = instance.start_push()?;
@@ -64,6 +71,14 @@ impl Ingester {
 impl IngesterClient for Ingester {
     async fn push(&self, tenant: &TenantId, write_request: Bytes) -> Result<PushResponse, tonic::Status> {
         Ok(self.push_bytes(tenant, write_request).await?)
+    }
+
+    fn takes_batches(&self) -> bool {
+        true
+    }
+
+    async fn push_batch(&self, tenant: &TenantId, batch: SeriesBatch) -> Result<PushResponse, tonic::Status> {
+        Ok(self.push_body(tenant, PushBody::Batch(Arc::new(batch))).await?)
     }
 
     async fn query_stream(&self, tenant: &TenantId, req: QueryRequest) -> Result<QueryStream, tonic::Status> {

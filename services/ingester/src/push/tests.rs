@@ -450,3 +450,86 @@ async fn the_empty_head_age_limit_lets_a_fresh_tenant_be_backfilled() {
         r.errors[0].message
     );
 }
+
+/// Everything an ingester holds for tenant `t`: labels and chunk bytes of every series, in label order.
+async fn stored(i: &Ingester, t: &str) -> Vec<String> {
+    use futures::StreamExt as _;
+    let req = heddle_proto::ingester::QueryRequest {
+        start_timestamp_ms: i64::MIN,
+        end_timestamp_ms: i64::MAX,
+        matchers: vec![heddle_proto::prometheus::LabelMatcher {
+            r#type: 2, // regex match
+            name: "__name__".into(),
+            value: ".+".into(),
+        }],
+    };
+    let mut stream = i.query_stream(&tenant(t), req).await.unwrap();
+    let mut out = Vec::new();
+    while let Some(msg) = stream.next().await {
+        for s in msg.unwrap().series {
+            out.push(format!("{:?} {:?}", s.labels, s.chunks));
+        }
+    }
+    out
+}
+
+/// A distributor in the same process hands its validated series over as a [`heddle_model::SeriesBatch`]
+/// instead of an encoded body: every outcome (appended, out of order, out of bounds, in the future, invalid
+/// labels, over a series limit, no samples) and every stored byte must be what the encoded request gives.
+#[tokio::test]
+async fn a_batch_is_appended_exactly_as_its_encoded_request() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let encoded = open(d1.path(), InstanceLimitsConfig::default(), limits(3, 0)).await;
+    let batched = open(d2.path(), InstanceLimitsConfig::default(), limits(3, 0)).await;
+    let mut unsorted = ts("up", "9", &[T0 + 1_000]);
+    unsorted.labels.reverse();
+    let rounds = vec![
+        vec![
+            ts("up", "1", &[T0 + 1_000, T0 + 2_000]),
+            ts("up", "2", &[]),
+            ts("up", "3", &[NOW + HOUR]),
+            ts("up", "4", &[T0 + 500]),
+            unsorted,
+        ],
+        vec![
+            ts("up", "1", &[T0 + 1_500, T0 + 3_000, T0 + 3_000]),
+            ts("up", "4", &[T0 + 3_000]),
+            ts("up", "5", &[T0 + 3_000]),
+            ts("up", "6", &[T0 + 3_000]),
+            ts("up", "7", &[T0 - HOUR]),
+        ],
+    ];
+    for series in rounds {
+        let want = push(&encoded.ingester, "t", series.clone()).await.unwrap();
+        let mut batch = heddle_model::SeriesBatch::default();
+        for s in &series {
+            batch
+                .push(
+                    s.labels.iter().map(|l| heddle_model::LabelRef {
+                        name: &l.name,
+                        value: &l.value,
+                    }),
+                    s.samples
+                        .iter()
+                        .map(|x| heddle_model::Sample::new(x.timestamp, x.value)),
+                )
+                .unwrap();
+        }
+        let got = batched.ingester.push_batch(&tenant("t"), batch).await.unwrap();
+        assert_eq!(got, want);
+        assert!(!want.errors.is_empty(), "the round exercises refusals: {want:?}");
+    }
+    let want = stored(&encoded.ingester, "t").await;
+    assert_eq!(want.len(), 3, "{want:?}");
+    assert_eq!(stored(&batched.ingester, "t").await, want);
+    let text = |s: &Setup| heddle_server::encode_metrics(&s.registry);
+    let discarded = |s: &Setup| {
+        text(s)
+            .lines()
+            .filter(|l| l.starts_with("heddle_discarded_samples_total"))
+            .map(str::to_owned)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(discarded(&batched), discarded(&encoded));
+    assert_eq!(discarded(&encoded).len(), 5, "{:?}", discarded(&encoded));
+}
