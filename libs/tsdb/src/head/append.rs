@@ -241,7 +241,13 @@ impl Head {
         let mut created: Vec<u64> = Vec::new();
         // Series that exist are found under one read lock for the whole batch; it is let go only to create one.
         let mut found = Some(read(&self.index));
-        for (index, entry) in batch.iter().enumerate() {
+        let hashes: Vec<u64> = batch.iter().map(|e| hash_labels(e.labels)).collect();
+        if let Some(index) = &found {
+            for &hash in &hashes {
+                index.warm(hash);
+            }
+        }
+        for ((index, entry), &hash) in batch.iter().enumerate().zip(&hashes) {
             let rejected = |reason, message, last_accepted_t| {
                 entry.samples.first().map(|first| SeriesAppendError {
                     index,
@@ -261,7 +267,6 @@ impl Head {
                 resolved.push(None);
                 continue;
             }
-            let hash = hash_labels(entry.labels);
             let existing = found
                 .get_or_insert_with(|| read(&self.index))
                 .find(hash, entry.labels)
