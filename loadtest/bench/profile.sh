@@ -44,6 +44,6 @@ perf report -i "$OUT/perf.data" --no-children --sort symbol --stdio 2>/dev/null 
     | grep -E '^ +[0-9]' | head -60 >"$OUT/top.txt"
 if command -v inferno-collapse-perf >/dev/null; then
     perf script -i "$OUT/perf.data" 2>/dev/null | inferno-collapse-perf >"$OUT/folded.txt"
-    inferno-flamegraph --title "heddle single process, $SERIES series x $ROUNDS rounds" <"$OUT/folded.txt" >"$OUT/flame.svg"
+    inferno-flamegraph --minwidth 2 --title "heddle single process, $SERIES series x $ROUNDS rounds" <"$OUT/folded.txt" >"$OUT/flame.svg"
 fi
 cat "$OUT/top.txt" | head -40

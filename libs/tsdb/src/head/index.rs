@@ -611,6 +611,37 @@ mod tests {
         }
     }
 
+    /// Label sets of any size are found again, and the hash tells names from values and labels from each
+    /// other.
+    #[test]
+    fn label_sets_of_any_size_hash_apart_and_are_found() {
+        let l = |name, value| LabelRef { name, value };
+        assert_ne!(hash_labels(&[l("a", "bc")]), hash_labels(&[l("ab", "c")]));
+        assert_ne!(
+            hash_labels(&[l("a", "b"), l("c", "d")]),
+            hash_labels(&[l("a", "b\u{ff}c"), l("d", "")])
+        );
+        assert_eq!(
+            hash_labels(&[l("a", "b"), l("e", "")]),
+            hash_labels(&[l("a", "b")]),
+            "empty values are absent"
+        );
+        let mut ix = HeadIndex::new();
+        let sizes = [1, 15, 16, 17, 500, 5000];
+        let values: Vec<String> = sizes.iter().map(|&n| "v".repeat(n)).collect();
+        let mut made = Vec::new();
+        for v in &values {
+            let labels = [l("job", v), l("z", "1")];
+            made.push(create(&mut ix, hash_labels(&labels), &labels));
+        }
+        for (v, s) in values.iter().zip(&made) {
+            let labels = [l("job", v), l("z", "1")];
+            let found = ix.find(hash_labels(&labels), &labels).expect("found");
+            assert!(Arc::ptr_eq(found, s));
+        }
+        assert_eq!(ix.len(), values.len());
+    }
+
     /// Asking for existing labels returns their series whatever ref is asked for; asking for a taken ref with
     /// other labels creates nothing. Neither changes the index.
     #[test]
