@@ -25,7 +25,10 @@ fn node_exporter_request() -> WriteRequest {
                 ("__name__", "node_cpu_seconds_total".to_string()),
                 ("cpu", (i % 64).to_string()),
                 ("mode", MODES[i % MODES.len()].to_string()),
-                ("instance", format!("node-{:04}.eu-west-1.compute.internal:9100", i / 512)),
+                (
+                    "instance",
+                    format!("node-{:04}.eu-west-1.compute.internal:9100", i / 512),
+                ),
                 ("job", "node-exporter".to_string()),
                 ("cluster", "prod-eu-west-1".to_string()),
                 ("namespace", "monitoring".to_string()),
