@@ -40,8 +40,10 @@ const TAG_TIMESTAMP: u8 = 2 << 3;
 /// with the same values (non-minimal encodings included).
 #[inline(always)]
 fn varint(buf: &[u8]) -> Option<(u64, usize)> {
-    match buf.first() {
-        Some(&b) if b < 0x80 => Some((u64::from(b), 1)),
+    match *buf {
+        [b, ..] if b < 0x80 => Some((u64::from(b), 1)),
+        // Two bytes: a series' length prefix (128 bytes to 16 KiB).
+        [b0, b1, ..] if b1 < 0x80 => Some((u64::from(b0 & 0x7f) | u64::from(b1) << 7, 2)),
         _ => varint_multi(buf),
     }
 }
