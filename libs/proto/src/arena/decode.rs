@@ -6,6 +6,11 @@
 //! second pass allocates three arena slices at their final size (series, all labels, all samples) and fills
 //! them; each series borrows its run of labels and samples.
 //!
+//! Each pass starts on the fast path for the canonical encoding ([`super::canonical`]) and hands a series,
+//! or the rest of the request, to the general [`Fields`] walker at the first byte the fast path declines, so
+//! the view and every error are the general walker's own. The measure pass still checks all framing before
+//! the fill pass looks inside a label, so which error a bad request gets does not depend on the path.
+//!
 //! # Bounded amplification
 //!
 //! The decoded view costs [`TimeSeriesRef`] (56 bytes) per series, [`LabelRef`] (32) per label and
