@@ -44,6 +44,7 @@
 //! has a repeated scalar field, so packed encoding never applies. Labels are neither sorted nor validated here:
 //! that is the distributor's job.
 
+mod canonical;
 mod decode;
 mod encode;
 mod pool;

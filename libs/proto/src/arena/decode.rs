@@ -6,6 +6,11 @@
 //! second pass allocates three arena slices at their final size (series, all labels, all samples) and fills
 //! them; each series borrows its run of labels and samples.
 //!
+//! Each pass starts on the fast path for the canonical encoding ([`super::canonical`]) and hands a series,
+//! or the rest of the request, to the general [`Fields`] walker at the first byte the fast path declines, so
+//! the view and every error are the general walker's own. The measure pass still checks all framing before
+//! the fill pass looks inside a label, so which error a bad request gets does not depend on the path.
+//!
 //! # Bounded amplification
 //!
 //! The decoded view costs [`TimeSeriesRef`] (56 bytes) per series, [`LabelRef`] (32) per label and
@@ -18,6 +23,7 @@
 //! sample with a timestamp at least 9 bytes for 16 (under 2x), so the bound only refuses requests made mostly
 //! of empty messages, which carry nothing a series could be built from.
 
+use super::canonical;
 use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_LEN, WIRE_VARINT, check_message};
 use crate::error::DecodeError;
 use bumpalo::Bump;
@@ -122,11 +128,31 @@ pub fn decode_write_request<'a>(arena: &'a Bump, body: &'a [u8]) -> Result<Write
 /// view will hold, allocating nothing. A request whose view would exceed [`max_decoded_bytes`]
 /// times its size is refused with [`DecodeError::Degenerate`].
 pub fn measure_write_request(body: &[u8]) -> Result<MeasuredWriteRequest<'_>, DecodeError> {
+    measure(body, Path::Canonical)
+}
+
+/// Which reader a pass starts with: the canonical fast path (the general walker takes over at the first
+/// series or field it declines), or the general walker alone. Both give the same answer on every input; the
+/// general-only path exists so that tests can prove it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    Canonical,
+    // Only tests take the general path alone.
+    #[cfg_attr(not(test), allow(dead_code))]
+    General,
+}
+
+pub(crate) fn measure(body: &[u8], path: Path) -> Result<MeasuredWriteRequest<'_>, DecodeError> {
     let mut shape = WriteRequestShape {
         input_bytes: body.len(),
         ..WriteRequestShape::default()
     };
-    for field in Fields::new(body, 0, WRITE_REQUEST) {
+    let general_from = match path {
+        Path::Canonical => measure_canonical(body, &mut shape)?,
+        Path::General => 0,
+    };
+    let rest = body.get(general_from..).unwrap_or_default();
+    for field in Fields::new(rest, general_from, WRITE_REQUEST) {
         let field = field?;
         match field.number {
             1 => {
@@ -155,18 +181,81 @@ pub fn measure_write_request(body: &[u8]) -> Result<MeasuredWriteRequest<'_>, De
     Ok(MeasuredWriteRequest { body, shape })
 }
 
+/// The measure pass's fast path: counts the leading run of canonical `timeseries` fields of `body` into
+/// `shape` and returns the offset of the first field it leaves to the general walker (`body.len()` when
+/// none). A series whose own fields are not canonical is measured by the general walker on the spot, with the
+/// same result (and the same error) the general walk would have reached at that series.
+fn measure_canonical(body: &[u8], shape: &mut WriteRequestShape) -> Result<usize, DecodeError> {
+    let mut rest = body;
+    while let [canonical::TAG_1_LEN, tail @ ..] = rest {
+        let Some((series, tail)) = canonical::length_delimited(tail) else {
+            break;
+        };
+        match canonical::count_series(series) {
+            Some((labels, samples)) => {
+                shape.labels += labels;
+                shape.samples += samples;
+            }
+            None => measure_series(series, body.len() - tail.len() - series.len(), shape)?,
+        }
+        shape.series += 1;
+        rest = tail;
+    }
+    Ok(body.len() - rest.len())
+}
+
 /// The second pass: allocates the view at its measured size in `arena` and fills it. Label strings must be
 /// UTF-8; samples must have their declared wire types.
 pub fn decode_measured<'a>(
     arena: &'a Bump,
     measured: MeasuredWriteRequest<'a>,
 ) -> Result<WriteRequestRef<'a>, DecodeError> {
+    fill(arena, measured, Path::Canonical)
+}
+
+pub(crate) fn fill<'a>(
+    arena: &'a Bump,
+    measured: MeasuredWriteRequest<'a>,
+    path: Path,
+) -> Result<WriteRequestRef<'a>, DecodeError> {
     let MeasuredWriteRequest { body, shape } = measured;
     let mut labels: &'a mut [LabelRef<'a>] =
         arena.alloc_slice_fill_copy(shape.labels, LabelRef { name: "", value: "" });
     let mut samples: &'a mut [Sample] = arena.alloc_slice_fill_copy(shape.samples, Sample { t: 0, v: 0.0 });
     let mut timeseries = bumpalo::collections::Vec::with_capacity_in(shape.series, arena);
-    for field in Fields::new(body, 0, WRITE_REQUEST) {
+
+    // The fast path, over the leading run of `timeseries` fields; a series it declines is decoded by the
+    // general walker in its place.
+    let mut rest = body;
+    if path == Path::Canonical {
+        while let [canonical::TAG_1_LEN, tail @ ..] = rest {
+            let Some((raw, tail)) = canonical::length_delimited(tail) else {
+                break;
+            };
+            let (series, labels_rest, samples_rest) = match canonical::fill_series(raw, labels, samples) {
+                Some((label_count, sample_count)) => {
+                    let (mine, labels_rest) = labels.split_at_mut(label_count);
+                    let (my_samples, samples_rest) = samples.split_at_mut(sample_count);
+                    let series = TimeSeriesRef {
+                        labels: mine,
+                        samples: my_samples,
+                        exemplars: 0,
+                        histograms: 0,
+                        raw,
+                    };
+                    (series, labels_rest, samples_rest)
+                }
+                None => decode_series(raw, body.len() - tail.len() - raw.len(), labels, samples)?,
+            };
+            labels = labels_rest;
+            samples = samples_rest;
+            timeseries.push(series);
+            rest = tail;
+        }
+    }
+
+    let general_from = body.len() - rest.len();
+    for field in Fields::new(rest, general_from, WRITE_REQUEST) {
         let field = field?;
         if field.number == 1 {
             let (data, offset) = len_payload(&field, "prometheus.WriteRequest.timeseries")?;

@@ -514,3 +514,347 @@ proptest! {
         assert_bounded("generated", &body)?;
     }
 }
+
+// The canonical fast path against the general walker: on every input, the same view or the same error.
+
+/// A field of a message being encoded: a known field, re-encodable with longer keys and lengths, or bytes
+/// written as they are (an unknown field).
+#[derive(Debug, Clone)]
+enum WireField {
+    /// Field `number` of wire type 2 with `payload`; `pad` extra bytes in its key and `len_pad` in its length.
+    Len {
+        number: u64,
+        payload: Vec<u8>,
+        pad: usize,
+        len_pad: usize,
+    },
+    /// Field `number` of wire type `wire` whose encoded value is `value`.
+    Scalar {
+        number: u64,
+        wire: u8,
+        value: Vec<u8>,
+        pad: usize,
+    },
+    Verbatim(Vec<u8>),
+}
+
+/// `value` as a varint of its minimal length plus `pad` bytes (non-minimal, which decoders accept), at most 10.
+fn put_padded_varint(value: u64, pad: usize, out: &mut Vec<u8>) {
+    let minimal = (64 - value.leading_zeros() as usize).div_ceil(7).max(1);
+    let len = (minimal + pad).min(10);
+    for i in 0..len {
+        let group = (value >> (7 * i).min(63)) as u8 & 0x7f;
+        let group = if i >= minimal { 0 } else { group };
+        out.push(if i + 1 < len { group | 0x80 } else { group });
+    }
+}
+
+fn encode_fields(fields: &[WireField]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for f in fields {
+        match f {
+            WireField::Len {
+                number,
+                payload,
+                pad,
+                len_pad,
+            } => {
+                put_padded_varint(number << 3 | 2, *pad, &mut out);
+                put_padded_varint(payload.len() as u64, *len_pad, &mut out);
+                out.extend(payload);
+            }
+            WireField::Scalar {
+                number,
+                wire,
+                value,
+                pad,
+            } => {
+                put_padded_varint(number << 3 | u64::from(*wire), *pad, &mut out);
+                out.extend(value);
+            }
+            WireField::Verbatim(bytes) => out.extend(bytes),
+        }
+    }
+    out
+}
+
+/// Which message a perturbation applies to.
+#[derive(Debug, Clone, Copy)]
+enum Level {
+    Label,
+    Sample,
+    Series,
+    Request,
+}
+
+/// One way of moving an encoding away from the canonical form, applied to the messages of `level` whose
+/// index is `which` modulo 3 (so that a request mixes perturbed and canonical messages).
+#[derive(Debug, Clone)]
+enum Perturbation {
+    Unknown(Level, usize, Vec<u8>, usize),
+    Reverse(Level, usize),
+    Duplicate(Level, usize, usize),
+    LongKey(Level, usize, usize, usize),
+    LongLength(Level, usize, usize, usize),
+    ExplicitEmptyName(usize),
+}
+
+fn any_level() -> impl Strategy<Value = Level> {
+    prop_oneof![
+        Just(Level::Label),
+        Just(Level::Sample),
+        Just(Level::Series),
+        Just(Level::Request)
+    ]
+}
+
+fn any_perturbation() -> impl Strategy<Value = Perturbation> {
+    prop_oneof![
+        (any_level(), 0usize..3, any_unknown_field(3..40), any::<usize>())
+            .prop_map(|(l, w, f, at)| Perturbation::Unknown(l, w, f, at)),
+        (any_level(), 0usize..3).prop_map(|(l, w)| Perturbation::Reverse(l, w)),
+        (any_level(), 0usize..3, any::<usize>()).prop_map(|(l, w, i)| Perturbation::Duplicate(l, w, i)),
+        (any_level(), 0usize..3, any::<usize>(), 1usize..4).prop_map(|(l, w, i, p)| Perturbation::LongKey(l, w, i, p)),
+        (any_level(), 0usize..3, any::<usize>(), 1usize..4)
+            .prop_map(|(l, w, i, p)| Perturbation::LongLength(l, w, i, p)),
+        (0usize..3).prop_map(Perturbation::ExplicitEmptyName),
+    ]
+}
+
+/// Applies the perturbations meant for message `index` of `level` to its fields.
+fn perturb(fields: &mut Vec<WireField>, level: Level, index: usize, perturbations: &[Perturbation]) {
+    let applies =
+        |l: Level, which: usize| std::mem::discriminant(&l) == std::mem::discriminant(&level) && index % 3 == which;
+    for p in perturbations {
+        match p {
+            Perturbation::Unknown(l, w, bytes, at) if applies(*l, *w) => {
+                fields.insert(at % (fields.len() + 1), WireField::Verbatim(bytes.clone()));
+            }
+            Perturbation::Reverse(l, w) if applies(*l, *w) => fields.reverse(),
+            Perturbation::Duplicate(l, w, i) if applies(*l, *w) && !fields.is_empty() => {
+                let i = i % fields.len();
+                fields.insert(i + 1, fields[i].clone());
+            }
+            Perturbation::LongKey(l, w, i, extra) if applies(*l, *w) && !fields.is_empty() => {
+                let i = i % fields.len();
+                if let WireField::Len { pad, .. } | WireField::Scalar { pad, .. } = &mut fields[i] {
+                    *pad = *extra;
+                }
+            }
+            Perturbation::LongLength(l, w, i, extra) if applies(*l, *w) && !fields.is_empty() => {
+                let i = i % fields.len();
+                if let WireField::Len { len_pad, .. } = &mut fields[i] {
+                    *len_pad = *extra;
+                }
+            }
+            Perturbation::ExplicitEmptyName(w)
+                if matches!(level, Level::Label)
+                    && index % 3 == *w
+                    && !matches!(fields.first(), Some(WireField::Len { number: 1, .. })) =>
+            {
+                fields.insert(0, len_field(1, Vec::new()));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn len_field(number: u64, payload: Vec<u8>) -> WireField {
+    WireField::Len {
+        number,
+        payload,
+        pad: 0,
+        len_pad: 0,
+    }
+}
+
+/// `req` encoded field by field as prost does (the canonical form), with `perturbations` applied on the way.
+fn encode_perturbed(req: &WriteRequest, perturbations: &[Perturbation]) -> Vec<u8> {
+    let (mut label_index, mut sample_index) = (0, 0);
+    let mut request = Vec::new();
+    for (series_index, ts) in req.timeseries.iter().enumerate() {
+        let mut series = Vec::new();
+        for l in &ts.labels {
+            let mut fields = Vec::new();
+            if !l.name.is_empty() {
+                fields.push(len_field(1, l.name.clone().into_bytes()));
+            }
+            if !l.value.is_empty() {
+                fields.push(len_field(2, l.value.clone().into_bytes()));
+            }
+            perturb(&mut fields, Level::Label, label_index, perturbations);
+            label_index += 1;
+            series.push(len_field(1, encode_fields(&fields)));
+        }
+        for s in &ts.samples {
+            let mut fields = Vec::new();
+            if s.value != 0.0 {
+                fields.push(WireField::Scalar {
+                    number: 1,
+                    wire: 1,
+                    value: s.value.to_le_bytes().to_vec(),
+                    pad: 0,
+                });
+            }
+            if s.timestamp != 0 {
+                let mut value = Vec::new();
+                put_varint(s.timestamp as u64, &mut value);
+                fields.push(WireField::Scalar {
+                    number: 2,
+                    wire: 0,
+                    value,
+                    pad: 0,
+                });
+            }
+            perturb(&mut fields, Level::Sample, sample_index, perturbations);
+            sample_index += 1;
+            series.push(len_field(2, encode_fields(&fields)));
+        }
+        series.extend(ts.exemplars.iter().map(|e| len_field(3, e.encode_to_vec())));
+        series.extend(ts.histograms.iter().map(|h| len_field(4, h.encode_to_vec())));
+        perturb(&mut series, Level::Series, series_index, perturbations);
+        request.push(len_field(1, encode_fields(&series)));
+    }
+    request.extend(req.metadata.iter().map(|m| len_field(3, m.encode_to_vec())));
+    perturb(&mut request, Level::Request, 0, perturbations);
+    encode_fields(&request)
+}
+
+/// Label strings as real senders write them: short ASCII names and values, some long enough for a two-byte
+/// length, and now and then arbitrary Unicode.
+fn any_realistic_label() -> impl Strategy<Value = Label> {
+    let text = prop_oneof![
+        6 => "[a-zA-Z0-9_:./-]{0,24}",
+        1 => "[a-z]{100,200}",
+        1 => any_string(),
+    ];
+    ("[a-zA-Z_][a-zA-Z0-9_]{0,12}", text).prop_map(|(name, value)| Label { name, value })
+}
+
+fn any_realistic_request() -> impl Strategy<Value = WriteRequest> {
+    let series = (vec(any_realistic_label(), 0..9), vec(any_sample(), 0..3)).prop_map(|(labels, samples)| TimeSeries {
+        labels,
+        samples,
+        ..Default::default()
+    });
+    vec(series, 0..8).prop_map(|timeseries| WriteRequest {
+        timeseries,
+        metadata: vec![],
+    })
+}
+
+/// Decodes `body` along both paths and checks they agree: the same shape and the same view (every string
+/// the same slice of the body, every sample bit for bit), or the same error.
+fn assert_paths_agree(body: &[u8]) -> Result<(), TestCaseError> {
+    use super::decode::{Path, fill, measure};
+    let (fast, general) = (measure(body, Path::Canonical), measure(body, Path::General));
+    let (fast, general) = match (fast, general) {
+        (Ok(f), Ok(g)) => (f, g),
+        (f, g) => {
+            prop_assert_eq!(f.err(), g.err());
+            return Ok(());
+        }
+    };
+    prop_assert_eq!(fast.shape(), general.shape());
+    let (fast_arena, general_arena) = (Bump::new(), Bump::new());
+    let (fast, general) = match (
+        fill(&fast_arena, fast, Path::Canonical),
+        fill(&general_arena, general, Path::General),
+    ) {
+        (Ok(f), Ok(g)) => (f, g),
+        (f, g) => {
+            prop_assert_eq!(f.err(), g.err());
+            return Ok(());
+        }
+    };
+    prop_assert_eq!(fast.metadata, general.metadata);
+    prop_assert_eq!(fast.timeseries.len(), general.timeseries.len());
+    let same_slice = |a: &[u8], b: &[u8]| a.as_ptr() == b.as_ptr() && a.len() == b.len();
+    for (i, (f, g)) in fast.timeseries.iter().zip(general.timeseries).enumerate() {
+        prop_assert!(same_slice(f.raw, g.raw), "series {} raw", i);
+        prop_assert_eq!(f.labels, g.labels, "series {}", i);
+        for (a, b) in f.labels.iter().zip(g.labels) {
+            prop_assert!(
+                same_slice(a.name.as_bytes(), b.name.as_bytes()),
+                "series {} name {}",
+                i,
+                a.name
+            );
+            prop_assert!(
+                same_slice(a.value.as_bytes(), b.value.as_bytes()),
+                "series {} value {}",
+                i,
+                a.value
+            );
+        }
+        prop_assert_eq!(f.samples.len(), g.samples.len(), "series {}", i);
+        prop_assert!(
+            f.samples.iter().zip(g.samples).all(|(a, b)| a.bit_eq(b)),
+            "series {}",
+            i
+        );
+        prop_assert_eq!((f.exemplars, f.histograms), (g.exemplars, g.histograms), "series {}", i);
+    }
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn fast_and_general_paths_agree(
+        req in prop_oneof![any_realistic_request(), any_write_request()],
+        perturbations in vec(any_perturbation(), 0..4),
+        mutations in vec(any_mutation(), 0..3),
+    ) {
+        let canonical = req.encode_to_vec();
+        assert_paths_agree(&canonical)?;
+        let perturbed = encode_perturbed(&req, &perturbations);
+        if perturbations.is_empty() {
+            prop_assert_eq!(&perturbed, &canonical, "the test encoder writes prost's encoding");
+        }
+        assert_paths_agree(&perturbed)?;
+        assert_paths_agree(&mutate(perturbed.clone(), &mutations))?;
+        for cut in [1, 2, 7, perturbed.len() / 2] {
+            assert_paths_agree(&perturbed[..perturbed.len().saturating_sub(cut)])?;
+        }
+    }
+
+    #[test]
+    fn prost_encodings_take_the_fast_path(req in any_realistic_request()) {
+        // Every series prost writes (no exemplars or histograms) is read by the fast path, not declined.
+        for ts in &req.timeseries {
+            let raw = ts.encode_to_vec();
+            let counts = (ts.labels.len(), ts.samples.len());
+            prop_assert_eq!(super::canonical::count_series(&raw), Some(counts));
+            let mut labels = vec![heddle_model::LabelRef { name: "", value: "" }; counts.0];
+            let mut samples = vec![heddle_model::Sample { t: 0, v: 0.0 }; counts.1];
+            prop_assert_eq!(super::canonical::fill_series(&raw, &mut labels, &mut samples), Some(counts));
+        }
+    }
+}
+
+#[test]
+fn paths_agree_on_hand_picked_corner_cases() {
+    let cases: &[(&str, &[u8])] = &[
+        ("empty", &[]),
+        ("series length past the end", &[0x0a, 9, 0x0a]),
+        (
+            "invalid utf-8 before a framing error",
+            &[0x0a, 5, 0x0a, 3, 0x0a, 1, 0xff, 0x0a, 9],
+        ),
+        ("label after sample", &[0x0a, 4, 0x12, 0, 0x0a, 0]),
+        ("two-byte series key", &[0x8a, 0x00, 2, 0x0a, 0]),
+        ("metadata then series", &[0x1a, 0, 0x0a, 2, 0x0a, 0]),
+        ("sample value as varint", &[0x0a, 4, 0x12, 2, 0x08, 1]),
+        (
+            "overlong timestamp",
+            &[
+                0x0a, 13, 0x12, 11, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02,
+            ],
+        ),
+    ];
+    for (name, body) in cases {
+        proptest::test_runner::TestRunner::default()
+            .run(&Just(()), |()| assert_paths_agree(body))
+            .unwrap_or_else(|e| panic!("case {name}: {e}"));
+    }
+}
