@@ -340,11 +340,11 @@ fn ring_write_sets_are_zone_aware() {
     let r = RingReplicas::new(ring, pool());
     let tokens: Vec<u32> = (0..130).collect();
     let sets = assert_same_as_for_write(&r, &tokens);
-    for i in 0..sets.len() {
+    for (i, token) in tokens.iter().enumerate() {
         let (set_ids, _, min_success) = expand(&sets, i);
         let mut zones: Vec<char> = set_ids.iter().map(|id| id.as_bytes()[0] as char).collect();
         zones.sort_unstable();
-        assert_eq!(zones, ['a', 'b', 'c'], "token {}: {set_ids:?}", tokens[i]);
+        assert_eq!(zones, ['a', 'b', 'c'], "token {token}: {set_ids:?}");
         assert_eq!(min_success, 2);
     }
     assert_eq!(expand(&sets, 15).0, ["a2", "b1", "c1"]);
@@ -372,8 +372,8 @@ fn ring_write_sets_look_each_client_up_once_per_request() {
         "one factory call per instance for 100 series, the failing address included"
     );
     assert_eq!(ids(sets.instances()), ["ing-2", "ing-0"], "ing-1 has no client");
-    for i in 0..sets.len() {
-        assert_eq!(expand(&sets, i).0.len(), 2, "token {}: ing-1 left out", tokens[i]);
+    for (i, token) in tokens.iter().enumerate() {
+        assert_eq!(expand(&sets, i).0.len(), 2, "token {token}: ing-1 left out");
         assert_eq!(expand(&sets, i).2, 2, "but still counted toward the quorum size");
     }
 }
