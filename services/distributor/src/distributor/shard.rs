@@ -11,12 +11,11 @@ use super::validate::{Accepted, TimeWindow};
 use crate::distributor::IngesterReplicas;
 use bumpalo::Bump;
 use bytes::Bytes;
-use heddle_model::{LabelRef, TenantId, series_token};
+use heddle_model::{LabelRef, TenantId, series_token_seeded, tenant_token_seed};
 use heddle_proto::prometheus;
 use heddle_proto::{IngesterClient, TimeSeriesRef, encode_write_request_raw};
-use heddle_ring::InstanceId;
+use heddle_ring::{InstanceId, WriteSets};
 use prost::Message as _;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The accepted series of a request, grouped into one request per ingester.
@@ -50,15 +49,13 @@ pub(crate) struct Batch {
     pub(crate) series: Vec<usize>,
 }
 
-/// An ingester's series while grouping.
-struct Group<'a> {
-    instance: InstanceId,
-    client: Arc<dyn IngesterClient>,
-    slices: Vec<&'a [u8]>,
-    series: Vec<usize>,
-}
+/// Replicas per series the set buffers are sized for (the usual replication factor); more grow them.
+const TYPICAL_REPLICAS: usize = 3;
 
 /// Shards `accepted` (validated series of `tenant`, whose samples outside `window` are dropped) onto `ring`.
+///
+/// The ring answers for the whole request at once ([`heddle_ring::Replicas::write_sets`]): instances come
+/// back as numbers into one table per request, so grouping is a vector indexed by instance number.
 pub(crate) fn shard<'a>(
     arena: &'a Bump,
     tenant: &TenantId,
@@ -66,65 +63,57 @@ pub(crate) fn shard<'a>(
     accepted: &[Accepted<'a>],
     window: TimeWindow,
 ) -> Sharded {
-    let mut out = Sharded::default();
-    let mut groups: Vec<Group<'_>> = Vec::new();
-    let mut group_of: HashMap<InstanceId, usize> = HashMap::new();
-    out.series.reserve(accepted.len());
-    for a in accepted {
-        let bytes = if a.rewrite {
+    let seed = tenant_token_seed(tenant.as_str());
+    let mut token = |i: usize| {
+        let kept = accepted[i].labels.iter().filter(|l| !l.value.is_empty());
+        series_token_seeded(seed, kept.map(|l| (l.name, l.value)))
+    };
+    let mut sets = WriteSets::with_capacity(accepted.len(), TYPICAL_REPLICAS);
+    ring.write_sets(accepted.len(), &mut token, &mut sets);
+    let instances = sets.take_instances();
+
+    let mut out = Sharded {
+        series: Vec::with_capacity(accepted.len()),
+        batches: Vec::with_capacity(instances.len()),
+        ring_error: sets.take_unavailable(),
+    };
+    // Each series' bytes, and per instance number the series it gets, in request order.
+    let mut bytes: Vec<&[u8]> = Vec::with_capacity(accepted.len());
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); instances.len()];
+    for (series_idx, a) in accepted.iter().enumerate() {
+        bytes.push(if a.rewrite {
             rewrite_series(arena, a.labels, a.series, window)
         } else {
             a.series.raw
-        };
-        let kept = a.labels.iter().filter(|l| !l.value.is_empty());
-        let token = series_token(tenant.as_str(), kept.map(|l| (l.name, l.value)));
-        let set = ring.for_write(token);
-        if out.ring_error.is_none() {
-            out.ring_error = set.unavailable;
-        }
-        let series_idx = out.series.len();
+        });
+        let set = sets.set(series_idx);
         out.series.push(Forwarded {
             samples: a.samples,
             replicas: set.replicas.len(),
             min_success: set.min_success.max(1),
         });
-        for (instance, client) in set.replicas {
-            let g = match group_of.get(&instance) {
-                Some(&g) => g,
-                None => {
-                    group_of.insert(instance.clone(), groups.len());
-                    groups.push(Group {
-                        instance,
-                        client,
-                        slices: Vec::new(),
-                        series: Vec::new(),
-                    });
-                    groups.len() - 1
-                }
-            };
-            let group = &mut groups[g];
+        for &n in set.replicas {
+            let group = &mut groups[n as usize];
             // A ring listing one instance twice must not let it count twice toward quorum.
-            if group.series.last() == Some(&series_idx) {
-                continue;
+            if group.last() != Some(&series_idx) {
+                group.push(series_idx);
             }
-            group.slices.push(bytes);
-            group.series.push(series_idx);
         }
     }
-    out.batches = groups
-        .into_iter()
-        .map(|g| {
-            let size: usize = g.slices.iter().map(|s| s.len() + 6).sum();
-            let mut body = Vec::with_capacity(size);
-            encode_write_request_raw(g.slices.iter().copied(), &mut body);
-            Batch {
-                instance: g.instance,
-                client: g.client,
-                body: Bytes::from(body),
-                series: g.series,
-            }
-        })
-        .collect();
+    for ((instance, client), series) in instances.into_iter().zip(groups) {
+        if series.is_empty() {
+            continue;
+        }
+        let size: usize = series.iter().map(|&s| bytes[s].len() + 6).sum();
+        let mut body = Vec::with_capacity(size);
+        encode_write_request_raw(series.iter().map(|&s| bytes[s]), &mut body);
+        out.batches.push(Batch {
+            instance,
+            client,
+            body: Bytes::from(body),
+            series,
+        });
+    }
     out
 }
 
