@@ -12,10 +12,8 @@ use crate::distributor::IngesterReplicas;
 use bumpalo::Bump;
 use bytes::Bytes;
 use heddle_model::{LabelRef, TenantId, series_token_seeded, tenant_token_seed};
-use heddle_proto::prometheus;
 use heddle_proto::{IngesterClient, TimeSeriesRef, encode_write_request_raw};
 use heddle_ring::{InstanceId, WriteSets};
-use prost::Message as _;
 use std::sync::Arc;
 
 /// The accepted series of a request, grouped into one request per ingester.
@@ -120,34 +118,80 @@ pub(crate) fn shard<'a>(
 /// Re-encodes a series with `labels` (its own, maybe without the HA replica label) minus empty-valued ones,
 /// without samples outside `window`, exemplars and histograms, into the arena so it can be framed like a raw
 /// slice.
+///
+/// Written straight into the arena as `prometheus.TimeSeries` (labels field 1, samples field 2), byte for byte
+/// what prost encodes for the same message (proto3: empty strings, a zero value and a zero timestamp are left
+/// out), without building owned labels per series: with an HA pair every series loses its replica label.
 fn rewrite_series<'a>(
     arena: &'a Bump,
     labels: &[LabelRef<'_>],
     ts: &TimeSeriesRef<'_>,
     window: TimeWindow,
 ) -> &'a [u8] {
-    let series = prometheus::TimeSeries {
-        labels: labels
-            .iter()
-            .filter(|l| !l.value.is_empty())
-            .map(|l| prometheus::Label {
-                name: l.name.to_owned(),
-                value: l.value.to_owned(),
-            })
-            .collect(),
-        samples: ts
-            .samples
-            .iter()
-            .filter(|s| window.contains(s.t))
-            .map(|s| prometheus::Sample {
-                value: s.v,
-                timestamp: s.t,
-            })
-            .collect(),
-        exemplars: Vec::new(),
-        histograms: Vec::new(),
-    };
-    arena.alloc_slice_copy(&series.encode_to_vec())
+    let mut out = bumpalo::collections::Vec::with_capacity_in(ts.raw.len(), arena);
+    for l in labels.iter().filter(|l| !l.value.is_empty()) {
+        let len = string_field_len(l.name) + string_field_len(l.value);
+        out.push(key(1, LEN));
+        put_varint(&mut out, len as u64);
+        put_string_field(&mut out, 1, l.name);
+        put_string_field(&mut out, 2, l.value);
+    }
+    for s in ts.samples.iter().filter(|s| window.contains(s.t)) {
+        let has_value = s.v != 0.0;
+        let len = if has_value { 9 } else { 0 } + if s.t != 0 { 1 + varint_len(s.t as u64) } else { 0 };
+        out.push(key(2, LEN));
+        put_varint(&mut out, len as u64);
+        if has_value {
+            out.push(key(1, FIXED64));
+            out.extend_from_slice(&s.v.to_le_bytes());
+        }
+        if s.t != 0 {
+            out.push(key(2, VARINT));
+            // int64: negative timestamps are the 10-byte two's-complement varint, as protobuf says.
+            put_varint(&mut out, s.t as u64);
+        }
+    }
+    out.into_bump_slice()
+}
+
+/// Protobuf wire types.
+const VARINT: u8 = 0;
+const FIXED64: u8 = 1;
+const LEN: u8 = 2;
+
+/// The one-byte key of field `field` (< 16) with wire type `wire`.
+fn key(field: u8, wire: u8) -> u8 {
+    (field << 3) | wire
+}
+
+fn varint_len(v: u64) -> usize {
+    // 1 byte per 7 significant bits, at least one.
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn put_varint(out: &mut bumpalo::collections::Vec<'_, u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Encoded size of a proto3 string field (absent when empty).
+fn string_field_len(s: &str) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        1 + varint_len(s.len() as u64) + s.len()
+    }
+}
+
+fn put_string_field(out: &mut bumpalo::collections::Vec<'_, u8>, field: u8, s: &str) {
+    if !s.is_empty() {
+        out.push(key(field, LEN));
+        put_varint(out, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
 }
 
 #[cfg(test)]
