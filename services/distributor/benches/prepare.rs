@@ -3,7 +3,8 @@
 //! One realistic remote-write request (2,000 node-exporter-like series of 7 labels, one sample each) through
 //! the arena stages (decode, validate, shard) many times, sharded onto (a) one fixed replica, the
 //! single-process shape, and (b) a ring of 3 ACTIVE ingesters x 128 tokens with replication factor 3.
-//! Prints ns per series for each stage; asserts nothing about speed.
+//! The ring case is also run with every series re-encoded (it carries an empty-valued label, which is removed
+//! the way an HA replica label is). Prints ns per series for each stage; asserts nothing about speed.
 
 use bumpalo::Bump;
 use heddle_distributor::IngesterReplicas;
@@ -39,8 +40,9 @@ const METRICS: [&str; 10] = [
 ];
 const MODES: [&str; 8] = ["idle", "iowait", "irq", "nice", "softirq", "steal", "system", "user"];
 
-/// 2,000 series of 7 sorted labels: metric, cluster, cpu, instance, job, mode, namespace.
-fn request() -> Vec<u8> {
+/// 2,000 series of 7 sorted labels: metric, cluster, cpu, instance, job, mode, namespace; with `empty_pod`
+/// also `pod=""`, which every series loses on the way, so each is re-encoded (as with an HA replica label).
+fn request(empty_pod: bool) -> Vec<u8> {
     let timeseries = (0..SERIES)
         .map(|i| {
             let labels = [
@@ -51,10 +53,13 @@ fn request() -> Vec<u8> {
                 ("job", "node-exporter".to_owned()),
                 ("mode", MODES[i % MODES.len()].to_owned()),
                 ("namespace", "monitoring".to_owned()),
+                ("pod", String::new()),
             ];
+            let labels = &labels[..if empty_pod { 8 } else { 7 }];
             TimeSeries {
                 labels: labels
-                    .into_iter()
+                    .iter()
+                    .cloned()
                     .map(|(name, value)| Label {
                         name: name.to_owned(),
                         value,
@@ -153,7 +158,8 @@ fn bench(name: &str, stages: &Stages, ring: &IngesterReplicas, body: &[u8]) {
 }
 
 fn main() {
-    let body = request();
+    let body = request(false);
+    let rewritten = request(true);
     let stages = Stages::new(TenantId::new("team-a").expect("tenant"), NOW_MS);
     let fixed = FixedReplicas::single("ingester-0", client());
     let ring = ring();
@@ -162,5 +168,6 @@ fn main() {
     for _ in 0..2 {
         bench("fixed, 1 replica", &stages, &fixed, &body);
         bench("ring, 3 ingesters, RF 3", &stages, &ring, &body);
+        bench("ring, RF 3, all rewritten", &stages, &ring, &rewritten);
     }
 }
