@@ -21,7 +21,20 @@ pub fn fnv32a_add(mut h: u32, bytes: &[u8]) -> u32 {
 
 /// Ring token of a series: FNV-1a 32 over tenant, then each (name, value) in the given (sorted) order.
 pub fn series_token<'a>(tenant: &str, labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> u32 {
-    let mut h = fnv32a_add(FNV32A_OFFSET, tenant.as_bytes());
+    series_token_seeded(tenant_token_seed(tenant), labels)
+}
+
+/// The part of [`series_token`] that depends on the tenant alone: compute it once per request and pass it
+/// to [`series_token_seeded`] for each series.
+#[inline]
+pub fn tenant_token_seed(tenant: &str) -> u32 {
+    fnv32a_add(FNV32A_OFFSET, tenant.as_bytes())
+}
+
+/// [`series_token`] of the tenant whose [`tenant_token_seed`] is `seed`.
+#[inline]
+pub fn series_token_seeded<'a>(seed: u32, labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> u32 {
+    let mut h = seed;
     for (name, value) in labels {
         h = fnv32a_add(h, name.as_bytes());
         h = fnv32a_add(h, value.as_bytes());
@@ -47,5 +60,12 @@ mod tests {
         assert_ne!(base, series_token("t2", [("__name__", "up"), ("job", "a")]));
         assert_ne!(base, series_token("t1", [("__name__", "up"), ("job", "b")]));
         assert_eq!(base, series_token("t1", [("__name__", "up"), ("job", "a")]));
+        assert_eq!(
+            base,
+            series_token_seeded(tenant_token_seed("t1"), [("__name__", "up"), ("job", "a")]),
+            "the seeded form is the same hash"
+        );
+        // The wire format itself: FNV-1a 32 of the concatenation "t1__name__upjoba".
+        assert_eq!(base, fnv32a_add(FNV32A_OFFSET, b"t1__name__upjoba"));
     }
 }

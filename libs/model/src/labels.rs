@@ -166,23 +166,59 @@ impl fmt::Debug for Labels {
 }
 
 /// Prometheus' legacy label-name rule: `[a-zA-Z_][a-zA-Z0-9_]*`.
+#[inline]
 pub fn is_valid_label_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    match bytes.next() {
-        Some(b) if b.is_ascii_alphabetic() || b == b'_' => {}
-        _ => return false,
-    }
-    bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    is_valid_name(name.as_bytes(), LABEL_FIRST, LABEL_REST)
 }
 
 /// Prometheus' legacy metric-name rule: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+#[inline]
 pub fn is_valid_metric_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    match bytes.next() {
-        Some(b) if b.is_ascii_alphabetic() || b == b'_' || b == b':' => {}
-        _ => return false,
+    is_valid_name(name.as_bytes(), METRIC_FIRST, METRIC_REST)
+}
+
+/// Bits of [`NAME_BYTES`]: which positions of which name a byte may take.
+const LABEL_FIRST: u8 = 1;
+const LABEL_REST: u8 = 2;
+const METRIC_FIRST: u8 = 4;
+const METRIC_REST: u8 = 8;
+
+/// Per byte, the [`LABEL_FIRST`]... bits it satisfies: one table load per byte instead of range compares.
+static NAME_BYTES: [u8; 256] = name_bytes();
+
+const fn name_bytes() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = if b.is_ascii_alphabetic() || b == b'_' {
+            LABEL_FIRST | LABEL_REST | METRIC_FIRST | METRIC_REST
+        } else if b.is_ascii_digit() {
+            LABEL_REST | METRIC_REST
+        } else if b == b':' {
+            METRIC_FIRST | METRIC_REST
+        } else {
+            0
+        };
+        i += 1;
     }
-    bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+    table
+}
+
+/// A non-empty name whose first byte has bit `first` and every other byte bit `rest`. The rest are folded
+/// without a branch per byte (names are short; a bad byte is rare).
+#[inline]
+fn is_valid_name(name: &[u8], first: u8, rest: u8) -> bool {
+    let Some((&head, tail)) = name.split_first() else {
+        return false;
+    };
+    let mut all = NAME_BYTES[usize::from(head)] & first != 0;
+    let mut classes = rest;
+    for &b in tail {
+        classes &= NAME_BYTES[usize::from(b)];
+    }
+    all &= classes & rest != 0;
+    all
 }
 
 #[cfg(test)]
@@ -243,6 +279,26 @@ mod tests {
         ] {
             assert_eq!(is_valid_label_name(name), label_ok, "label {name:?}");
             assert_eq!(is_valid_metric_name(name), metric_ok, "metric {name:?}");
+        }
+    }
+
+    #[test]
+    fn name_rules_match_their_regular_expressions_for_every_byte() {
+        let label = regex::Regex::new("^[a-zA-Z_][a-zA-Z0-9_]*$").unwrap();
+        let metric = regex::Regex::new("^[a-zA-Z_:][a-zA-Z0-9_:]*$").unwrap();
+        // Every byte first, every byte later (including non-ASCII, as whole UTF-8 strings).
+        for b in 0u8..=255 {
+            for name in [vec![b], vec![b'a', b], vec![b'a', b, b'z'], vec![b; 9]] {
+                let Ok(name) = String::from_utf8(name) else {
+                    continue;
+                };
+                assert_eq!(is_valid_label_name(&name), label.is_match(&name), "label {name:?}");
+                assert_eq!(is_valid_metric_name(&name), metric.is_match(&name), "metric {name:?}");
+            }
+        }
+        for name in ["é", "aé", "a\u{0}", "node_cpu_seconds_total", "a:b:c", ":", "_", "A9_:"] {
+            assert_eq!(is_valid_label_name(name), label.is_match(name), "label {name:?}");
+            assert_eq!(is_valid_metric_name(name), metric.is_match(name), "metric {name:?}");
         }
     }
 }

@@ -36,7 +36,9 @@ pub use membership::Membership;
 pub use memory::MemoryMembership;
 pub use pool::{ClientFactory, ClientPool};
 pub use read_tracker::ReadTracker;
-pub use replicas::{FixedReplicas, InstanceId, ReadSet, ReadZones, Replica, Replicas, RingReplicas, WriteSet};
+pub use replicas::{
+    FixedReplicas, InstanceId, ReadSet, ReadZones, Replica, Replicas, RingReplicas, WriteSet, WriteSetRef, WriteSets,
+};
 pub use replication::{Operation, ReplicaBuf, ReplicationConfig, min_success};
 pub use ring::{Ring, now_ms};
 pub use shared::{MemoryMember, MemorySharedState, SharedEntry, SharedState};

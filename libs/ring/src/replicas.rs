@@ -1,14 +1,15 @@
 //! The one seam between the ring and its users: which instances (with a client for each) a write of one
 //! series goes to, and which a query asks.
 //!
-//! Writers (the distributor) ask [`Replicas::for_write`] per series token; readers (the querier) ask
+//! Writers (the distributor) ask [`Replicas::write_sets`] for every series of a request at once (or
+//! [`Replicas::for_write`] for one token); readers (the querier) ask
 //! [`Replicas::for_read`] once per query. Two implementations: [`FixedReplicas`], a fixed list (the
 //! single-process mode and tests), and [`RingReplicas`], the hash ring with one pooled client per instance
 //! address. Generic over the client type `C`, so the ring knows nothing of gRPC.
 
 use crate::error::RingError;
 use crate::pool::ClientPool;
-use crate::replication::{Operation, min_success};
+use crate::replication::{Operation, ReplicaBuf, min_success};
 use crate::ring::{Ring, now_ms};
 use std::fmt;
 use std::sync::Arc;
@@ -36,6 +37,159 @@ impl<C> WriteSet<C> {
     /// The quorum for `replicas` replicas: `replicas/2 + 1` (dskit's `minSuccess`).
     pub fn quorum(replicas: usize) -> usize {
         min_success(replicas, replicas)
+    }
+}
+
+/// The replica sets of every series of one request (see [`Replicas::write_sets`]), in buffers that are filled
+/// without allocating per series: each set lists instances by number into [`WriteSets::instances`], a table
+/// holding each instance the request writes to once, with its client.
+#[derive(Debug)]
+pub struct WriteSets<C> {
+    instances: Vec<Replica<C>>,
+    /// Every set's instance numbers, one set after the other.
+    members: Vec<u32>,
+    /// Per series: its slice of `members` and its quorum.
+    sets: Vec<SetEntry>,
+    unavailable: Option<String>,
+}
+
+/// One series' set inside [`WriteSets`].
+#[derive(Debug, Clone, Copy)]
+struct SetEntry {
+    start: u32,
+    end: u32,
+    min_success: u32,
+}
+
+/// One series' replica set, borrowed from [`WriteSets`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteSetRef<'a> {
+    /// Numbers of the instances (in [`WriteSets::instances`]) to send to, in ring-walk order. A number can
+    /// appear twice if the ring listed an instance twice: the series is still sent to it once.
+    pub replicas: &'a [u32],
+    /// Acknowledgements needed for the series (as [`WriteSet::min_success`]).
+    pub min_success: usize,
+}
+
+impl<C> Default for WriteSets<C> {
+    fn default() -> Self {
+        Self {
+            instances: Vec::new(),
+            members: Vec::new(),
+            sets: Vec::new(),
+            unavailable: None,
+        }
+    }
+}
+
+impl<C> WriteSets<C> {
+    /// Empty buffers with room for `series` sets of `replicas` instances each.
+    pub fn with_capacity(series: usize, replicas: usize) -> Self {
+        Self {
+            instances: Vec::new(),
+            members: Vec::with_capacity(series.saturating_mul(replicas)),
+            sets: Vec::with_capacity(series),
+            unavailable: None,
+        }
+    }
+
+    /// Forgets every set and instance, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.instances.clear();
+        self.members.clear();
+        self.sets.clear();
+        self.unavailable = None;
+    }
+
+    /// Number of sets (series).
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// True when there is no set.
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+
+    /// The set of series `i` (in the order they were asked for). Panics when `i >= self.len()`.
+    pub fn set(&self, i: usize) -> WriteSetRef<'_> {
+        let e = self.sets[i];
+        WriteSetRef {
+            replicas: &self.members[e.start as usize..e.end as usize],
+            min_success: e.min_success as usize,
+        }
+    }
+
+    /// Every instance some set writes to, each once, with its client; sets refer to them by position.
+    pub fn instances(&self) -> &[Replica<C>] {
+        &self.instances
+    }
+
+    /// The instance table, taken out (the sets' numbers index into it).
+    pub fn take_instances(&mut self) -> Vec<Replica<C>> {
+        std::mem::take(&mut self.instances)
+    }
+
+    /// The first ring error met while forming the sets (why some have too few replicas), as
+    /// [`WriteSet::unavailable`].
+    pub fn unavailable(&self) -> Option<&str> {
+        self.unavailable.as_deref()
+    }
+
+    /// Takes [`Self::unavailable`] out.
+    pub fn take_unavailable(&mut self) -> Option<String> {
+        self.unavailable.take()
+    }
+
+    /// Adds an instance to the table and returns its number.
+    pub fn add_instance(&mut self, id: InstanceId, client: C) -> u32 {
+        self.instances.push((id, client));
+        (self.instances.len() - 1) as u32
+    }
+
+    /// Appends the next series' set: `replicas` (numbers from [`Self::add_instance`]) needing `min_success`.
+    pub fn push_set(&mut self, replicas: impl IntoIterator<Item = u32>, min_success: usize) {
+        let start = self.members.len() as u32;
+        self.members.extend(replicas);
+        self.sets.push(SetEntry {
+            start,
+            end: self.members.len() as u32,
+            min_success: u32::try_from(min_success).unwrap_or(u32::MAX),
+        });
+    }
+
+    /// Appends the next series' set as a copy of series `of`'s (the same instances and quorum), without
+    /// copying its instance list. Panics when `of >= self.len()`.
+    pub fn push_same_as(&mut self, of: usize) {
+        self.sets.push(self.sets[of]);
+    }
+
+    /// Records why a set could not be formed; the first reason is kept.
+    pub fn note_unavailable(&mut self, why: impl FnOnce() -> String) {
+        if self.unavailable.is_none() {
+            self.unavailable = Some(why());
+        }
+    }
+
+    /// Appends a [`WriteSet`] made by [`Replicas::for_write`], numbering its instances by id (an id already
+    /// in the table keeps its first client).
+    pub fn push_write_set(&mut self, set: WriteSet<C>) {
+        let start = self.members.len() as u32;
+        for (id, client) in set.replicas {
+            let n = match self.instances.iter().position(|(known, _)| *known == id) {
+                Some(n) => n as u32,
+                None => self.add_instance(id, client),
+            };
+            self.members.push(n);
+        }
+        self.sets.push(SetEntry {
+            start,
+            end: self.members.len() as u32,
+            min_success: u32::try_from(set.min_success).unwrap_or(u32::MAX),
+        });
+        if let Some(why) = set.unavailable {
+            self.note_unavailable(|| why);
+        }
     }
 }
 
@@ -83,6 +237,19 @@ pub trait Replicas<C>: Send + Sync + fmt::Debug {
     /// The replicas owning `token`. An empty set (no healthy instance) fails the series; `unavailable` says
     /// why.
     fn for_write(&self, token: u32) -> WriteSet<C>;
+
+    /// The sets of the `series` series of one request into `out` (cleared first), in order: the same answers
+    /// as [`Self::for_write`] gives each token, with each instance listed once in the request's table.
+    /// `token(i)` is series `i`'s token; it is called at most once per series, and not at all by an
+    /// implementation whose set is the same for every token.
+    ///
+    /// The ring answers every series from one snapshot and looks each instance's client up once per request.
+    fn write_sets(&self, series: usize, token: &mut dyn FnMut(usize) -> u32, out: &mut WriteSets<C>) {
+        out.clear();
+        for i in 0..series {
+            out.push_write_set(self.for_write(token(i)));
+        }
+    }
 
     /// Every instance a query must ask. Queries go to every instance because a tenant's series are spread over
     /// all of them. An error means too few instances are healthy to answer completely.
@@ -139,6 +306,18 @@ impl<C: Clone + Send + Sync + fmt::Debug> Replicas<C> for FixedReplicas<C> {
         }
     }
 
+    /// One copy of the list per request, shared by every series' set; tokens are not needed.
+    fn write_sets(&self, series: usize, _token: &mut dyn FnMut(usize) -> u32, out: &mut WriteSets<C>) {
+        out.clear();
+        if series == 0 {
+            return;
+        }
+        out.push_write_set(self.for_write(0));
+        for _ in 1..series {
+            out.push_same_as(0);
+        }
+    }
+
     fn for_read(&self) -> Result<ReadSet<C>, RingError> {
         Ok(ReadSet {
             replicas: self.replicas.clone(),
@@ -148,6 +327,11 @@ impl<C: Clone + Send + Sync + fmt::Debug> Replicas<C> for FixedReplicas<C> {
         })
     }
 }
+
+/// [`RingReplicas::write_sets`]: an instance whose client is not looked up yet.
+const UNRESOLVED: u32 = u32::MAX;
+/// [`RingReplicas::write_sets`]: an instance no client can be made for.
+const NO_CLIENT: u32 = u32::MAX - 1;
 
 /// The cluster: sets from the current [`Ring`] snapshot, clients from a pool keyed by instance address.
 ///
@@ -222,6 +406,53 @@ impl<C: Clone + Send + Sync> Replicas<C> for RingReplicas<C> {
             replicas,
             min_success: set.min_success,
             unavailable: None,
+        }
+    }
+
+    fn write_sets(&self, series: usize, token: &mut dyn FnMut(usize) -> u32, out: &mut WriteSets<C>) {
+        out.clear();
+        if series == 0 {
+            return;
+        }
+        let now = now_ms();
+        let snapshot = self.ring.snapshot();
+        let mut buf = ReplicaBuf::default();
+        // Per snapshot instance: its number in `out`, looked up the first time a set names it.
+        let mut number = vec![UNRESOLVED; snapshot.instances().len()];
+        for i in 0..series {
+            let min_success = match snapshot.replicas_into(token(i), Operation::Write, now, &mut buf) {
+                Ok(min_success) => min_success,
+                Err(e) => {
+                    self.log_rate_limited(now, &e);
+                    out.note_unavailable(|| e.to_string());
+                    out.push_set([], 1);
+                    continue;
+                }
+            };
+            for &idx in &buf.healthy {
+                let n = &mut number[idx as usize];
+                if *n == UNRESOLVED {
+                    let instance = snapshot.instance(idx);
+                    *n = match self.pool.get(&instance.addr) {
+                        Ok(client) => out.add_instance(instance.id.clone(), client),
+                        // An address no client can be made for counts as a failed replica: min_success stays.
+                        Err(e) => {
+                            self.log_rate_limited(
+                                now,
+                                &format!("instance {} at {:?}: {e}", instance.id, instance.addr),
+                            );
+                            NO_CLIENT
+                        }
+                    };
+                }
+            }
+            out.push_set(
+                buf.healthy
+                    .iter()
+                    .map(|&idx| number[idx as usize])
+                    .filter(|&n| n != NO_CLIENT),
+                min_success,
+            );
         }
     }
 

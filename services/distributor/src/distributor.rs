@@ -8,6 +8,8 @@
 //!
 //! The core takes a tenant and a body. HTTP (headers, body size, reading the body) is [`crate::router`]'s.
 
+#[doc(hidden)]
+pub mod bench;
 mod decode;
 mod forward;
 mod ha_dedupe;

@@ -21,6 +21,8 @@ mod outcome;
 mod testutil;
 
 pub use config::{DISTRIBUTOR_FLAGS, DistributorConfig};
+#[doc(hidden)]
+pub use distributor::bench;
 pub use distributor::{Distributor, IngesterReplicas};
 pub use error::{InvalidSeries, PushError};
 pub use ha_tracker::{

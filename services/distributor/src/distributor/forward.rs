@@ -20,7 +20,6 @@ use heddle_config::format_duration;
 use heddle_model::TenantId;
 use heddle_model::error_id;
 use heddle_proto::ingester::PushResponse;
-use std::collections::HashMap;
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -61,12 +60,18 @@ pub(crate) async fn forward(
 
     let mut acks = vec![0usize; series.len()];
     let mut refusals = vec![0usize; series.len()];
-    let mut refusal_msg: HashMap<usize, Rejection> = HashMap::new();
+    // The first refusal of each series, sized on the first refusal (most requests have none).
+    let mut refusal_msg: Vec<Option<Rejection>> = Vec::new();
     let mut succeeded = 0usize;
     let mut failures: Vec<String> = Vec::new();
     let mut all_unavailable = true;
 
-    let metas: Vec<(String, Vec<usize>)> = batches.iter().map(|b| (b.instance.clone(), b.series.clone())).collect();
+    let mut batches = batches;
+    // The series lists stay here for the quorum count; the push tasks need only the instance, client and body.
+    let metas: Vec<(String, Vec<usize>)> = batches
+        .iter_mut()
+        .map(|b| (b.instance.clone(), std::mem::take(&mut b.series)))
+        .collect();
     let mut pending: FuturesUnordered<_> = batches
         .into_iter()
         .enumerate()
@@ -119,7 +124,10 @@ pub(crate) async fn forward(
                     };
                     if !std::mem::replace(&mut refused[e.series_index as usize], true) {
                         refusals[s] += 1;
-                        refusal_msg.entry(s).or_insert(Rejection {
+                        if refusal_msg.is_empty() {
+                            refusal_msg.resize_with(series.len(), || None);
+                        }
+                        refusal_msg[s].get_or_insert(Rejection {
                             reason: e.reason,
                             message: e.message,
                         });
@@ -156,7 +164,7 @@ pub(crate) async fn forward(
             samples_ingested += f.samples;
         } else if f.replicas >= f.min_success && refusals[s] + f.min_success > f.replicas {
             // So many replicas refused that no retry can reach quorum: the sender's problem.
-            if let Some(r) = refusal_msg.remove(&s) {
+            if let Some(r) = refusal_msg.get_mut(s).and_then(Option::take) {
                 rejections.push(r);
             }
         } else {

@@ -11,12 +11,9 @@ use super::validate::{Accepted, TimeWindow};
 use crate::distributor::IngesterReplicas;
 use bumpalo::Bump;
 use bytes::Bytes;
-use heddle_model::{LabelRef, TenantId, series_token};
-use heddle_proto::prometheus;
+use heddle_model::{LabelRef, TenantId, series_token_seeded, tenant_token_seed};
 use heddle_proto::{IngesterClient, TimeSeriesRef, encode_write_request_raw};
-use heddle_ring::InstanceId;
-use prost::Message as _;
-use std::collections::HashMap;
+use heddle_ring::{InstanceId, WriteSets};
 use std::sync::Arc;
 
 /// The accepted series of a request, grouped into one request per ingester.
@@ -50,15 +47,13 @@ pub(crate) struct Batch {
     pub(crate) series: Vec<usize>,
 }
 
-/// An ingester's series while grouping.
-struct Group<'a> {
-    instance: InstanceId,
-    client: Arc<dyn IngesterClient>,
-    slices: Vec<&'a [u8]>,
-    series: Vec<usize>,
-}
+/// Replicas per series the set buffers are sized for (the usual replication factor); more grow them.
+const TYPICAL_REPLICAS: usize = 3;
 
 /// Shards `accepted` (validated series of `tenant`, whose samples outside `window` are dropped) onto `ring`.
+///
+/// The ring answers for the whole request at once ([`heddle_ring::Replicas::write_sets`]): instances come
+/// back as numbers into one table per request, so grouping is a vector indexed by instance number.
 pub(crate) fn shard<'a>(
     arena: &'a Bump,
     tenant: &TenantId,
@@ -66,99 +61,137 @@ pub(crate) fn shard<'a>(
     accepted: &[Accepted<'a>],
     window: TimeWindow,
 ) -> Sharded {
-    let mut out = Sharded::default();
-    let mut groups: Vec<Group<'_>> = Vec::new();
-    let mut group_of: HashMap<InstanceId, usize> = HashMap::new();
-    out.series.reserve(accepted.len());
-    for a in accepted {
-        let bytes = if a.rewrite {
+    let seed = tenant_token_seed(tenant.as_str());
+    let mut token = |i: usize| {
+        let kept = accepted[i].labels.iter().filter(|l| !l.value.is_empty());
+        series_token_seeded(seed, kept.map(|l| (l.name, l.value)))
+    };
+    let mut sets = WriteSets::with_capacity(accepted.len(), TYPICAL_REPLICAS);
+    ring.write_sets(accepted.len(), &mut token, &mut sets);
+    let instances = sets.take_instances();
+
+    let mut out = Sharded {
+        series: Vec::with_capacity(accepted.len()),
+        batches: Vec::with_capacity(instances.len()),
+        ring_error: sets.take_unavailable(),
+    };
+    // Each series' bytes, and per instance number the series it gets, in request order.
+    let mut bytes: Vec<&[u8]> = Vec::with_capacity(accepted.len());
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); instances.len()];
+    for (series_idx, a) in accepted.iter().enumerate() {
+        bytes.push(if a.rewrite {
             rewrite_series(arena, a.labels, a.series, window)
         } else {
             a.series.raw
-        };
-        let kept = a.labels.iter().filter(|l| !l.value.is_empty());
-        let token = series_token(tenant.as_str(), kept.map(|l| (l.name, l.value)));
-        let set = ring.for_write(token);
-        if out.ring_error.is_none() {
-            out.ring_error = set.unavailable;
-        }
-        let series_idx = out.series.len();
+        });
+        let set = sets.set(series_idx);
         out.series.push(Forwarded {
             samples: a.samples,
             replicas: set.replicas.len(),
             min_success: set.min_success.max(1),
         });
-        for (instance, client) in set.replicas {
-            let g = match group_of.get(&instance) {
-                Some(&g) => g,
-                None => {
-                    group_of.insert(instance.clone(), groups.len());
-                    groups.push(Group {
-                        instance,
-                        client,
-                        slices: Vec::new(),
-                        series: Vec::new(),
-                    });
-                    groups.len() - 1
-                }
-            };
-            let group = &mut groups[g];
+        for &n in set.replicas {
+            let group = &mut groups[n as usize];
             // A ring listing one instance twice must not let it count twice toward quorum.
-            if group.series.last() == Some(&series_idx) {
-                continue;
+            if group.last() != Some(&series_idx) {
+                group.push(series_idx);
             }
-            group.slices.push(bytes);
-            group.series.push(series_idx);
         }
     }
-    out.batches = groups
-        .into_iter()
-        .map(|g| {
-            let size: usize = g.slices.iter().map(|s| s.len() + 6).sum();
-            let mut body = Vec::with_capacity(size);
-            encode_write_request_raw(g.slices.iter().copied(), &mut body);
-            Batch {
-                instance: g.instance,
-                client: g.client,
-                body: Bytes::from(body),
-                series: g.series,
-            }
-        })
-        .collect();
+    for ((instance, client), series) in instances.into_iter().zip(groups) {
+        if series.is_empty() {
+            continue;
+        }
+        let size: usize = series.iter().map(|&s| bytes[s].len() + 6).sum();
+        let mut body = Vec::with_capacity(size);
+        encode_write_request_raw(series.iter().map(|&s| bytes[s]), &mut body);
+        out.batches.push(Batch {
+            instance,
+            client,
+            body: Bytes::from(body),
+            series,
+        });
+    }
     out
 }
 
 /// Re-encodes a series with `labels` (its own, maybe without the HA replica label) minus empty-valued ones,
 /// without samples outside `window`, exemplars and histograms, into the arena so it can be framed like a raw
 /// slice.
+///
+/// Written straight into the arena as `prometheus.TimeSeries` (labels field 1, samples field 2), byte for byte
+/// what prost encodes for the same message (proto3: empty strings, a zero value and a zero timestamp are left
+/// out), without building owned labels per series: with an HA pair every series loses its replica label.
 fn rewrite_series<'a>(
     arena: &'a Bump,
     labels: &[LabelRef<'_>],
     ts: &TimeSeriesRef<'_>,
     window: TimeWindow,
 ) -> &'a [u8] {
-    let series = prometheus::TimeSeries {
-        labels: labels
-            .iter()
-            .filter(|l| !l.value.is_empty())
-            .map(|l| prometheus::Label {
-                name: l.name.to_owned(),
-                value: l.value.to_owned(),
-            })
-            .collect(),
-        samples: ts
-            .samples
-            .iter()
-            .filter(|s| window.contains(s.t))
-            .map(|s| prometheus::Sample {
-                value: s.v,
-                timestamp: s.t,
-            })
-            .collect(),
-        exemplars: Vec::new(),
-        histograms: Vec::new(),
-    };
-    arena.alloc_slice_copy(&series.encode_to_vec())
+    let mut out = bumpalo::collections::Vec::with_capacity_in(ts.raw.len(), arena);
+    for l in labels.iter().filter(|l| !l.value.is_empty()) {
+        let len = string_field_len(l.name) + string_field_len(l.value);
+        out.push(key(1, LEN));
+        put_varint(&mut out, len as u64);
+        put_string_field(&mut out, 1, l.name);
+        put_string_field(&mut out, 2, l.value);
+    }
+    for s in ts.samples.iter().filter(|s| window.contains(s.t)) {
+        let has_value = s.v != 0.0;
+        let len = if has_value { 9 } else { 0 } + if s.t != 0 { 1 + varint_len(s.t as u64) } else { 0 };
+        out.push(key(2, LEN));
+        put_varint(&mut out, len as u64);
+        if has_value {
+            out.push(key(1, FIXED64));
+            out.extend_from_slice(&s.v.to_le_bytes());
+        }
+        if s.t != 0 {
+            out.push(key(2, VARINT));
+            // int64: negative timestamps are the 10-byte two's-complement varint, as protobuf says.
+            put_varint(&mut out, s.t as u64);
+        }
+    }
+    out.into_bump_slice()
+}
+
+/// Protobuf wire types.
+const VARINT: u8 = 0;
+const FIXED64: u8 = 1;
+const LEN: u8 = 2;
+
+/// The one-byte key of field `field` (< 16) with wire type `wire`.
+fn key(field: u8, wire: u8) -> u8 {
+    (field << 3) | wire
+}
+
+fn varint_len(v: u64) -> usize {
+    // 1 byte per 7 significant bits, at least one.
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn put_varint(out: &mut bumpalo::collections::Vec<'_, u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Encoded size of a proto3 string field (absent when empty).
+fn string_field_len(s: &str) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        1 + varint_len(s.len() as u64) + s.len()
+    }
+}
+
+fn put_string_field(out: &mut bumpalo::collections::Vec<'_, u8>, field: u8, s: &str) {
+    if !s.is_empty() {
+        out.push(key(field, LEN));
+        put_varint(out, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::testutil::*;
 use heddle_limits::Limits;
 use heddle_proto::prometheus::{Exemplar, Histogram, Label, TimeSeries};
 use http::StatusCode;
+use prost::Message as _;
 
 /// Decodes and validates `sent` as the pipeline does, then shards it onto `ring`.
 fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
@@ -172,5 +173,43 @@ async fn series_losing_parts_are_rewritten() {
         r#"heddle_distributor_received_samples_total{tenant="team-a"} 2"#,
     ] {
         assert!(text.contains(line), "{line} not in\n{text}");
+    }
+}
+
+#[test]
+fn rewritten_series_are_the_bytes_prost_encodes() {
+    let long = "v".repeat(300);
+    let label_sets: Vec<Vec<(&str, &str)>> = vec![
+        vec![("__name__", "up"), ("empty", ""), ("job", "a")],
+        vec![("__name__", "x"), ("long", long.as_str())],
+        vec![("__name__", "no_samples_left")],
+    ];
+    let samples = [
+        (NOW_MS, 1.5),
+        (NOW_MS, 0.0),
+        (NOW_MS, -0.0),
+        (NOW_MS, f64::NAN),
+        (NOW_MS, f64::from_bits(0x7ff0_0000_0000_0001)),
+        (0, 2.0),
+        (0, 0.0),
+        (-1, 3.0),
+        (i64::MIN, 4.0),
+        (i64::MAX, 5.0),
+    ];
+    let window = TimeWindow {
+        min_ms: i64::MIN,
+        max_ms: NOW_MS,
+    };
+    let sent: Vec<TimeSeries> = label_sets.iter().map(|l| series(l, &samples)).collect();
+    let arena = Bump::new();
+    let decoded = decode(&arena, &body(sent), 1 << 20, &mut unlimited_reservation()).unwrap();
+    for (ts, labels) in decoded.iter().zip(&label_sets) {
+        for window in [window, TimeWindow::default(), TimeWindow { min_ms: 1, max_ms: 0 }] {
+            let got = rewrite_series(&arena, ts.labels, ts, window);
+            let kept: Vec<(&str, &str)> = labels.iter().copied().filter(|(_, v)| !v.is_empty()).collect();
+            let inside: Vec<(i64, f64)> = samples.iter().copied().filter(|s| window.contains(s.0)).collect();
+            let want = series(&kept, &inside).encode_to_vec();
+            assert_eq!(got, want.as_slice(), "{labels:?} in {window:?}");
+        }
     }
 }
