@@ -99,6 +99,9 @@ pub struct FakeIngester {
     push: PushAnswer,
     series_per_message: usize,
     calls: Mutex<Vec<Call>>,
+    /// Claims to be in the caller's process: [`IngesterClient::takes_batches`] is true, and a batch is
+    /// recorded as the `Push` of its encoding.
+    takes_batches: bool,
     /// `query_stream` messages the callers took from their streams (not those built and never read).
     streamed: Arc<AtomicUsize>,
 }
@@ -112,6 +115,7 @@ impl Default for FakeIngester {
             push: PushAnswer::Accept,
             series_per_message: 1,
             calls: Mutex::new(Vec::new()),
+            takes_batches: false,
             streamed: Arc::default(),
         }
     }
@@ -149,6 +153,13 @@ impl FakeIngester {
     }
 
     /// `query_stream` messages carry up to `n` series each (default 1).
+    /// Takes pushes as [`heddle_model::SeriesBatch`]es, as an ingester in the caller's process does; each is
+    /// recorded (and answered) as the push of its encoding.
+    pub fn taking_batches(mut self) -> Self {
+        self.takes_batches = true;
+        self
+    }
+
     pub fn with_series_per_message(mut self, n: usize) -> Self {
         self.series_per_message = n.max(1);
         self
@@ -250,6 +261,10 @@ impl FakeIngester {
 
 #[async_trait::async_trait]
 impl IngesterClient for FakeIngester {
+    fn takes_batches(&self) -> bool {
+        self.takes_batches
+    }
+
     async fn push(&self, tenant: &TenantId, write_request: Bytes) -> Result<PushResponse, tonic::Status> {
         self.enter(Call::Push(tenant.clone(), write_request.clone())).await?;
         self.answer_push(tenant, &write_request)

@@ -162,11 +162,17 @@ fn main() {
     let rewritten = request(true);
     let stages = Stages::new(TenantId::new("team-a").expect("tenant"), NOW_MS);
     let fixed = FixedReplicas::single("ingester-0", client());
+    // The single process: its ingester takes the decoded series as a batch instead of an encoded body.
+    let in_process = FixedReplicas::single(
+        "ingester-0",
+        Arc::new(FakeIngester::new().taking_batches()) as Arc<dyn IngesterClient>,
+    );
     let ring = ring();
     // Warm up (arena growth, client pool), then alternate the two shapes.
     bench("warm-up", &stages, &fixed, &body);
     for _ in 0..2 {
         bench("fixed, 1 replica", &stages, &fixed, &body);
+        bench("in process, batch", &stages, &in_process, &body);
         bench("ring, 3 ingesters, RF 3", &stages, &ring, &body);
         bench("ring, RF 3, all rewritten", &stages, &ring, &rewritten);
     }

@@ -82,7 +82,7 @@ pub(crate) async fn forward(
             let task = tokio::spawn(
                 async move {
                     let started = std::time::Instant::now();
-                    let result = tokio::time::timeout(timeout, b.client.push(&tenant, b.body)).await;
+                    let result = tokio::time::timeout(timeout, b.body.push(b.client.as_ref(), &tenant)).await;
                     let outcome = match &result {
                         Ok(Ok(_)) => IngesterPushOutcome::Ok,
                         Ok(Err(_)) => IngesterPushOutcome::Error,

@@ -11,7 +11,7 @@ use super::validate::{Accepted, TimeWindow};
 use crate::distributor::IngesterReplicas;
 use bumpalo::Bump;
 use bytes::Bytes;
-use heddle_model::{LabelRef, TenantId, series_token_seeded, tenant_token_seed};
+use heddle_model::{LabelRef, SeriesBatch, TenantId, series_token_seeded, tenant_token_seed};
 use heddle_proto::{IngesterClient, TimeSeriesRef, encode_write_request_raw};
 use heddle_ring::{InstanceId, WriteSets};
 use std::sync::Arc;
@@ -40,11 +40,42 @@ pub(crate) struct Forwarded {
 pub(crate) struct Batch {
     pub(crate) instance: InstanceId,
     pub(crate) client: Arc<dyn IngesterClient>,
-    /// Encoded `WriteRequest`.
-    pub(crate) body: Bytes,
+    /// The series, encoded or (for an ingester in this process) as a batch.
+    pub(crate) body: BatchBody,
     /// Indexes into [`Sharded::series`], in the order the series appear in `body` (so an ingester's
     /// `series_index` maps back through this).
     pub(crate) series: Vec<usize>,
+}
+
+/// What an ingester receives: an encoded `WriteRequest` (series forwarded as the raw bytes they arrived as, or
+/// re-encoded), or, for an ingester in this process ([`IngesterClient::takes_batches`]), the decoded and
+/// validated series themselves, so it parses nothing again.
+#[derive(Debug)]
+pub(crate) enum BatchBody {
+    Encoded(Bytes),
+    Series(SeriesBatch),
+}
+
+impl BatchBody {
+    /// Bytes the body holds.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Encoded(body) => body.len(),
+            Self::Series(batch) => batch.bytes(),
+        }
+    }
+
+    /// Pushes the body to `client`.
+    pub(crate) async fn push(
+        self,
+        client: &dyn IngesterClient,
+        tenant: &TenantId,
+    ) -> Result<heddle_proto::ingester::PushResponse, tonic::Status> {
+        match self {
+            Self::Encoded(body) => client.push(tenant, body).await,
+            Self::Series(batch) => client.push_batch(tenant, batch).await,
+        }
+    }
 }
 
 /// Replicas per series the set buffers are sized for (the usual replication factor); more grow them.
@@ -76,14 +107,18 @@ pub(crate) fn shard<'a>(
         ring_error: sets.take_unavailable(),
     };
     // Each series' bytes, and per instance number the series it gets, in request order.
-    let mut bytes: Vec<&[u8]> = Vec::with_capacity(accepted.len());
+    // Encoded bytes are only needed for ingesters reached over the network.
+    let encode = instances.iter().any(|(_, client)| !client.takes_batches());
+    let mut bytes: Vec<&[u8]> = Vec::with_capacity(if encode { accepted.len() } else { 0 });
     let mut groups: Vec<Vec<usize>> = vec![Vec::new(); instances.len()];
     for (series_idx, a) in accepted.iter().enumerate() {
-        bytes.push(if a.rewrite {
-            rewrite_series(arena, a.labels, a.series, window)
-        } else {
-            a.series.raw
-        });
+        if encode {
+            bytes.push(if a.rewrite {
+                rewrite_series(arena, a.labels, a.series, window)
+            } else {
+                a.series.raw
+            });
+        }
         let set = sets.set(series_idx);
         out.series.push(Forwarded {
             samples: a.samples,
@@ -102,13 +137,18 @@ pub(crate) fn shard<'a>(
         if series.is_empty() {
             continue;
         }
-        let size: usize = series.iter().map(|&s| bytes[s].len() + 6).sum();
-        let mut body = Vec::with_capacity(size);
-        encode_write_request_raw(series.iter().map(|&s| bytes[s]), &mut body);
+        let body = if client.takes_batches() {
+            BatchBody::Series(series_batch(accepted, &series, window))
+        } else {
+            let size: usize = series.iter().map(|&s| bytes[s].len() + 6).sum();
+            let mut body = Vec::with_capacity(size);
+            encode_write_request_raw(series.iter().map(|&s| bytes[s]), &mut body);
+            BatchBody::Encoded(Bytes::from(body))
+        };
         out.batches.push(Batch {
             instance,
             client,
-            body: Bytes::from(body),
+            body,
             series,
         });
     }
@@ -122,6 +162,30 @@ pub(crate) fn shard<'a>(
 /// Written straight into the arena as `prometheus.TimeSeries` (labels field 1, samples field 2), byte for byte
 /// what prost encodes for the same message (proto3: empty strings, a zero value and a zero timestamp are left
 /// out), without building owned labels per series: with an HA pair every series loses its replica label.
+/// The `series` of `accepted` as an ingester would decode them from their encoded bytes (raw or re-encoded):
+/// labels without empty-valued ones (and without the HA replica label, which `labels` already lacks), samples
+/// inside `window`. Exemplars and histograms, which the ingester does not store, are left out.
+fn series_batch(accepted: &[Accepted<'_>], series: &[usize], window: TimeWindow) -> SeriesBatch {
+    let (mut labels, mut samples, mut text) = (0, 0, 0);
+    for &s in series {
+        let a = &accepted[s];
+        labels += a.labels.len();
+        samples += a.series.samples.len();
+        text += a.labels.iter().map(|l| l.name.len() + l.value.len()).sum::<usize>();
+    }
+    let mut batch = SeriesBatch::with_capacity(series.len(), labels, samples, text);
+    for &s in series {
+        let a = &accepted[s];
+        let kept = a.labels.iter().filter(|l| !l.value.is_empty()).copied();
+        let samples = a.series.samples.iter().filter(|s| window.contains(s.t)).copied();
+        // A request is far below the batch's 4 GiB of text (the body size limit refuses it long before).
+        if batch.push(kept, samples).is_err() {
+            tracing::error!(series = s, "a series batch overflowed; the series is not forwarded");
+        }
+    }
+    batch
+}
+
 fn rewrite_series<'a>(
     arena: &'a Bump,
     labels: &[LabelRef<'_>],

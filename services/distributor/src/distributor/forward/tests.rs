@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::DistributorConfig;
-use crate::distributor::shard::{Batch, Forwarded};
+use crate::distributor::shard::{Batch, BatchBody, Forwarded};
 use crate::distributor::tests::{ParityRing, distributor, push};
 use crate::testutil::*;
 use heddle_proto::IngesterClient;
@@ -20,7 +20,7 @@ fn batch(instance: &str, fake: &Arc<FakeIngester>, series: Vec<usize>, sent: Vec
     Batch {
         instance: instance.to_owned(),
         client: Arc::clone(fake) as Arc<dyn heddle_proto::IngesterClient>,
-        body: prost::Message::encode_to_vec(&body).into(),
+        body: BatchBody::Encoded(prost::Message::encode_to_vec(&body).into()),
         series,
     }
 }

@@ -78,7 +78,69 @@ fn unchanged_series_are_framed_from_their_raw_bytes() {
     let mut framed = Vec::new();
     let encoded: Vec<Vec<u8>> = sent.iter().map(|s| s.encode_to_vec()).collect();
     encode_write_request_raw(encoded.iter().map(|v| v.as_slice()), &mut framed);
-    assert_eq!(sharded.batches[0].body.as_ref(), framed.as_slice());
+    let BatchBody::Encoded(body) = &sharded.batches[0].body else {
+        panic!("a client over the network gets an encoded body");
+    };
+    assert_eq!(body.as_ref(), framed.as_slice());
+}
+
+/// An ingester in the distributor's process takes the decoded series as a batch: it must receive exactly
+/// what an ingester over the network decodes from its body, raw or rewritten (empty label, future sample,
+/// exemplar and histogram dropped), series for series, and answer the push the same way.
+#[tokio::test]
+async fn an_ingester_in_this_process_gets_the_series_the_network_one_decodes() {
+    let net = fake(Behavior::Accept);
+    let local = Arc::new(FakeIngester::new().taking_batches());
+    let ring = Arc::new(StaticRing {
+        ingesters: vec![("net".into(), net.clone()), ("local".into(), local.clone())],
+        min_success: 2,
+    });
+    let (d, _registry) = distributor(ring);
+    let grace = Limits::default().creation_grace_period.as_millis() as i64;
+    let mut rewritten = series(
+        &[("__name__", "up"), ("empty", ""), ("job", "a")],
+        &[
+            (NOW_MS, 1.0),
+            (NOW_MS + grace + 1, 2.0),
+            (NOW_MS + 1, f64::from_bits(0x7ff0_0000_0000_0001)),
+        ],
+    );
+    rewritten.exemplars.push(Exemplar {
+        labels: vec![Label {
+            name: "trace_id".into(),
+            value: "x".into(),
+        }],
+        value: 1.0,
+        timestamp: NOW_MS,
+    });
+    let mut sent = vec![
+        rewritten,
+        up("b"),
+        series(&[("__name__", "u"), ("job", "✓ ü")], &[(NOW_MS, -0.0)]),
+    ];
+    sent.extend((0..20).map(|i| up(&format!("m_{i}"))));
+    let outcome = push(&d, sent).await.unwrap();
+    assert_eq!(outcome.status(), StatusCode::BAD_REQUEST, "{}", outcome.body());
+    assert_eq!(outcome.samples_ingested, 2 + 22);
+    assert!(local.takes_batches() && !net.takes_batches());
+    let (got, want) = (local.pushed_series(), net.pushed_series());
+    // Values compared by their bits: NaN is not equal to itself.
+    type Bits = (Vec<Label>, Vec<(i64, u64)>, usize);
+    let bits = |all: &[TimeSeries]| -> Vec<Bits> {
+        all.iter()
+            .map(|s| {
+                let samples = s.samples.iter().map(|x| (x.timestamp, x.value.to_bits())).collect();
+                (s.labels.clone(), samples, s.exemplars.len() + s.histograms.len())
+            })
+            .collect()
+    };
+    assert_eq!(got.len(), 23);
+    assert_eq!(bits(&got), bits(&want));
+    assert_eq!(
+        bits(&got)[0].1,
+        vec![(NOW_MS, 1f64.to_bits()), (NOW_MS + 1, 0x7ff0_0000_0000_0001)]
+    );
+    assert_eq!(got[0].labels.len(), 2, "the empty label is dropped");
 }
 
 #[tokio::test]
