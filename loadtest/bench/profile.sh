@@ -41,7 +41,7 @@ sleep 1
     --batch-size "$BATCH" --concurrency "$CONCURRENCY" --progress-s 0 >"$OUT/push.json"
 kill -INT "$perf_pid"; wait "$perf_pid" || true; perf_pid=
 perf report -i "$OUT/perf.data" --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' \
-    | grep -E '^ +[0-9]' | head -60 >"$OUT/top.txt"
+    | grep -E '^ +[0-9]' | head -60 >"$OUT/top.txt" || true  # head closes the pipe early
 if command -v inferno-collapse-perf >/dev/null; then
     perf script -i "$OUT/perf.data" 2>/dev/null | inferno-collapse-perf >"$OUT/folded.txt"
     inferno-flamegraph --minwidth 2 --title "heddle single process, $SERIES series x $ROUNDS rounds" <"$OUT/folded.txt" >"$OUT/flame.svg"

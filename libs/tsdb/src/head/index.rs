@@ -383,15 +383,11 @@ impl HeadIndex {
         self.tables.get(series_ref)
     }
 
-    /// Loads what [`HeadIndex::find`] of `hash` will read (the table slot, the series, its label ids) without
-    /// comparing labels. Over a batch, before the finds: the lookups of a head bigger than the CPU caches
-    /// miss several times each, one miss waiting for the other; here nothing waits for the loaded values, so
-    /// the processor overlaps the misses of many series, and the finds then hit the cache.
-    pub(crate) fn warm(&self, hash: u64) {
+    /// The series [`HeadIndex::find`] of `hash` will most likely return, judged by the hash alone (its labels
+    /// are not compared): for warming the cache ahead of the finds of a batch, see `Head::append_within`.
+    pub(crate) fn candidate(&self, hash: u64) -> Option<&Arc<MemSeries>> {
         let bits = kept_bits(hash);
-        if let Some(s) = self.tables.by_hash.find(spread_bits(bits), |s| s.label_bits == bits) {
-            std::hint::black_box((s.series_ref, s.labels.iter().next()));
-        }
+        self.tables.by_hash.find(spread_bits(bits), |s| s.label_bits == bits)
     }
 
     /// The series with exactly these labels.
