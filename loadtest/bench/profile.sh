@@ -17,22 +17,20 @@ OUT=${OUT:-out/profile}
 BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 LIMITS=${LIMITS:---distributor.ingestion-rate-limit=100000000 --distributor.ingestion-burst-size=100000000}
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 mkdir -p "$OUT"
 dir=$(mktemp -d)
-hp=$(free_port); gp=$(free_port)
-"$BIN/heddle" --server.http-listen-address=127.0.0.1 --server.http-listen-port="$hp" \
-    --server.grpc-listen-address=127.0.0.1 --server.grpc-listen-port="$gp" \
-    --blocks-storage.tsdb.dir="$dir/tsdb" --blocks-storage.filesystem.dir="$dir/blocks" --log.level=warn $LIMITS 2>"$dir/heddle.log" &
-pid=$!
 perf_pid=
+pid=
 cleanup() {
     [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null && wait "$perf_pid" 2>/dev/null
-    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    rm -rf "$dir"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$hp/ready" >/dev/null && break; sleep 0.1; done
+start_heddle "$dir"
 sleep 1
 perf record -q -e cpu-clock -F "$FREQ" --call-graph dwarf,32768 -p "$pid" -o "$OUT/perf.data" 2>"$OUT/perf-record.log" &
 perf_pid=$!

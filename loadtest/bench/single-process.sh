@@ -16,18 +16,15 @@ BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 LIMITS=${LIMITS:---distributor.ingestion-rate-limit=100000000 --distributor.ingestion-burst-size=100000000}
 HZ=$(getconf CLK_TCK)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 cpu_s() { awk -v hz="$HZ" '{printf "%.3f", ($14+$15)/hz}' "/proc/$1/stat"; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
 dir=$(mktemp -d)
-hp=$(free_port); gp=$(free_port)
-"$BIN/heddle" --server.http-listen-address=127.0.0.1 --server.http-listen-port="$hp" \
-    --server.grpc-listen-address=127.0.0.1 --server.grpc-listen-port="$gp" \
-    --blocks-storage.tsdb.dir="$dir/tsdb" --blocks-storage.filesystem.dir="$dir/blocks" --log.level=warn $LIMITS 2>"$dir/heddle.log" &
-pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$hp/ready" >/dev/null && break; sleep 0.1; done
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+start_heddle "$dir"
 sleep 1
 idle_rss=$(rss_kib "$pid")
 cpu0=$(cpu_s "$pid")

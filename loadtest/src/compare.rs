@@ -108,13 +108,15 @@ pub async fn run_compare(
     out: &Path,
 ) -> Result<CompareResult, LoadtestError> {
     let mut runs = Vec::new();
+    let names: Vec<&str> = targets.iter().map(|t| t.kind.name()).collect();
+    let labels = target_labels(&names);
     for k in 0..repeat {
-        let mut order: Vec<&StartedRun> = targets.iter().collect();
+        let mut order: Vec<(&StartedRun, &String)> = targets.iter().zip(&labels).collect();
         if k % 2 == 1 {
             order.reverse();
         }
-        for spec in order {
-            let dir = format!("{}-{k}", spec.kind.name());
+        for (spec, label) in order {
+            let dir = format!("{label}-{k}");
             eprintln!("compare: run {dir}");
             let r = run_started(scenario, spec, &out.join(&dir)).await?;
             eprintln!(
@@ -127,7 +129,7 @@ pub async fn run_compare(
                 r.latency_ms.p99
             );
             runs.push(RunSummary {
-                target: spec.kind.name().to_owned(),
+                target: label.clone(),
                 dir,
                 verified: r.verified,
                 samples_per_second: r.samples_per_second,
@@ -138,14 +140,30 @@ pub async fn run_compare(
             });
         }
     }
-    let names: Vec<&str> = targets.iter().map(|t| t.kind.name()).collect();
-    let result = summarize(scenario, &names, repeat, runs);
+    let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+    let result = summarize(scenario, &labels, repeat, runs);
     let io = |p: PathBuf, e: std::io::Error| LoadtestError::Output(format!("writing {}: {e}", p.display()));
     let json = serde_json::to_string_pretty(&result).map_err(|e| LoadtestError::Output(e.to_string()))?;
     std::fs::write(out.join("compare.json"), json).map_err(|e| io(out.join("compare.json"), e))?;
     std::fs::write(out.join("compare.html"), report::compare_html(&result))
         .map_err(|e| io(out.join("compare.html"), e))?;
     Ok(result)
+}
+
+/// The name each target's runs are reported and stored under: its kind, with its slot (`-a`, `-b`, `-c`)
+/// when another slot runs the same kind (two builds of heddle side by side).
+fn target_labels(kinds: &[&str]) -> Vec<String> {
+    kinds
+        .iter()
+        .zip(["a", "b", "c"].iter().chain(std::iter::repeat(&"x")))
+        .map(|(kind, slot)| {
+            if kinds.iter().filter(|k| *k == kind).count() > 1 {
+                format!("{kind}-{slot}")
+            } else {
+                (*kind).to_owned()
+            }
+        })
+        .collect()
 }
 
 /// Median of the values present.
@@ -247,6 +265,18 @@ mod tests {
             p99_ms: 10.0,
             restart_seconds: None,
         }
+    }
+
+    /// Two builds of one target keep their runs apart (directories and medians); distinct kinds keep their
+    /// names.
+    #[test]
+    fn a_kind_in_two_slots_is_told_apart_by_slot() {
+        assert_eq!(
+            target_labels(&["heddle", "heddle", "victoria-metrics"]),
+            ["heddle-a", "heddle-b", "victoria-metrics"]
+        );
+        assert_eq!(target_labels(&["heddle", "prometheus"]), ["heddle", "prometheus"]);
+        assert_eq!(target_labels(&["x", "y", "x"]), ["x-a", "y", "x-c"]);
     }
 
     #[test]

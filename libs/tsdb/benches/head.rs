@@ -41,19 +41,7 @@ fn main() {
     let (head, _) = Head::open(dir.path(), HeadOptions::default()).expect("open head");
     let started = Instant::now();
     for round in 0..ROUNDS {
-        let samples: Vec<[Sample; 1]> = (0..SERIES)
-            .map(|i| [Sample::new(round * 15_000, (round as usize + i) as f64)])
-            .collect();
-        for start in (0..SERIES).step_by(BATCH) {
-            let batch: Vec<AppendSeries<'_>> = (start..start + BATCH)
-                .map(|i| AppendSeries {
-                    labels: &labels[i],
-                    samples: &samples[i],
-                })
-                .collect();
-            let out = head.append(&batch).expect("append");
-            assert!(out.errors.is_empty());
-        }
+        append_round(&head, &labels, BATCH, round * 15_000, |i| (round as usize + i) as f64);
     }
     let total = SERIES as f64 * ROUNDS as f64;
     let secs = started.elapsed().as_secs_f64();
@@ -81,6 +69,29 @@ fn main() {
     );
 
     steady();
+}
+
+/// Appends one sample at `t` to every series of `labels` (value `value(i)` for series `i`), in batches of
+/// `batch` series, and checks that none was refused.
+fn append_round<'a, L: AsRef<[LabelRef<'a>]>>(
+    head: &Head,
+    labels: &'a [L],
+    batch: usize,
+    t: i64,
+    value: impl Fn(usize) -> f64,
+) {
+    let samples: Vec<[Sample; 1]> = (0..labels.len()).map(|i| [Sample::new(t, value(i))]).collect();
+    for start in (0..labels.len()).step_by(batch) {
+        let end = (start + batch).min(labels.len());
+        let batch: Vec<AppendSeries<'_>> = (start..end)
+            .map(|i| AppendSeries {
+                labels: labels[i].as_ref(),
+                samples: &samples[i],
+            })
+            .collect();
+        let out = head.append(&batch).expect("append");
+        assert!(out.errors.is_empty());
+    }
 }
 
 /// The loadtest's steady shape: series creation, then appends to 100,000 existing series.
@@ -138,20 +149,10 @@ fn steady() {
     let (head, _) = Head::open(dir.path(), HeadOptions::default()).expect("open head");
     let mut round_secs = Vec::new();
     for round in 0..=ROUNDS {
-        let samples: Vec<[Sample; 1]> = (0..SERIES)
-            .map(|i| [Sample::new(round * 15_000, (round as usize * 7 + i) as f64 * 0.25)])
-            .collect();
         let started = Instant::now();
-        for start in (0..SERIES).step_by(BATCH) {
-            let batch: Vec<AppendSeries<'_>> = (start..start + BATCH)
-                .map(|i| AppendSeries {
-                    labels: &labels[i],
-                    samples: &samples[i],
-                })
-                .collect();
-            let out = head.append(&batch).expect("append");
-            assert!(out.errors.is_empty());
-        }
+        append_round(&head, &labels, BATCH, round * 15_000, |i| {
+            (round as usize * 7 + i) as f64 * 0.25
+        });
         round_secs.push(started.elapsed().as_secs_f64());
     }
     let create = round_secs[0];

@@ -54,6 +54,21 @@ fn pool() -> Arc<ClientPool<Client>> {
     Arc::new(ClientPool::new(Arc::new(|addr: &str| Ok(addr.to_owned()))))
 }
 
+/// A pool that counts the clients it makes and can make none for `ing-1`'s address.
+fn counting_pool_without_ing_1() -> (Arc<ClientPool<Client>>, Arc<AtomicUsize>) {
+    let made = Arc::new(AtomicUsize::new(0));
+    let m = Arc::clone(&made);
+    let pool = Arc::new(ClientPool::new(Arc::new(move |addr: &str| {
+        m.fetch_add(1, Ordering::SeqCst);
+        if addr.starts_with("ing-1") {
+            Err("bad address".into())
+        } else {
+            Ok(addr.to_owned())
+        }
+    })));
+    (pool, made)
+}
+
 fn ids(replicas: &[Replica<Client>]) -> Vec<&str> {
     replicas.iter().map(|(id, _)| id.as_str()).collect()
 }
@@ -97,16 +112,7 @@ fn ring_write_sets_use_pooled_clients_and_fail_closed() {
 
 #[test]
 fn an_address_without_a_client_is_a_failed_replica() {
-    let made = Arc::new(AtomicUsize::new(0));
-    let m = Arc::clone(&made);
-    let pool: Arc<ClientPool<Client>> = Arc::new(ClientPool::new(Arc::new(move |addr: &str| {
-        m.fetch_add(1, Ordering::SeqCst);
-        if addr.starts_with("ing-1") {
-            Err("bad address".into())
-        } else {
-            Ok(addr.to_owned())
-        }
-    })));
+    let (pool, made) = counting_pool_without_ing_1();
     let r = RingReplicas::new(ring(3, &[]), pool);
     let set = r.for_write(0);
     assert_eq!(
@@ -353,16 +359,7 @@ fn ring_write_sets_are_zone_aware() {
 
 #[test]
 fn ring_write_sets_look_each_client_up_once_per_request() {
-    let made = Arc::new(AtomicUsize::new(0));
-    let m = Arc::clone(&made);
-    let pool: Arc<ClientPool<Client>> = Arc::new(ClientPool::new(Arc::new(move |addr: &str| {
-        m.fetch_add(1, Ordering::SeqCst);
-        if addr.starts_with("ing-1") {
-            Err("bad address".into())
-        } else {
-            Ok(addr.to_owned())
-        }
-    })));
+    let (pool, made) = counting_pool_without_ing_1();
     let r = RingReplicas::new(ring(3, &[]), pool);
     let tokens: Vec<u32> = (0..100).map(|k| k * 29).collect();
     let sets = write_sets_of(&r, &tokens);
