@@ -112,7 +112,7 @@ fn ring_write_sets_use_pooled_clients_and_fail_closed() {
 
 #[test]
 fn an_address_without_a_client_is_a_failed_replica() {
-    let (pool, made) = counting_pool_without_ing_1();
+    let (pool, _) = counting_pool_without_ing_1();
     let r = RingReplicas::new(ring(3, &[]), pool);
     let set = r.for_write(0);
     assert_eq!(
