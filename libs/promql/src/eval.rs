@@ -9,6 +9,7 @@ use crate::query::{Series, Stats, align_up, at_ms, duration_ms, node_key, offset
 use crate::value::{InstantSample, RangeSeries, Value};
 use heddle_model::{Labels, METRIC_NAME, Sample, is_stale_nan};
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -289,13 +290,20 @@ impl<'q> Evaluator<'q> {
     }
 
     /// The samples a range function reads for a matrix selector.
-    pub fn range_source_of_matrix(&self, ms: &MatrixSelector, g: Grid) -> Result<RangeSource, PromqlError> {
+    pub fn range_source_of_matrix(&self, ms: &MatrixSelector, g: Grid) -> Result<RangeSource<'_>, PromqlError> {
+        // Staleness markers are no values in a range; most series have none and are read in place.
         let series = self
             .selected(&ms.vs)?
             .iter()
-            .map(|s| Series {
-                labels: s.labels.clone(),
-                samples: s.samples.iter().copied().filter(|s| !is_stale_nan(s.v)).collect(),
+            .map(|s| {
+                if s.samples.iter().any(|x| is_stale_nan(x.v)) {
+                    Cow::Owned(Series {
+                        labels: s.labels.clone(),
+                        samples: s.samples.iter().copied().filter(|x| !is_stale_nan(x.v)).collect(),
+                    })
+                } else {
+                    Cow::Borrowed(s)
+                }
             })
             .collect();
         let times = self.eval_times(
@@ -312,7 +320,7 @@ impl<'q> Evaluator<'q> {
 
     /// The samples a range function reads for a subquery: the inner expression evaluated at steps aligned to
     /// the subquery's step, over every window the outer steps read.
-    pub fn range_source_of_subquery(&self, sq: &SubqueryExpr, g: Grid) -> Result<RangeSource, PromqlError> {
+    pub fn range_source_of_subquery(&self, sq: &SubqueryExpr, g: Grid) -> Result<RangeSource<'_>, PromqlError> {
         let at = at_ms(&sq.at, self.query_start, self.query_end);
         let offset = offset_ms(&sq.offset);
         let range = duration_ms(&sq.range);
@@ -330,19 +338,21 @@ impl<'q> Evaluator<'q> {
             match self.eval(&sq.expr, inner)? {
                 Out::Vector(series) => series
                     .into_iter()
-                    .map(|s| Series {
-                        samples: inner
-                            .times()
-                            .zip(s.vals)
-                            .filter_map(|(t, v)| v.map(|v| Sample::new(t, v)))
-                            .collect(),
-                        labels: s.labels,
+                    .map(|s| {
+                        Cow::Owned(Series {
+                            samples: inner
+                                .times()
+                                .zip(s.vals)
+                                .filter_map(|(t, v)| v.map(|v| Sample::new(t, v)))
+                                .collect(),
+                            labels: s.labels,
+                        })
                     })
                     .collect(),
-                Out::Scalar(v) => vec![Series {
+                Out::Scalar(v) => vec![Cow::Owned(Series {
                     labels: Labels::default(),
                     samples: inner.times().zip(v).map(|(t, v)| Sample::new(t, v)).collect(),
-                }],
+                })],
                 _ => return Err(execution("subquery of a value that is not an instant vector")),
             }
         };
@@ -352,14 +362,15 @@ impl<'q> Evaluator<'q> {
 
 /// Series and the window each step of a range function reads: the samples in `[t - range, t]` for each
 /// evaluation time `t` (inclusive at both ends, as Prometheus 2).
-pub(crate) struct RangeSource {
-    pub series: Vec<Series>,
+pub(crate) struct RangeSource<'a> {
+    /// Borrowed from the fetched series where they need no change.
+    pub series: Vec<Cow<'a, Series>>,
     /// Evaluation time of each step, offset and `@` applied.
     pub times: Vec<i64>,
     pub range: i64,
 }
 
-impl RangeSource {
+impl RangeSource<'_> {
     /// Calls `f(step, window)` for each step of each series, windows found by cursors moving forward.
     pub fn for_each_window(&self, series: &Series, mut f: impl FnMut(usize, &[Sample])) {
         let samples = &series.samples;
@@ -393,8 +404,8 @@ impl RangeSource {
         self.series
             .into_iter()
             .map(|s| Series {
-                samples: s.samples.into_iter().filter(|x| x.t >= from && x.t <= t).collect(),
-                labels: s.labels,
+                samples: s.samples.iter().copied().filter(|x| x.t >= from && x.t <= t).collect(),
+                labels: s.labels.clone(),
             })
             .collect()
     }

@@ -452,7 +452,7 @@ fn absent_labels(e: &Expr) -> Labels {
 }
 
 /// The samples a range function reads: a matrix selector or a subquery.
-fn range_source(ev: &Evaluator<'_>, e: &Expr, g: Grid) -> Result<RangeSource, PromqlError> {
+fn range_source<'e>(ev: &'e Evaluator<'_>, e: &Expr, g: Grid) -> Result<RangeSource<'e>, PromqlError> {
     match unwrap_parens(e) {
         Expr::MatrixSelector(ms) => ev.range_source_of_matrix(ms, g),
         Expr::Subquery(sq) => ev.range_source_of_subquery(sq, g),
