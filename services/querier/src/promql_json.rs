@@ -111,24 +111,21 @@ fn string(out: &mut String, s: &str) {
     out.push_str(&serde_json::to_string(s).unwrap_or_default());
 }
 
-/// Prometheus' `stats` block (`stats=all`): timings in seconds and the engine's sample counts.
+/// Prometheus' `stats` block (`stats=all`): timings in seconds and the engine's sample counts, keys in
+/// Prometheus' order.
 fn stats(out: &mut String, stats: &Stats, t: &Timings) {
     let eval_total = t.prepare + t.eval;
-    let body = serde_json::json!({
-        "timings": {
-            "evalTotalTime": eval_total.as_secs_f64(),
-            "resultSortTime": 0,
-            "queryPreparationTime": t.prepare.as_secs_f64(),
-            "innerEvalTime": t.eval.as_secs_f64(),
-            "execQueueTime": t.queue.as_secs_f64(),
-            "execTotalTime": (t.queue + eval_total).as_secs_f64(),
-        },
-        "samples": {
-            "totalQueryableSamples": stats.total_queryable_samples,
-            "peakSamples": stats.peak_samples,
-        },
-    });
-    out.push_str(&body.to_string());
+    let _ = write!(
+        out,
+        r#"{{"timings":{{"evalTotalTime":{},"resultSortTime":0,"queryPreparationTime":{},"innerEvalTime":{},"execQueueTime":{},"execTotalTime":{}}},"samples":{{"totalQueryableSamples":{},"peakSamples":{}}}}}"#,
+        eval_total.as_secs_f64(),
+        t.prepare.as_secs_f64(),
+        t.eval.as_secs_f64(),
+        t.queue.as_secs_f64(),
+        (t.queue + eval_total).as_secs_f64(),
+        stats.total_queryable_samples,
+        stats.peak_samples,
+    );
 }
 
 #[cfg(test)]
@@ -213,5 +210,25 @@ mod tests {
             assert_eq!(body, format!(r#"{{"status":"success","data":{data}}}"#), "case {name}");
             serde_json::from_str::<serde_json::Value>(&body).unwrap_or_else(|e| panic!("case {name}: {e}"));
         }
+    }
+
+    #[test]
+    fn stats_block_in_prometheus_order() {
+        let a = Answer {
+            value: Value::Scalar { t: 0, v: 1.0 },
+            stats: Stats {
+                total_queryable_samples: 7,
+                peak_samples: 9,
+            },
+            timings: Timings {
+                queue: std::time::Duration::from_millis(1),
+                prepare: std::time::Duration::from_millis(20),
+                eval: std::time::Duration::from_micros(2500),
+            },
+        };
+        assert_eq!(
+            query_body(&a, true),
+            r#"{"status":"success","data":{"resultType":"scalar","result":[0,"1"],"stats":{"timings":{"evalTotalTime":0.0225,"resultSortTime":0,"queryPreparationTime":0.02,"innerEvalTime":0.0025,"execQueueTime":0.001,"execTotalTime":0.0235},"samples":{"totalQueryableSamples":7,"peakSamples":9}}}}"#
+        );
     }
 }
