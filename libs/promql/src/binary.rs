@@ -59,9 +59,10 @@ fn is_set(op: TokenId) -> bool {
     matches!(op, T_LAND | T_LOR | T_LUNLESS)
 }
 
-/// Arithmetic operators drop the metric name; comparisons keep it (unless `bool`).
+/// Arithmetic operators drop the metric name; comparisons (unless `bool`) and `atan2` keep it, as in
+/// Prometheus 2.
 fn drops_name(op: TokenId) -> bool {
-    matches!(op, T_ADD | T_SUB | T_MUL | T_DIV | T_MOD | T_POW | T_ATAN2)
+    matches!(op, T_ADD | T_SUB | T_MUL | T_DIV | T_MOD | T_POW)
 }
 
 /// `lhs op rhs`: the value and, for comparisons, whether it holds.

@@ -157,7 +157,15 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
                 vals: g.times().map(|t| Some(t as f64 / 1000.0)).collect(),
             }],
         };
-        return map_values(series, true, |v, _| Some(date_part(name, v)));
+        // A value that is no time (NaN, an infinity, past the range of seconds in an i64) has no date. Prometheus
+        // 2.42 prints whatever Go's float-to-integer conversion gives on the CPU it runs on.
+        return map_values(series, true, |v, _| {
+            Some(if v.is_finite() && v.abs() < 9.2e18 {
+                date_part(name, v)
+            } else {
+                f64::NAN
+            })
+        });
     }
     match name {
         "time" => Ok(Out::Scalar(g.times().map(|t| t as f64 / 1000.0).collect())),

@@ -106,6 +106,7 @@ fn register_functions() {
 /// Parses `text` into Prometheus' syntax tree, refusing what Prometheus 2.42 does not know.
 pub fn parse(text: &str) -> Result<Expr, PromqlError> {
     register_functions();
+    refuse_quoted_names(text)?;
     let expr = parser::parse(text).map_err(|e| PromqlError::BadData(format!("1:1: parse error: {e}")))?;
     check_supported(&expr)?;
     Ok(expr)
@@ -114,6 +115,57 @@ pub fn parse(text: &str) -> Result<Expr, PromqlError> {
 /// Prometheus' canonical text of a query (`/api/v1/format_query`).
 pub fn format_query(text: &str) -> Result<String, PromqlError> {
     Ok(parse(text)?.prettify())
+}
+
+/// Refuses Prometheus 3's quoted names inside a selector (`{"up"}`, `{"a.b"="c"}`), which the parser accepts and
+/// Prometheus 2.42 does not: a string literal right after `{` or after a `,` inside braces.
+fn refuse_quoted_names(text: &str) -> Result<(), PromqlError> {
+    let mut open: Vec<u8> = Vec::new();
+    let mut last = 0u8;
+    let mut chars = text.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' | '\'' | '`' => {
+                if last == b'{' || (last == b',' && open.last() == Some(&b'{')) {
+                    return Err(PromqlError::BadData(format!(
+                        "1:{}: parse error: unexpected string in label matching, expected label name",
+                        i + 1
+                    )));
+                }
+                // Skip the literal; only backquoted strings have no escapes.
+                let mut escaped = false;
+                for (_, d) in chars.by_ref() {
+                    if escaped {
+                        escaped = false;
+                    } else if d == '\\' && c != '`' {
+                        escaped = true;
+                    } else if d == c {
+                        break;
+                    }
+                }
+                last = b'"';
+            }
+            '#' => {
+                // A comment runs to the end of the line.
+                for (_, d) in chars.by_ref() {
+                    if d == '\n' {
+                        break;
+                    }
+                }
+            }
+            '{' | '(' | '[' => {
+                open.push(c as u8);
+                last = c as u8;
+            }
+            '}' | ')' | ']' => {
+                open.pop();
+                last = c as u8;
+            }
+            c if c.is_whitespace() => {}
+            c => last = if c.is_ascii() { c as u8 } else { b'a' },
+        }
+    }
+    Ok(())
 }
 
 /// Refuses syntax and functions newer than the Prometheus version Heddle answers like (2.42).

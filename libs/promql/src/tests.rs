@@ -233,6 +233,13 @@ fn vector_matching_follows_on_ignoring_and_group_left() {
 }
 
 #[test]
+fn strings_outside_selectors_are_not_taken_for_quoted_names() {
+    let data = counter();
+    let q = r#"label_replace(reqs{job="api"}, "a", "{,", "job", "(.*)") or label_join(reqs, "b", ",", "job")"#;
+    assert_eq!(vector(instant(q, MIN, &data).unwrap()).len(), 2);
+}
+
+#[test]
 fn functions_keep_prometheus_special_cases() {
     let data = vec![
         series(&[("__name__", "h_bucket"), ("le", "0.1")], &[(0, 10.0)]),
@@ -325,6 +332,8 @@ fn bad_queries_are_refused_with_prometheus_error_classes() {
         ("reqs[5m]", "bad_data"),
         ("\"text\"", "bad_data"),
         ("sort_by_label(reqs)", "bad_data"),
+        ("{\"reqs\"}", "bad_data"),
+        ("reqs{\"job\"=\"api\"}", "bad_data"),
     ] {
         let err = run_with(q, range, &data, &opts).expect_err(q);
         assert_eq!(err.error_type(), ty, "{q}: {err}");

@@ -27,7 +27,7 @@ pub(crate) fn query_body(answer: &Answer, with_stats: bool) -> String {
                 out.push_str(r#"{"metric":"#);
                 labels(&mut out, &s.labels);
                 out.push_str(r#","value":"#);
-                point(&mut out, s.t, &go_format_float(s.v));
+                point(&mut out, s.t, &sample_value(s.v));
                 out.push('}');
             }
             out.push(']');
@@ -55,6 +55,23 @@ pub(crate) fn query_body(answer: &Answer, with_stats: bool) -> String {
     out
 }
 
+/// A vector or matrix value as Prometheus' API writes it: Go's shortest decimal, switching to exponent form
+/// below 1e-6 and from 1e21 on (`"1e-07"`, `"1e+21"`). Scalars keep the plain decimal form throughout.
+pub(crate) fn sample_value(v: f64) -> String {
+    let abs = v.abs();
+    if !v.is_finite() || v == 0.0 || (1e-6..1e21).contains(&abs) {
+        return go_format_float(v);
+    }
+    // Rust writes the same shortest digits as `1e21` / `1.5e-7`; Go signs the exponent and pads it to two.
+    let text = format!("{v:e}");
+    let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+    let (sign, digits) = match exponent.strip_prefix('-') {
+        Some(d) => ('-', d),
+        None => ('+', exponent),
+    };
+    format!("{mantissa}e{sign}{digits:0>2}")
+}
+
 /// `[<seconds>,"<value>"]`.
 fn point(out: &mut String, t: i64, value: &str) {
     out.push('[');
@@ -70,7 +87,7 @@ fn points(out: &mut String, samples: &[Sample]) {
         if i > 0 {
             out.push(',');
         }
-        point(out, s.t, &go_format_float(s.v));
+        point(out, s.t, &sample_value(s.v));
     }
     out.push(']');
 }
@@ -138,6 +155,22 @@ mod tests {
             value,
             stats: Stats::default(),
             timings: Timings::default(),
+        }
+    }
+
+    #[test]
+    fn sample_values_switch_to_exponents_where_prometheus_does() {
+        for (v, want) in [
+            (1e21, "1e+21"),
+            (1.5e-7, "1.5e-07"),
+            (-2.5e300, "-2.5e+300"),
+            (1e-6, "0.000001"),
+            (999_999_999_999.5, "999999999999.5"),
+            (0.0, "0"),
+            (f64::NAN, "NaN"),
+            (f64::NEG_INFINITY, "-Inf"),
+        ] {
+            assert_eq!(sample_value(v), want, "{v}");
         }
     }
 

@@ -147,6 +147,9 @@ where
             () = &mut sleep => Some((Err(deadline_exceeded("QueryStream", timeout)), None)),
         }
     })
+    // A reader may poll once more after the end (the querier's merge does, for an ingester that had nothing);
+    // an ended `unfold` must not be polled again.
+    .fuse()
 }
 
 #[async_trait::async_trait]
@@ -195,5 +198,19 @@ impl IngesterClient for GrpcIngesterClient {
         let mut client = self.inner.clone();
         self.within("Series", deadline, self.timeout, client.series(request))
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_ended_query_stream_stays_ended() {
+        let empty = futures::stream::empty::<Result<QueryStreamResponse, Status>>();
+        let timeout = Duration::from_secs(5);
+        let mut stream = Box::pin(with_deadline(empty, Instant::now() + timeout, timeout));
+        assert!(stream.next().await.is_none());
+        assert!(stream.next().await.is_none(), "polled again after its end");
     }
 }
