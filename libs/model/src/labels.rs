@@ -103,6 +103,35 @@ impl Labels {
     pub fn as_slice(&self) -> &[Label] {
         &self.0
     }
+
+    /// The labels for which `keep(name)` holds, still sorted (PromQL's `by`, `on` and dropping `__name__`).
+    pub fn filtered(&self, mut keep: impl FnMut(&str) -> bool) -> Labels {
+        Labels(self.0.iter().filter(|l| keep(&l.name)).cloned().collect())
+    }
+
+    /// This set with `name` set to `value`, or removed when `value` is empty (PromQL's `label_replace`,
+    /// `count_values`, `group_left` copying a label).
+    pub fn with(&self, name: &str, value: &str) -> Result<Labels, LabelsError> {
+        if name.is_empty() {
+            return Err(LabelsError::EmptyName);
+        }
+        let mut out = self.0.clone();
+        match out.binary_search_by(|l| l.name.as_str().cmp(name)) {
+            Ok(i) if value.is_empty() => {
+                out.remove(i);
+            }
+            Ok(i) => value.clone_into(&mut out[i].value),
+            Err(_) if value.is_empty() => {}
+            Err(i) => out.insert(
+                i,
+                Label {
+                    name: name.to_owned(),
+                    value: value.to_owned(),
+                },
+            ),
+        }
+        Ok(Labels(out))
+    }
 }
 
 /// Longest label name or value quoted whole in a message; longer ones are cut (a hostile series must not make
@@ -245,6 +274,19 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn with_and_filtered_keep_the_set_sorted_and_drop_empty_values() {
+        let base = Labels::from_sorted([("__name__", "up"), ("job", "a")]).unwrap();
+        let set = base.with("instance", "x").unwrap().with("zone", "z").unwrap();
+        assert_eq!(set.to_string(), r#"{__name__="up", instance="x", job="a", zone="z"}"#);
+        assert_eq!(set.with("job", "b").unwrap().get("job"), Some("b"));
+        assert_eq!(set.with("job", "").unwrap().get("job"), None);
+        assert_eq!(base.with("absent", "").unwrap(), base);
+        assert!(base.with("", "v").is_err());
+        let kept = set.filtered(|n| n != METRIC_NAME && n != "zone");
+        assert_eq!(kept.to_string(), r#"{instance="x", job="a"}"#);
+    }
 
     #[test]
     fn construction_checks_order_and_uniqueness() {

@@ -1,0 +1,25 @@
+//! Heddle's PromQL engine: Prometheus' query language evaluated over series a caller selects.
+//!
+//! Parsing is the `promql-parser` crate's (it tracks Prometheus' grammar); evaluation is this crate's, with
+//! Prometheus 2.42's semantics: the 5-minute lookback and staleness markers, ranges closed at both ends,
+//! `offset` and `@`, subqueries aligned to their step, vector matching, and Prometheus' float formatting.
+//!
+//! The engine does no I/O. [`Query::new`] parses a query and lists the [`Selection`]s it needs (each
+//! selector once, over the whole time span its steps read); the caller fetches them and hands them to
+//! [`Query::evaluate`], which checks the sample limit and the deadline as it goes.
+
+mod aggregate;
+mod binary;
+mod error;
+mod eval;
+mod functions;
+mod query;
+mod value;
+
+pub use error::PromqlError;
+pub use functions::go_format_float;
+pub use query::{Query, QueryOptions, QueryTime, Selection, Series, Stats, format_query, parse};
+pub use value::{InstantSample, RangeSeries, Value};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,392 @@
+//! A query from text to answer: parse and check it, say which series it needs ([`Query::selections`]), then
+//! evaluate it over what the caller fetched ([`Query::evaluate`]).
+//!
+//! The engine does no I/O: the caller (the querier) fetches each [`Selection`] once, over the whole time range
+//! every step of the query needs, and hands the series back in the same order. A range query therefore reads
+//! each series once, however many steps it has.
+
+use crate::PromqlError;
+use crate::eval::{Evaluator, Grid};
+use crate::value::Value;
+use heddle_model::{Labels, MatchType, Matcher, Sample};
+use promql_parser::label::MatchOp;
+use promql_parser::parser::{self, AtModifier, Expr, Offset, VectorSelector, value::ValueType};
+use std::collections::HashMap;
+use std::sync::Once;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How a query is evaluated and what it may cost.
+#[derive(Debug, Clone)]
+pub struct QueryOptions {
+    /// How far back an instant selector looks for a sample (Prometheus' `--query.lookback-delta`, 5 minutes).
+    pub lookback_delta_ms: i64,
+    /// The step of a subquery that names none (Prometheus' default evaluation interval, 1 minute).
+    pub default_subquery_step_ms: i64,
+    /// Most samples the query may hold at once: fetched samples plus the points of the step being built
+    /// (Mimir's `-querier.max-samples`).
+    pub max_samples: usize,
+    /// When evaluation gives up.
+    pub deadline: Option<Instant>,
+}
+
+impl Default for QueryOptions {
+    fn default() -> Self {
+        Self {
+            lookback_delta_ms: 5 * 60 * 1000,
+            default_subquery_step_ms: 60 * 1000,
+            max_samples: 50_000_000,
+            deadline: None,
+        }
+    }
+}
+
+/// When a query is evaluated, in milliseconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueryTime {
+    Instant(i64),
+    /// Evaluated at `start`, `start + step`, ... up to `end`.
+    Range {
+        start: i64,
+        end: i64,
+        step: i64,
+    },
+}
+
+/// Series a query needs: those matching `matchers`, with their samples in `[start, end]` (inclusive).
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub matchers: Vec<Matcher>,
+    pub start: i64,
+    pub end: i64,
+}
+
+/// A selected series, as the caller hands it back for a [`Selection`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub labels: Labels,
+    /// Sorted by time, one sample per timestamp; staleness markers included.
+    pub samples: Vec<Sample>,
+}
+
+/// What evaluation cost, for Prometheus' `stats` block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Samples handed to the engine by the selections.
+    pub total_queryable_samples: u64,
+    /// The most samples held at once.
+    pub peak_samples: u64,
+}
+
+/// A parsed, checked query and the selections it needs.
+#[derive(Debug)]
+pub struct Query {
+    /// Boxed and never changed after planning: selections are keyed by the address of their selector node.
+    expr: Box<Expr>,
+    time: QueryTime,
+    selections: Vec<Selection>,
+    /// Address of a `VectorSelector` node -> index into `selections`.
+    index: HashMap<usize, usize>,
+}
+
+/// Functions of Prometheus 2.42 that the parser knows under another name or no longer knows.
+fn register_functions() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // `holt_winters` became `double_exponential_smoothing` in Prometheus 3; 2.42 names it `holt_winters`.
+        let _ = parser::register_extra_functions(vec![parser::Function::new(
+            "holt_winters",
+            vec![ValueType::Matrix, ValueType::Scalar, ValueType::Scalar],
+            0,
+            ValueType::Vector,
+            false,
+        )]);
+    });
+}
+
+/// Parses `text` into Prometheus' syntax tree, refusing what Prometheus 2.42 does not know.
+pub fn parse(text: &str) -> Result<Expr, PromqlError> {
+    register_functions();
+    let expr = parser::parse(text).map_err(|e| PromqlError::BadData(format!("1:1: parse error: {e}")))?;
+    check_supported(&expr)?;
+    Ok(expr)
+}
+
+/// Prometheus' canonical text of a query (`/api/v1/format_query`).
+pub fn format_query(text: &str) -> Result<String, PromqlError> {
+    Ok(parse(text)?.prettify())
+}
+
+/// Refuses syntax and functions newer than the Prometheus version Heddle answers like (2.42).
+fn check_supported(expr: &Expr) -> Result<(), PromqlError> {
+    let mut err = None;
+    walk(expr, &mut |e| {
+        if err.is_some() {
+            return;
+        }
+        match e {
+            Expr::Call(call) if !crate::functions::is_supported(call.func.name) => {
+                err = Some(PromqlError::BadData(format!(
+                    "1:1: parse error: unknown function with name {:?}",
+                    call.func.name
+                )));
+            }
+            Expr::Aggregate(agg) if !crate::aggregate::is_supported(agg.op) => {
+                err = Some(PromqlError::BadData(format!(
+                    "1:1: parse error: unknown aggregation {:?}",
+                    agg.op.to_string()
+                )));
+            }
+            Expr::VectorSelector(vs) if !vs.matchers.or_matchers.is_empty() => {
+                err = Some(PromqlError::BadData(
+                    "1:1: parse error: `or` inside a selector is not supported".into(),
+                ));
+            }
+            Expr::MatrixSelector(ms) if !ms.vs.matchers.or_matchers.is_empty() => {
+                err = Some(PromqlError::BadData(
+                    "1:1: parse error: `or` inside a selector is not supported".into(),
+                ));
+            }
+            Expr::Binary(b)
+                if b.modifier
+                    .as_ref()
+                    .is_some_and(|m| m.fill_values.lhs.is_some() || m.fill_values.rhs.is_some()) =>
+            {
+                err = Some(PromqlError::BadData(
+                    "1:1: parse error: `fill` modifiers are not supported".into(),
+                ));
+            }
+            Expr::Extension(_) => err = Some(PromqlError::BadData("1:1: parse error: unknown expression".into())),
+            _ => {}
+        }
+    });
+    err.map_or(Ok(()), Err)
+}
+
+/// Calls `f` on every node of `expr`, parents first.
+pub(crate) fn walk<'e>(expr: &'e Expr, f: &mut impl FnMut(&'e Expr)) {
+    f(expr);
+    match expr {
+        Expr::Aggregate(a) => {
+            if let Some(p) = &a.param {
+                walk(p, f);
+            }
+            walk(&a.expr, f);
+        }
+        Expr::Unary(u) => walk(&u.expr, f),
+        Expr::Binary(b) => {
+            walk(&b.lhs, f);
+            walk(&b.rhs, f);
+        }
+        Expr::Paren(p) => walk(&p.expr, f),
+        Expr::Subquery(s) => walk(&s.expr, f),
+        Expr::Call(c) => c.args.args.iter().for_each(|a| walk(a, f)),
+        Expr::NumberLiteral(_)
+        | Expr::StringLiteral(_)
+        | Expr::VectorSelector(_)
+        | Expr::MatrixSelector(_)
+        | Expr::Extension(_) => {}
+    }
+}
+
+pub(crate) fn duration_ms(d: &Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn offset_ms(o: &Option<Offset>) -> i64 {
+    match o {
+        None => 0,
+        Some(Offset::Pos(d)) => duration_ms(d),
+        Some(Offset::Neg(d)) => -duration_ms(d),
+    }
+}
+
+/// The fixed evaluation time an `@` modifier sets, if any.
+pub(crate) fn at_ms(at: &Option<AtModifier>, query_start: i64, query_end: i64) -> Option<i64> {
+    match at {
+        None => None,
+        Some(AtModifier::Start) => Some(query_start),
+        Some(AtModifier::End) => Some(query_end),
+        Some(AtModifier::At(t)) => Some(system_time_ms(*t)),
+    }
+}
+
+fn system_time_ms(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => duration_ms(&d),
+        Err(e) => -duration_ms(&e.duration()),
+    }
+}
+
+/// The first multiple of `step` at or after `t`: where a subquery's steps start.
+pub(crate) fn align_up(t: i64, step: i64) -> i64 {
+    let down = t.div_euclid(step) * step;
+    if down < t { down + step } else { down }
+}
+
+/// The key of a selector node.
+pub(crate) fn node_key(vs: &VectorSelector) -> usize {
+    vs as *const VectorSelector as usize
+}
+
+impl Query {
+    /// Parses and checks `text` for evaluation at `time`, and works out its selections.
+    pub fn new(text: &str, time: QueryTime, opts: &QueryOptions) -> Result<Self, PromqlError> {
+        let expr = Box::new(parse(text)?);
+        Self::from_expr(expr, time, opts)
+    }
+
+    fn from_expr(expr: Box<Expr>, time: QueryTime, opts: &QueryOptions) -> Result<Self, PromqlError> {
+        let (start, end) = match time {
+            QueryTime::Instant(t) => (t, t),
+            QueryTime::Range { start, end, step } => {
+                if step <= 0 {
+                    return Err(PromqlError::BadData(
+                        "zero or negative query resolution step widths are not accepted. Try a positive integer".into(),
+                    ));
+                }
+                if end < start {
+                    return Err(PromqlError::BadData(
+                        "end timestamp must not be before start time".into(),
+                    ));
+                }
+                let ty = expr.value_type();
+                if !matches!(ty, ValueType::Scalar | ValueType::Vector) {
+                    return Err(PromqlError::BadData(format!(
+                        "invalid expression type {:?} for range query, must be Scalar or instant Vector",
+                        type_word(ty)
+                    )));
+                }
+                (start, end)
+            }
+        };
+        let mut planner = Planner {
+            opts,
+            query_start: start,
+            query_end: end,
+            selections: Vec::new(),
+            index: HashMap::new(),
+        };
+        planner.plan(&expr, start, end)?;
+        let Planner { selections, index, .. } = planner;
+        Ok(Self {
+            expr,
+            time,
+            selections,
+            index,
+        })
+    }
+
+    /// The series the query reads, each to be fetched once; [`Query::evaluate`] takes them back in this order.
+    pub fn selections(&self) -> &[Selection] {
+        &self.selections
+    }
+
+    /// The query's expression.
+    pub fn expr(&self) -> &Expr {
+        &self.expr
+    }
+
+    /// Evaluates the query over `fetched`, one entry per [`Query::selections`] entry, in order.
+    pub fn evaluate(&self, fetched: Vec<Vec<Series>>, opts: &QueryOptions) -> Result<(Value, Stats), PromqlError> {
+        if fetched.len() != self.selections.len() {
+            return Err(PromqlError::Execution(format!(
+                "{} selections fetched for a query of {}",
+                fetched.len(),
+                self.selections.len()
+            )));
+        }
+        let (start, end, grid) = match self.time {
+            QueryTime::Instant(t) => (t, t, Grid::instant(t)),
+            QueryTime::Range { start, end, step } => (start, end, Grid::range(start, end, step)),
+        };
+        let eval = Evaluator::new(fetched, &self.index, opts, start, end)?;
+        let value = eval.top(&self.expr, grid, matches!(self.time, QueryTime::Range { .. }))?;
+        Ok((value, eval.stats()))
+    }
+}
+
+fn type_word(ty: ValueType) -> &'static str {
+    match ty {
+        ValueType::Vector => "instant vector",
+        ValueType::Scalar => "scalar",
+        ValueType::Matrix => "range vector",
+        ValueType::String => "string",
+    }
+}
+
+/// Works out each selector's time range from the steps that evaluate it.
+struct Planner<'o> {
+    opts: &'o QueryOptions,
+    query_start: i64,
+    query_end: i64,
+    selections: Vec<Selection>,
+    index: HashMap<usize, usize>,
+}
+
+impl Planner<'_> {
+    /// Plans `expr` evaluated at times from `first` to `last`.
+    fn plan(&mut self, expr: &Expr, first: i64, last: i64) -> Result<(), PromqlError> {
+        match expr {
+            Expr::VectorSelector(vs) => self.select(vs, first, last, self.opts.lookback_delta_ms),
+            Expr::MatrixSelector(ms) => self.select(&ms.vs, first, last, duration_ms(&ms.range)),
+            Expr::Subquery(sq) => {
+                let (first, last) = match at_ms(&sq.at, self.query_start, self.query_end) {
+                    Some(at) => (at, at),
+                    None => (first, last),
+                };
+                let step = sq.step.as_ref().map_or(self.opts.default_subquery_step_ms, duration_ms);
+                if step <= 0 {
+                    return Err(PromqlError::BadData("subquery step must be positive".into()));
+                }
+                let offset = offset_ms(&sq.offset);
+                let inner_first = align_up(first - offset - duration_ms(&sq.range), step);
+                self.plan(&sq.expr, inner_first, last - offset)
+            }
+            Expr::Aggregate(a) => {
+                if let Some(p) = &a.param {
+                    self.plan(p, first, last)?;
+                }
+                self.plan(&a.expr, first, last)
+            }
+            Expr::Unary(u) => self.plan(&u.expr, first, last),
+            Expr::Binary(b) => {
+                self.plan(&b.lhs, first, last)?;
+                self.plan(&b.rhs, first, last)
+            }
+            Expr::Paren(p) => self.plan(&p.expr, first, last),
+            Expr::Call(c) => c.args.args.iter().try_for_each(|a| self.plan(a, first, last)),
+            Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => Ok(()),
+        }
+    }
+
+    /// A selection for `vs` evaluated from `first` to `last`, reaching `reach` back from each evaluation time.
+    fn select(&mut self, vs: &VectorSelector, first: i64, last: i64, reach: i64) -> Result<(), PromqlError> {
+        let (first, last) = match at_ms(&vs.at, self.query_start, self.query_end) {
+            Some(at) => (at, at),
+            None => (first, last),
+        };
+        let offset = offset_ms(&vs.offset);
+        let mut matchers = Vec::with_capacity(vs.matchers.matchers.len() + 1);
+        if let Some(name) = &vs.name {
+            matchers.push(Matcher::equal(heddle_model::METRIC_NAME, name.clone()));
+        }
+        for m in &vs.matchers.matchers {
+            let kind = match m.op {
+                MatchOp::Equal => MatchType::Equal,
+                MatchOp::NotEqual => MatchType::NotEqual,
+                MatchOp::Re(_) => MatchType::RegexMatch,
+                MatchOp::NotRe(_) => MatchType::RegexNoMatch,
+            };
+            matchers.push(
+                Matcher::new(kind, m.name.clone(), m.value.clone()).map_err(|e| PromqlError::BadData(e.to_string()))?,
+            );
+        }
+        self.index.insert(node_key(vs), self.selections.len());
+        self.selections.push(Selection {
+            matchers,
+            start: first.saturating_sub(offset).saturating_sub(reach),
+            end: last.saturating_sub(offset),
+        });
+        Ok(())
+    }
+}
