@@ -85,19 +85,19 @@ fn mid(data: &Dataset) -> i64 {
 
 /// One way to evaluate an expression: an instant query at a time, or a range query.
 struct Evaluation {
-    name: &'static str,
+    name: String,
     path: &'static str,
     params: Vec<(&'static str, String)>,
 }
 
 fn evaluations(data: &Dataset) -> Vec<Evaluation> {
-    let instant = |name, t: i64| Evaluation {
-        name,
+    let instant = |name: &str, t: i64| Evaluation {
+        name: name.to_owned(),
         path: "/api/v1/query",
         params: vec![("time", secs(t))],
     };
-    let range = |name, start: i64, end: i64, step: &str| Evaluation {
-        name,
+    let range = |name: &str, start: i64, end: i64, step: &str| Evaluation {
+        name: name.to_owned(),
         path: "/api/v1/query_range",
         params: vec![("start", secs(start)), ("end", secs(end)), ("step", step.to_owned())],
     };
@@ -111,6 +111,106 @@ fn evaluations(data: &Dataset) -> Vec<Evaluation> {
         // 37 s does not divide the range, which runs past the lookback after the data.
         range("range step 37s", mid(data) - 900_000, data.end_ms + 420_000, "37"),
     ]
+}
+
+/// Requests whose parameters, rather than expression, are unusual: time and step formats Prometheus accepts,
+/// and the ones it refuses. Each is named `[parameters] <what>` in reports and in `known_differences.txt`.
+fn parameter_cases(data: &Dataset) -> Vec<Evaluation> {
+    let q = |query: &str| ("query", query.to_owned());
+    let (start, end) = (secs(data.start_ms + 600_000), secs(data.end_ms));
+    let range = |step: &str| {
+        vec![
+            q("sum(up)"),
+            ("start", start.clone()),
+            ("end", end.clone()),
+            ("step", step.to_owned()),
+        ]
+    };
+    let case = |name: &str, path, params| Evaluation {
+        name: format!("[parameters] {name}"),
+        path,
+        params,
+    };
+    vec![
+        case(
+            "time as RFC 3339",
+            "/api/v1/query",
+            vec![q("sum(up)"), ("time", rfc3339(data.end_ms))],
+        ),
+        case(
+            "time with a fraction",
+            "/api/v1/query",
+            vec![q("sum(up)"), ("time", format!("{}.25", data.end_ms / 1000))],
+        ),
+        case(
+            "time not a number",
+            "/api/v1/query",
+            vec![q("up"), ("time", "soon".to_owned())],
+        ),
+        case("no query", "/api/v1/query", vec![("time", end.clone())]),
+        case("empty query", "/api/v1/query", vec![q(""), ("time", end.clone())]),
+        case("step as a duration", "/api/v1/query_range", range("1m30s")),
+        case("step in fractional seconds", "/api/v1/query_range", range("45.5")),
+        case("step zero", "/api/v1/query_range", range("0")),
+        case("step negative", "/api/v1/query_range", range("-15")),
+        case("step not a number", "/api/v1/query_range", range("often")),
+        case("more than 11000 steps", "/api/v1/query_range", range("0.1")),
+        case(
+            "end before start",
+            "/api/v1/query_range",
+            vec![
+                q("up"),
+                ("start", end.clone()),
+                ("end", start.clone()),
+                ("step", "60".to_owned()),
+            ],
+        ),
+        case(
+            "no step",
+            "/api/v1/query_range",
+            vec![q("up"), ("start", start.clone()), ("end", end.clone())],
+        ),
+        case(
+            "start as RFC 3339",
+            "/api/v1/query_range",
+            vec![
+                q("sum(up)"),
+                ("start", rfc3339(data.start_ms + 600_000)),
+                ("end", end.clone()),
+                ("step", "60".to_owned()),
+            ],
+        ),
+    ]
+}
+
+/// `2026-12-01T21:58:00.000Z` for a time in milliseconds (proleptic Gregorian, UTC).
+fn rfc3339(ms: i64) -> String {
+    let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s, milli) = (rem / 3_600_000, rem / 60_000 % 60, rem / 1000 % 60, rem % 1000);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
+}
+
+/// Runs every [`parameter_cases`] request on both servers; returns each case with what differed.
+async fn run_parameter_cases(oracle: &Api, candidate: &Api, data: &Dataset) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for e in parameter_cases(data) {
+        let (want, got) = (
+            oracle.get(e.path, &e.params).await,
+            candidate.get(e.path, &e.params).await,
+        );
+        out.push((e.name, compare::compare(&want, &got, false).into_iter().collect()));
+    }
+    out
 }
 
 /// Whether the order of an instant vector is defined: the whole expression is `sort`, `sort_desc`, or `topk` or
@@ -319,7 +419,7 @@ async fn promql_agrees_with_prometheus() {
     let s = setup(bin, Target::Heddle).await;
     assert_serves_queries(&s.candidate, &s.data).await;
     let started = Instant::now();
-    let results = run_corpus(&s.oracle, &s.candidate, &s.data).await;
+    let mut results = run_corpus(&s.oracle, &s.candidate, &s.data).await;
     eprintln!(
         "{} expressions x {} evaluations compared in {:?}",
         results.len(),
@@ -331,6 +431,7 @@ async fn promql_agrees_with_prometheus() {
         "the corpus has only {} expressions",
         results.len()
     );
+    results.extend(run_parameter_cases(&s.oracle, &s.candidate, &s.data).await);
     let known = if s.self_check {
         BTreeMap::new()
     } else {
@@ -355,6 +456,13 @@ async fn grafana_data_source_calls_agree_on_a_cluster() {
     };
     let s = setup(bin, Target::Cluster).await;
     grafana::assert_session_agrees(&s.oracle, &s.candidate, &s.data).await;
+}
+
+#[test]
+fn rfc3339_times() {
+    assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+    assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+    assert_eq!(rfc3339(1_796_162_632_500), "2026-12-01T22:03:52.500Z");
 }
 
 #[test]
