@@ -107,6 +107,9 @@ fn evaluations(data: &Dataset) -> Vec<Evaluation> {
         instant("instant at end", data.end_ms + 7_500),
         // Inside the lookback after the last sample.
         instant("instant 4m after end", data.end_ms + 240_000),
+        // Exactly 5 minutes after gap_metric's last sample before its gap: the edge of the lookback and of
+        // `[5m]` ranges, which Prometheus 2.42 includes.
+        instant("instant at the lookback edge", data::gap_start_ms(data) + 300_000),
         range("range step 60s", data.start_ms + 600_000, data.end_ms, "60s"),
         // 37 s does not divide the range, which runs past the lookback after the data.
         range("range step 37s", mid(data) - 900_000, data.end_ms + 420_000, "37"),

@@ -287,6 +287,15 @@ fn stale() -> Option<f64> {
     Some(f64::from_bits(STALE_NAN_BITS))
 }
 
+/// gap_metric's scrapes: silent from scrape 150 to 199, 3 s after the grid.
+const GAP: std::ops::Range<usize> = 150..200;
+const GAP_OFFSET_MS: i64 = 3_000;
+
+/// The time of gap_metric's last sample before its gap.
+pub fn gap_start_ms(data: &Dataset) -> i64 {
+    data.start_ms + (GAP.start as i64 - 1) * SCRAPE_MS + GAP_OFFSET_MS
+}
+
 /// Series that are not there all the time, and NaN and infinite values.
 fn irregular(out: &mut Vec<Series>) {
     // flaky_gauge: f1 and f3 go stale (marker) at 120 and return at 200; f2 goes stale for good at 300.
@@ -305,12 +314,12 @@ fn irregular(out: &mut Vec<Series>) {
             values,
         ));
     }
-    // gap_metric: silent (no marker) from 150 to 199: longer than the lookback, so queries see a hole.
+    // gap_metric: silent (no marker) longer than the lookback, so queries see a hole.
     for (g, instance) in ["g1", "g2"].into_iter().enumerate() {
         let values = (0..POINTS)
-            .map(|k| (!(150..200).contains(&k)).then(|| k as f64 * (g + 1) as f64))
+            .map(|k| (!GAP.contains(&k)).then(|| k as f64 * (g + 1) as f64))
             .collect();
-        out.push(series("gap_metric", &[("instance", instance)], 3_000, values));
+        out.push(series("gap_metric", &[("instance", instance)], GAP_OFFSET_MS, values));
     }
     // late_metric: counters that start in the last 20 minutes, one after the other.
     for (l, instance) in ["l1", "l2", "l3"].into_iter().enumerate() {
