@@ -59,6 +59,14 @@ pub struct Limits {
     /// Most chunk bytes one query may fetch from ingesters and blocks (0 = no limit). Mimir's default is 0;
     /// Heddle's 1 GiB bounds the compressed data one request can make the querier hold.
     pub max_fetched_chunk_bytes_per_query: usize,
+    /// Longest time range (`end - start`) a range query may span (0 = no limit); longer ones are refused with
+    /// 400 (`err-heddle-max-query-length`). Mimir's `max_query_length`, also 0 by default.
+    #[serde(with = "serde_duration")]
+    pub max_query_length: Duration,
+    /// How far back from now a query may read (0 = no limit): earlier parts of a query's range are left out,
+    /// as if they held no data. Mimir's `max_query_lookback`, also 0 by default.
+    #[serde(with = "serde_duration")]
+    pub max_query_lookback: Duration,
 }
 
 impl Default for Limits {
@@ -80,6 +88,8 @@ impl Default for Limits {
             max_fetched_series_per_query: 500_000,
             max_fetched_chunks_per_query: 2_000_000,
             max_fetched_chunk_bytes_per_query: 1 << 30,
+            max_query_length: Duration::ZERO,
+            max_query_lookback: Duration::ZERO,
         }
     }
 }
@@ -235,6 +245,18 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Value,
         help: "Most chunk bytes one query may fetch from ingesters and blocks; more get 422 (0 = no limit)",
     },
+    FlagSpec {
+        flag: "store.max-query-length",
+        key: "limits.max_query_length",
+        kind: FlagKind::Value,
+        help: "Longest time range a range query may span; longer get 400 (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "querier.max-query-lookback",
+        key: "limits.max_query_lookback",
+        kind: FlagKind::Value,
+        help: "How far back from now a query may read; older data is left out of answers (0 = no limit)",
+    },
 ];
 
 #[cfg(test)]
@@ -259,6 +281,14 @@ mod tests {
         assert_eq!(l.max_label_names_per_series, 30, "unset keys keep their default");
         let back: Limits = serde_norway::from_str(&serde_norway::to_string(&l).unwrap()).unwrap();
         assert_eq!(back, l);
+        let l: Limits = serde_norway::from_str("max_query_length: 12h\nmax_query_lookback: 7d\n").unwrap();
+        assert_eq!(l.max_query_length, Duration::from_secs(12 * 3600));
+        assert_eq!(l.max_query_lookback, Duration::from_secs(7 * 86400));
+        assert_eq!(
+            Limits::default().max_query_length,
+            Duration::ZERO,
+            "Mimir's default: unlimited"
+        );
         let err = serde_norway::from_str::<Limits>("ingestion_rte: 5\n").unwrap_err();
         assert!(err.to_string().contains("ingestion_rte"), "{err}");
     }

@@ -156,6 +156,12 @@ catalogue! {
     /// A query selected more samples than allowed.
     MAX_SAMPLES_PER_QUERY = "err-heddle-max-samples-per-query", 422, Request,
         "the query selected more samples than `querier.max_samples_per_query`; narrow it or raise the limit";
+    /// Evaluating a PromQL query would hold more samples at once than allowed.
+    MAX_QUERY_SAMPLES = "err-heddle-max-query-samples", 422, Request,
+        "evaluating the PromQL query would hold more samples in memory at once than `querier.max_samples`; narrow it or raise the limit";
+    /// A range query spans more time than allowed.
+    MAX_QUERY_LENGTH = "err-heddle-max-query-length", 400, Request,
+        "the range query spans more time than `limits.max_query_length`; shorten the range or raise the limit";
     /// A regular-expression matcher is longer than allowed.
     REGEX_TOO_LONG = "err-heddle-regex-too-long", 400, Request,
         "a regular-expression matcher is longer than `querier.max_regex_length`";

@@ -109,6 +109,14 @@ impl Labels {
         Labels(self.0.iter().filter(|l| keep(&l.name)).cloned().collect())
     }
 
+    /// This set without the label `name`, reusing its storage (PromQL dropping `__name__`).
+    pub fn without(mut self, name: &str) -> Labels {
+        if let Ok(i) = self.0.binary_search_by(|l| l.name.as_str().cmp(name)) {
+            self.0.remove(i);
+        }
+        self
+    }
+
     /// This set with `name` set to `value`, or removed when `value` is empty (PromQL's `label_replace`,
     /// `count_values`, `group_left` copying a label).
     pub fn with(&self, name: &str, value: &str) -> Result<Labels, LabelsError> {
@@ -286,6 +294,10 @@ mod tests {
         assert!(base.with("", "v").is_err());
         let kept = set.filtered(|n| n != METRIC_NAME && n != "zone");
         assert_eq!(kept.to_string(), r#"{instance="x", job="a"}"#);
+        assert_eq!(
+            set.clone().without("zone").without("absent"),
+            set.filtered(|n| n != "zone")
+        );
     }
 
     #[test]

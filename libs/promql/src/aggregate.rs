@@ -147,10 +147,12 @@ fn groups(input: &[StepSeries], grouping: &Grouping<'_>) -> (Vec<Labels>, Vec<us
         .iter()
         .map(|s| {
             let l = grouping.group_labels(&s.labels);
-            *ids.entry(l.clone()).or_insert_with(|| {
-                labels.push(l);
-                labels.len() - 1
-            })
+            if let Some(&id) = ids.get(&l) {
+                return id;
+            }
+            ids.insert(l.clone(), labels.len());
+            labels.push(l);
+            labels.len() - 1
         })
         .collect();
     (labels, member_of)

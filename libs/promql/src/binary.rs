@@ -6,7 +6,7 @@
 
 use crate::PromqlError;
 use crate::error::execution;
-use crate::eval::{Evaluator, Grid, Out, StepSeries, dedupe_per_step, drop_name};
+use crate::eval::{Evaluator, Grid, Out, StepSeries, dedupe_per_step, drop_name, drop_own_name};
 use heddle_model::{Labels, METRIC_NAME};
 use promql_parser::parser::token::{
     T_ADD, T_ATAN2, T_DIV, T_EQLC, T_GTE, T_GTR, T_LAND, T_LOR, T_LSS, T_LTE, T_LUNLESS, T_MOD, T_MUL, T_NEQ, T_POW,
@@ -98,7 +98,7 @@ fn vector_scalar(
     let mut out = Vec::with_capacity(series.len());
     for s in series {
         let labels = if drops_name(op) || return_bool {
-            drop_name(&s.labels)
+            drop_own_name(s.labels)
         } else {
             s.labels
         };
@@ -178,10 +178,12 @@ fn signature_ids(matching: &Matching, sides: [&[StepSeries]; 2]) -> (Vec<usize>,
     let mut sigs = Vec::new();
     let mut of = |s: &StepSeries| {
         let sig = matching.signature(&s.labels);
-        *ids.entry(sig.clone()).or_insert_with(|| {
-            sigs.push(sig);
-            sigs.len() - 1
-        })
+        if let Some(&id) = ids.get(&sig) {
+            return id;
+        }
+        ids.insert(sig.clone(), sigs.len());
+        sigs.push(sig);
+        sigs.len() - 1
     };
     let left = sides[0].iter().map(&mut of).collect();
     let right = sides[1].iter().map(&mut of).collect();

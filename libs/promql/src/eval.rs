@@ -221,7 +221,7 @@ impl<'q> Evaluator<'q> {
                     series
                         .into_iter()
                         .map(|s| StepSeries {
-                            labels: drop_name(&s.labels),
+                            labels: drop_own_name(s.labels),
                             vals: s.vals.into_iter().map(|v| v.map(|x| -x)).collect(),
                         })
                         .collect(),
@@ -418,6 +418,11 @@ pub(crate) fn drop_name(labels: &Labels) -> Labels {
     labels.filtered(|n| n != METRIC_NAME)
 }
 
+/// [`drop_name`] of a label set the caller owns, in place.
+pub(crate) fn drop_own_name(labels: Labels) -> Labels {
+    labels.without(METRIC_NAME)
+}
+
 /// Merges series that ended up with the same labels (after dropping `__name__`, `label_replace`...) into
 /// one, failing as Prometheus does when two of them have a value at the same step.
 pub(crate) fn dedupe_per_step(series: Vec<StepSeries>) -> Result<Vec<StepSeries>, PromqlError> {
@@ -431,6 +436,12 @@ pub(crate) fn dedupe_whole_range(series: Vec<StepSeries>) -> Result<Vec<StepSeri
 }
 
 fn merge_same_labels(series: Vec<StepSeries>, per_step: bool) -> Result<Vec<StepSeries>, PromqlError> {
+    // Usually every label set is distinct (they come from distinct series): found by sorting, without copying.
+    let mut order: Vec<usize> = (0..series.len()).collect();
+    order.sort_unstable_by(|&a, &b| series[a].labels.cmp(&series[b].labels));
+    if order.windows(2).all(|w| series[w[0]].labels != series[w[1]].labels) {
+        return Ok(series.into_iter().filter(|s| !s.is_empty()).collect());
+    }
     let mut out: Vec<StepSeries> = Vec::with_capacity(series.len());
     let mut at: HashMap<Labels, usize> = HashMap::with_capacity(series.len());
     for s in series {

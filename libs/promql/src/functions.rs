@@ -3,7 +3,9 @@
 
 use crate::PromqlError;
 use crate::error::execution;
-use crate::eval::{Evaluator, Grid, Out, RangeSource, StepSeries, dedupe_per_step, dedupe_whole_range, drop_name};
+use crate::eval::{
+    Evaluator, Grid, Out, RangeSource, StepSeries, dedupe_per_step, dedupe_whole_range, drop_name, drop_own_name,
+};
 use heddle_model::{Labels, METRIC_NAME, Sample, is_valid_label_name};
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{Call, Expr, VectorSelector};
@@ -125,7 +127,7 @@ fn map_values(
     let out = series
         .into_iter()
         .map(|s| StepSeries {
-            labels: if drop { drop_name(&s.labels) } else { s.labels },
+            labels: if drop { drop_own_name(s.labels) } else { s.labels },
             vals: s
                 .vals
                 .into_iter()

@@ -302,7 +302,14 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
     if matches!(cfg.target, Target::All | Target::Querier) {
-        let mut querier = Querier::new(cfg.querier.clone(), replicas, &mut registry).with_overrides(overrides.clone());
+        let build = heddle_querier::BuildInfo {
+            version: crate::admin::build::VERSION,
+            revision: crate::admin::build::GIT_COMMIT,
+            rustc: crate::admin::build::RUSTC,
+        };
+        let mut querier = Querier::new(cfg.querier.clone(), replicas, &mut registry)
+            .with_overrides(overrides.clone())
+            .with_build_info(build);
         if let Some(bucket) = &bucket {
             querier = querier.with_store(Arc::new(heddle_querier::BucketStore::new(
                 bucket.clone(),

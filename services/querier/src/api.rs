@@ -107,8 +107,12 @@ pub(crate) fn text_error_response(err: &QuerierError) -> Response {
 }
 
 /// A JSON body with its content type (axum's `Json` needs a feature the workspace does not enable).
-fn json_response(status: StatusCode, body: &Value) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    json_bytes_response(status, serde_json::to_vec(body).unwrap_or_default())
+}
+
+/// Encoded JSON `bytes` with their content type.
+pub(crate) fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],

@@ -24,6 +24,15 @@ pub struct QuerierConfig {
     /// before they are compiled. Heddle's own key (Mimir has none): 64 KiB leaves room for the alternations
     /// Grafana builds from multi-value variables while keeping what one matcher can cost to compile small.
     pub max_regex_length: usize,
+    /// Most samples a PromQL query may hold in memory at once: the samples fetched for it plus the points of
+    /// the step being evaluated; more fail with 422 (Mimir: `querier.max-samples`, same default).
+    pub max_samples: usize,
+    /// How far back an instant selector looks for a sample (Mimir and Prometheus: 5 minutes).
+    #[serde(with = "heddle_config::serde_duration")]
+    pub lookback_delta: Duration,
+    /// PromQL queries (`query`, `query_range`) one querier evaluates at once; more wait for a slot, and the
+    /// wait counts toward the query's timeout (Mimir: `querier.max-concurrent`, same default).
+    pub max_concurrent: usize,
 }
 
 impl Default for QuerierConfig {
@@ -34,6 +43,9 @@ impl Default for QuerierConfig {
             max_samples_per_query: 50_000_000,
             max_read_request_bytes: 32 << 20,
             max_regex_length: 64 << 10,
+            max_samples: 50_000_000,
+            lookback_delta: Duration::from_secs(5 * 60),
+            max_concurrent: 20,
         }
     }
 }
@@ -71,6 +83,24 @@ pub const QUERIER_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Value,
         help: "Longest regular expression of a label matcher, in bytes; longer get 400 before compiling (0 = no limit)",
     },
+    FlagSpec {
+        flag: "querier.max-samples",
+        key: "querier.max_samples",
+        kind: FlagKind::Value,
+        help: "Most samples a PromQL query may hold in memory at once; more get 422",
+    },
+    FlagSpec {
+        flag: "querier.lookback-delta",
+        key: "querier.lookback_delta",
+        kind: FlagKind::Value,
+        help: "How far back an instant selector of a PromQL query looks for a sample",
+    },
+    FlagSpec {
+        flag: "querier.max-concurrent",
+        key: "querier.max_concurrent",
+        kind: FlagKind::Value,
+        help: "PromQL queries evaluated at once by one querier; more wait, within their timeout",
+    },
 ];
 
 /// Smallest frame limit accepted: one XOR chunk (at most ~1 KiB) plus a generous label set must fit.
@@ -91,6 +121,15 @@ impl QuerierConfig {
         }
         if self.max_read_request_bytes == 0 {
             return Err("querier.max_read_request_bytes must be greater than 0".into());
+        }
+        if self.max_samples == 0 {
+            return Err("querier.max_samples must be greater than 0".into());
+        }
+        if self.lookback_delta.as_millis() == 0 {
+            return Err("querier.lookback_delta must be at least 1ms".into());
+        }
+        if self.max_concurrent == 0 {
+            return Err("querier.max_concurrent must be greater than 0 (it would refuse every query)".into());
         }
         Ok(())
     }
@@ -117,6 +156,11 @@ mod tests {
             ..Default::default()
         };
         assert!(cfg.validate().unwrap_err().contains("querier.query_timeout"));
+        let cfg = QuerierConfig {
+            max_concurrent: 0,
+            ..Default::default()
+        };
+        assert!(cfg.validate().unwrap_err().contains("querier.max_concurrent"));
     }
 
     #[test]

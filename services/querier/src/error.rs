@@ -62,6 +62,29 @@ pub enum QuerierError {
     /// Blocks in the bucket could not be listed or read; the answer would miss older data, so none is given.
     #[error("reading blocks from the bucket failed (tenant={tenant}): {reason}")]
     Store { tenant: String, reason: String },
+    /// A fault of the querier itself (a task that panicked).
+    #[error("internal querier error: {0}")]
+    Internal(String),
+    /// The PromQL engine refused or failed the query; it knows its own status and `errorType`.
+    #[error(transparent)]
+    Promql(heddle_promql::PromqlError),
+    /// Evaluating a PromQL query would hold more samples at once than `querier.max_samples`.
+    #[error(
+        "err-heddle-max-query-samples: query processing would load too many samples into memory in query \
+         execution (tenant={tenant}, limit {limit}): narrow the query or its time range, or raise \
+         `querier.max_samples` (--querier.max-samples)"
+    )]
+    TooManySamples { tenant: String, limit: usize },
+    /// A range query spans more than the tenant's `limits.max_query_length` (Mimir's message).
+    #[error(
+        "err-heddle-max-query-length: the query time range exceeds the limit (query length: {length}, limit: \
+         {limit}) (tenant={tenant}); shorten the range or raise `limits.max_query_length` (--store.max-query-length)"
+    )]
+    MaxQueryLength {
+        tenant: String,
+        length: String,
+        limit: String,
+    },
 }
 
 /// What a fetch limit counts.
@@ -121,8 +144,15 @@ impl QuerierError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
-            QuerierError::BadData(_) | QuerierError::RegexTooLong { .. } => StatusCode::BAD_REQUEST,
-            QuerierError::LimitExceeded { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            QuerierError::BadData(_) | QuerierError::RegexTooLong { .. } | QuerierError::MaxQueryLength { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            QuerierError::LimitExceeded { .. } | QuerierError::TooManySamples { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            QuerierError::Promql(e) => {
+                StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
             QuerierError::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             QuerierError::Ingesters { last, .. } | QuerierError::IngesterZones { last, .. } => match last.code() {
                 tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
@@ -131,13 +161,16 @@ impl QuerierError {
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
             QuerierError::Ring(_) => StatusCode::SERVICE_UNAVAILABLE,
-            QuerierError::InvalidIngesterData(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            QuerierError::InvalidIngesterData(_) | QuerierError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             QuerierError::Store { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
     /// Prometheus' `errorType` for the JSON envelope (`bad_data`, `execution`, `timeout`, ...).
     pub fn error_type(&self) -> &'static str {
+        if let QuerierError::Promql(e) = self {
+            return e.error_type();
+        }
         match self.status() {
             StatusCode::BAD_REQUEST => "bad_data",
             StatusCode::UNPROCESSABLE_ENTITY => "execution",

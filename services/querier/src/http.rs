@@ -3,8 +3,9 @@
 
 use crate::api;
 use crate::error::QuerierError;
-use crate::metrics::Endpoint;
+use crate::metrics::{Endpoint, Outcome};
 use crate::params::Form;
+use crate::promql_api;
 use crate::querier::Querier;
 use crate::remote_read;
 use axum::Router;
@@ -25,15 +26,34 @@ pub const SERIES_PATH: &str = "/prometheus/api/v1/series";
 pub const LABELS_PATH: &str = "/prometheus/api/v1/labels";
 /// Label values API path (axum syntax).
 pub const LABEL_VALUES_PATH: &str = "/prometheus/api/v1/label/{name}/values";
+/// PromQL instant query path.
+pub const QUERY_PATH: &str = "/prometheus/api/v1/query";
+/// PromQL range query path.
+pub const QUERY_RANGE_PATH: &str = "/prometheus/api/v1/query_range";
+/// Query formatting path.
+pub const FORMAT_QUERY_PATH: &str = "/prometheus/api/v1/format_query";
+/// Build information path.
+pub const BUILD_INFO_PATH: &str = "/prometheus/api/v1/status/buildinfo";
+/// Metric metadata path.
+pub const METADATA_PATH: &str = "/prometheus/api/v1/metadata";
+/// Exemplar query path.
+pub const QUERY_EXEMPLARS_PATH: &str = "/prometheus/api/v1/query_exemplars";
 
-/// The querier's routes: remote read (`POST`), and the series, labels and label-values APIs (`GET` and
-/// `POST`). Expects a `heddle_model::TenantId` extension on every request.
+/// The querier's routes: remote read (`POST`); the series, labels and label-values APIs; and the PromQL query
+/// API (`query`, `query_range`, `format_query`, `status/buildinfo`, `metadata`, `query_exemplars`), each
+/// `GET` and `POST` as in Prometheus. Expects a `heddle_model::TenantId` extension on every request.
 pub fn router(q: Arc<Querier>) -> Router {
     Router::new()
         .route(READ_PATH, post(read))
         .route(SERIES_PATH, get(series).post(series))
         .route(LABELS_PATH, get(labels).post(labels))
         .route(LABEL_VALUES_PATH, get(label_values).post(label_values))
+        .route(QUERY_PATH, get(query).post(query))
+        .route(QUERY_RANGE_PATH, get(query_range).post(query_range))
+        .route(FORMAT_QUERY_PATH, get(format_query).post(format_query))
+        .route(BUILD_INFO_PATH, get(build_info))
+        .route(METADATA_PATH, get(metadata).post(metadata))
+        .route(QUERY_EXEMPLARS_PATH, get(query_exemplars).post(query_exemplars))
         .with_state(q)
 }
 
@@ -119,4 +139,122 @@ async fn label_values(
     let form = form(&method, &headers, query.as_deref(), &body);
     let result = api::label_values(&q, &tenant, &name, &form).await;
     finish(&q, Endpoint::LabelValues, started, result, api::error_response)
+}
+
+/// Records a PromQL query's outcome once: as the answer's, or as `canceled` when the client went away and
+/// the handler was dropped before it answered.
+struct OutcomeGuard<'q> {
+    q: &'q Querier,
+    endpoint: Endpoint,
+    recorded: bool,
+}
+
+impl OutcomeGuard<'_> {
+    fn record(mut self, result: &Result<Response, QuerierError>) {
+        let outcome = match result {
+            Ok(_) => Outcome::Success,
+            Err(e) => Outcome::of_error_type(e.error_type()),
+        };
+        self.q.metrics.query_outcome(self.endpoint, outcome);
+        self.recorded = true;
+    }
+}
+
+impl Drop for OutcomeGuard<'_> {
+    fn drop(&mut self) {
+        if !self.recorded {
+            self.q.metrics.query_outcome(self.endpoint, Outcome::Canceled);
+        }
+    }
+}
+
+/// Answers a PromQL query of `endpoint` with `run`, recording its outcome and the request's metrics.
+async fn promql<'a, F>(q: &'a Querier, endpoint: Endpoint, run: impl FnOnce(tokio::time::Instant) -> F) -> Response
+where
+    F: Future<Output = Result<Response, QuerierError>> + 'a,
+{
+    let started = Instant::now();
+    let guard = OutcomeGuard {
+        q,
+        endpoint,
+        recorded: false,
+    };
+    let result = run(tokio::time::Instant::now()).await;
+    guard.record(&result);
+    finish(q, endpoint, started, result, api::error_response)
+}
+
+async fn query(
+    State(q): State<Arc<Querier>>,
+    Extension(tenant): Extension<TenantId>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let form = form(&method, &headers, query.as_deref(), &body);
+    promql(&q, Endpoint::Query, |started| {
+        promql_api::query(&q, &tenant, &form, started)
+    })
+    .await
+}
+
+async fn query_range(
+    State(q): State<Arc<Querier>>,
+    Extension(tenant): Extension<TenantId>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let form = form(&method, &headers, query.as_deref(), &body);
+    promql(&q, Endpoint::QueryRange, |started| {
+        promql_api::query_range(&q, &tenant, &form, started)
+    })
+    .await
+}
+
+async fn format_query(
+    State(q): State<Arc<Querier>>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let started = Instant::now();
+    let form = form(&method, &headers, query.as_deref(), &body);
+    let result = promql_api::format_query(&form);
+    finish(&q, Endpoint::FormatQuery, started, result, api::error_response)
+}
+
+async fn build_info(State(q): State<Arc<Querier>>) -> Response {
+    let started = Instant::now();
+    let result = Ok(promql_api::build_info(&q));
+    finish(&q, Endpoint::BuildInfo, started, result, api::error_response)
+}
+
+async fn metadata(
+    State(q): State<Arc<Querier>>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let started = Instant::now();
+    let form = form(&method, &headers, query.as_deref(), &body);
+    let result = promql_api::metadata(&form);
+    finish(&q, Endpoint::Metadata, started, result, api::error_response)
+}
+
+async fn query_exemplars(
+    State(q): State<Arc<Querier>>,
+    method: Method,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let started = Instant::now();
+    let form = form(&method, &headers, query.as_deref(), &body);
+    let result = promql_api::query_exemplars(&form);
+    finish(&q, Endpoint::QueryExemplars, started, result, api::error_response)
 }

@@ -13,6 +13,12 @@ pub(crate) enum Endpoint {
     Series,
     Labels,
     LabelValues,
+    Query,
+    QueryRange,
+    FormatQuery,
+    BuildInfo,
+    Metadata,
+    QueryExemplars,
 }
 
 impl Endpoint {
@@ -22,6 +28,12 @@ impl Endpoint {
             Endpoint::Series => "series",
             Endpoint::Labels => "labels",
             Endpoint::LabelValues => "label_values",
+            Endpoint::Query => "query",
+            Endpoint::QueryRange => "query_range",
+            Endpoint::FormatQuery => "format_query",
+            Endpoint::BuildInfo => "buildinfo",
+            Endpoint::Metadata => "metadata",
+            Endpoint::QueryExemplars => "query_exemplars",
         }
     }
 }
@@ -38,6 +50,51 @@ struct ReasonLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabels {
+    endpoint: &'static str,
+    outcome: &'static str,
+}
+
+/// How a PromQL query ended, as the `outcome` label spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Success,
+    /// Refused as malformed or over a length limit (400).
+    BadData,
+    /// Failed on the data or over a sample or fetch limit (422).
+    Execution,
+    Timeout,
+    /// The client went away before the answer was ready.
+    Canceled,
+    /// The querier or its sources failed (5xx other than a timeout).
+    Internal,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::BadData => "bad_data",
+            Outcome::Execution => "execution",
+            Outcome::Timeout => "timeout",
+            Outcome::Canceled => "canceled",
+            Outcome::Internal => "internal",
+        }
+    }
+
+    /// The outcome of a query that failed with `error_type` (Prometheus' `errorType`).
+    pub(crate) fn of_error_type(error_type: &str) -> Self {
+        match error_type {
+            "bad_data" => Outcome::BadData,
+            "execution" => Outcome::Execution,
+            "timeout" => Outcome::Timeout,
+            "canceled" => Outcome::Canceled,
+            _ => Outcome::Internal,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct EndpointLabels {
     endpoint: &'static str,
 }
@@ -50,6 +107,8 @@ pub(crate) struct Metrics {
     series: Family<EndpointLabels, Counter>,
     samples: Counter,
     refused: Family<ReasonLabels, Counter>,
+    queries: Family<OutcomeLabels, Counter>,
+    samples_processed: Counter,
 }
 
 impl Metrics {
@@ -84,8 +143,21 @@ impl Metrics {
         registry.register(
             "heddle_querier_refused_queries",
             "Queries refused by a limit, by reason (the error id): fetched series, chunks, chunk bytes, samples, \
-             regex length",
+             regex length, PromQL samples in memory, range query length",
             refused.clone(),
+        );
+        let queries = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "heddle_querier_queries",
+            "PromQL queries (query, query_range) by endpoint and outcome: success, bad_data, execution, timeout, \
+             canceled (the client left first), internal",
+            queries.clone(),
+        );
+        let samples_processed = Counter::default();
+        registry.register(
+            "heddle_querier_query_samples_processed",
+            "Samples fetched and handed to the PromQL engine, after replicas are merged",
+            samples_processed.clone(),
         );
         Self {
             requests,
@@ -93,6 +165,8 @@ impl Metrics {
             series,
             samples,
             refused,
+            queries,
+            samples_processed,
         }
     }
 
@@ -107,6 +181,21 @@ impl Metrics {
         self.duration
             .get_or_create(&EndpointLabels { endpoint })
             .observe(seconds);
+    }
+
+    /// A PromQL query of `endpoint` ended with `outcome`.
+    pub(crate) fn query_outcome(&self, endpoint: Endpoint, outcome: Outcome) {
+        self.queries
+            .get_or_create(&OutcomeLabels {
+                endpoint: endpoint.as_str(),
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    /// `n` samples handed to the PromQL engine.
+    pub(crate) fn samples_processed(&self, n: u64) {
+        self.samples_processed.inc_by(n);
     }
 
     /// A query refused by a limit; `reason` is its error id.

@@ -21,6 +21,7 @@ use prometheus_client::registry::Registry;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
+use tokio::sync::Semaphore;
 
 /// The ingesters a querier reads from: a fixed list (single process, tests) or the ring.
 pub type IngesterReplicas = dyn Replicas<Arc<dyn IngesterClient>>;
@@ -40,21 +41,56 @@ pub struct Querier {
     replicas: Arc<IngesterReplicas>,
     /// Blocks in the bucket, read beside the ingesters; `None` reads ingesters only.
     store: Option<Arc<BucketStore>>,
-    /// Per-tenant limits (the fetch limits of a query).
-    overrides: Arc<Overrides>,
+    /// Per-tenant limits (the fetch limits of a query, its length and lookback).
+    pub(crate) overrides: Arc<Overrides>,
+    /// One permit per PromQL query evaluated at once (`querier.max_concurrent`).
+    pub(crate) query_slots: Semaphore,
+    /// What `status/buildinfo` reports.
+    pub(crate) build: BuildInfo,
     pub(crate) metrics: Metrics,
+}
+
+/// The build facts `/prometheus/api/v1/status/buildinfo` reports; the binary knows them
+/// ([`Querier::with_build_info`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildInfo {
+    /// Heddle's version.
+    pub version: &'static str,
+    /// The git commit built, or "unknown".
+    pub revision: &'static str,
+    /// The compiler that built it (`rustc --version`), or "unknown".
+    pub rustc: &'static str,
+}
+
+impl Default for BuildInfo {
+    /// This crate's version; the commit when `HEDDLE_GIT_COMMIT` was set at build time.
+    fn default() -> Self {
+        Self {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: option_env!("HEDDLE_GIT_COMMIT").unwrap_or("unknown"),
+            rustc: "unknown",
+        }
+    }
 }
 
 impl Querier {
     /// A querier reading from the ingesters `replicas` names, with its metrics registered on `registry`.
     pub fn new(cfg: QuerierConfig, replicas: Arc<IngesterReplicas>, registry: &mut Registry) -> Self {
         Self {
-            cfg,
             replicas,
             store: None,
             overrides: Arc::new(Overrides::new(Limits::default())),
+            query_slots: Semaphore::new(cfg.max_concurrent),
+            build: BuildInfo::default(),
             metrics: Metrics::new(registry),
+            cfg,
         }
+    }
+
+    /// Reports `build` on `status/buildinfo`.
+    pub fn with_build_info(mut self, build: BuildInfo) -> Self {
+        self.build = build;
+        self
     }
 
     /// Reads per-tenant limits (the fetch limits) from `overrides`, shared with the runtime config reloader,

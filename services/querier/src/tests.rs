@@ -21,13 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower::ServiceExt;
 
-struct Harness {
-    app: axum::Router,
-    registry: Registry,
+pub(crate) struct Harness {
+    pub(crate) app: axum::Router,
+    pub(crate) registry: Registry,
 }
 
 /// The shared fake ingester, given series as samples cut into real XOR chunks.
-trait WithSamples {
+pub(crate) trait WithSamples {
     /// Adds a series whose samples are cut into chunks of `per_chunk` samples.
     fn with_samples(self, labels: &[(&str, &str)], samples: &[Sample], per_chunk: usize) -> Self;
 }
@@ -43,12 +43,12 @@ impl WithSamples for FakeIngester {
 }
 
 /// Every call fails with `Unavailable`.
-fn down() -> FakeIngester {
+pub(crate) fn down() -> FakeIngester {
     FakeIngester::new().with_fault(Fault::Fail(tonic::Status::unavailable("fake ingester is down")))
 }
 
 /// Every call waits forever.
-fn hung() -> FakeIngester {
+pub(crate) fn hung() -> FakeIngester {
     FakeIngester::new().with_fault(Fault::Hang)
 }
 
@@ -65,14 +65,14 @@ fn harness(cfg: QuerierConfig, ingesters: Vec<Arc<dyn IngesterClient>>, max_erro
     Harness { app, registry }
 }
 
-struct Answer {
-    status: StatusCode,
-    content_type: String,
-    content_encoding: Option<String>,
-    body: Vec<u8>,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) content_type: String,
+    pub(crate) content_encoding: Option<String>,
+    pub(crate) body: Vec<u8>,
 }
 
-async fn send(app: &axum::Router, req: Request<Body>) -> Answer {
+pub(crate) async fn send(app: &axum::Router, req: Request<Body>) -> Answer {
     let resp = app.clone().oneshot(req).await.unwrap();
     let header_str = |h| {
         resp.headers()
@@ -414,11 +414,11 @@ async fn sample_limit_and_timeout() {
     assert!(String::from_utf8_lossy(&a.body).contains("query timed out after 20ms (tenant=team-a)"));
 }
 
-fn get(uri: &str) -> Request<Body> {
+pub(crate) fn get(uri: &str) -> Request<Body> {
     Request::get(uri).body(Body::empty()).unwrap()
 }
 
-fn json(a: &Answer) -> serde_json::Value {
+pub(crate) fn json(a: &Answer) -> serde_json::Value {
     assert_eq!(a.content_type, "application/json");
     serde_json::from_slice(&a.body).unwrap()
 }

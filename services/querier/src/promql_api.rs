@@ -1,0 +1,241 @@
+//! The Prometheus HTTP query API: `query`, `query_range`, `format_query`, `status/buildinfo`, `metadata` and
+//! `query_exemplars`, with Prometheus' parameters, checks and messages (its `web/api/v1` of 2.42).
+//!
+//! Parameters are checked in Prometheus' order so a request with several faults gets the same message; the
+//! query itself runs in [`crate::engine`], and its answer is written by [`crate::promql_json`].
+
+use crate::api::json_response;
+use crate::engine::now_ms;
+use crate::error::QuerierError;
+use crate::params::{Form, MAX_TIME_MS, MIN_TIME_MS, parse_time};
+use crate::promql_json::query_body;
+use crate::querier::Querier;
+use axum::http::StatusCode;
+use axum::response::Response;
+use heddle_model::TenantId;
+use heddle_promql::{PromqlError, QueryTime};
+use serde_json::json;
+use std::time::Duration;
+
+/// Most points a range query may return per series (Prometheus' own safety limit).
+const MAX_POINTS_PER_SERIES: i64 = 11_000;
+
+/// `GET|POST /prometheus/api/v1/query`: `query`, `time` (default now), `timeout`, `stats`.
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn query(
+    q: &Querier,
+    tenant: &TenantId,
+    form: &Form,
+    started: tokio::time::Instant,
+) -> Result<Response, QuerierError> {
+    let now = now_ms();
+    let time = match form.get("time") {
+        None | Some("") => now,
+        Some(v) => parse_time(v).ok_or_else(|| {
+            bad_param(
+                "time",
+                &format!("invalid time value for 'time': cannot parse {v:?} to a valid timestamp"),
+            )
+        })?,
+    };
+    let timeout = timeout(form)?;
+    let text = form.get("query").unwrap_or_default();
+    let answer = q
+        .run_query(tenant, text, QueryTime::Instant(time), timeout, started, now)
+        .await?;
+    Ok(json_body(query_body(&answer, wants_stats(form))))
+}
+
+/// `GET|POST /prometheus/api/v1/query_range`: `query`, `start`, `end`, `step`, `timeout`, `stats`.
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn query_range(
+    q: &Querier,
+    tenant: &TenantId,
+    form: &Form,
+    started: tokio::time::Instant,
+) -> Result<Response, QuerierError> {
+    let start = required_time(form, "start")?;
+    let end = required_time(form, "end")?;
+    if end < start {
+        return Err(bad_data("end timestamp must not be before start time"));
+    }
+    let step_text = form.get("step").unwrap_or_default();
+    let step = parse_duration_ms(step_text)
+        .ok_or_else(|| bad_param("step", &format!("cannot parse {step_text:?} to a valid duration")))?;
+    if step <= 0 {
+        return Err(bad_data(
+            "zero or negative query resolution step widths are not accepted. Try a positive integer",
+        ));
+    }
+    if (end - start) / step > MAX_POINTS_PER_SERIES {
+        return Err(bad_data(
+            "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution \
+             (?step=XX)",
+        ));
+    }
+    let timeout = timeout(form)?;
+    let text = form.get("query").unwrap_or_default();
+    let answer = q
+        .run_query(
+            tenant,
+            text,
+            QueryTime::Range { start, end, step },
+            timeout,
+            started,
+            now_ms(),
+        )
+        .await?;
+    Ok(json_body(query_body(&answer, wants_stats(form))))
+}
+
+/// `GET|POST /prometheus/api/v1/format_query`: the query in Prometheus' canonical layout.
+pub(crate) fn format_query(form: &Form) -> Result<Response, QuerierError> {
+    let formatted = heddle_promql::format_query(form.get("query").unwrap_or_default())
+        .map_err(|e| bad_param("query", &e.to_string()))?;
+    Ok(success(json!(formatted)))
+}
+
+/// `GET /prometheus/api/v1/status/buildinfo`: Prometheus' keys with Heddle's facts. Heddle is not built with
+/// Go, so `goVersion` is empty and the compiler is in `rustVersion`; `features` says, as Mimir's answer does,
+/// which of Mimir's optional APIs are served (none: Heddle has no ruler or alertmanager), which is how
+/// Grafana decides what to offer.
+pub(crate) fn build_info(q: &Querier) -> Response {
+    let b = &q.build;
+    success(json!({
+        "application": "Heddle",
+        "version": b.version,
+        "revision": b.revision,
+        "branch": "",
+        "buildUser": "",
+        "buildDate": "",
+        "goVersion": "",
+        "rustVersion": b.rustc,
+        "features": {
+            "ruler_config_api": "false",
+            "alertmanager_config_api": "false",
+            "query_sharding": "false",
+            "federated_rules": "false",
+        },
+    }))
+}
+
+/// `GET|POST /prometheus/api/v1/metadata`. Heddle does not ingest metric metadata yet (remote write's
+/// `metadata` field is dropped by the distributor), so every answer is empty; `limit` and `metric` are still
+/// checked as Prometheus checks them, so a client's mistakes are reported the same way.
+pub(crate) fn metadata(form: &Form) -> Result<Response, QuerierError> {
+    if let Some(limit) = form.get("limit").filter(|v| !v.is_empty())
+        && limit.parse::<i32>().is_err()
+    {
+        return Err(bad_data("limit must be a number"));
+    }
+    Ok(success(json!({})))
+}
+
+/// `GET|POST /prometheus/api/v1/query_exemplars`. Heddle does not store exemplars yet, so the answer is
+/// always empty; `query`, `start` and `end` are checked as Prometheus checks them.
+pub(crate) fn query_exemplars(form: &Form) -> Result<Response, QuerierError> {
+    let start = optional_time(form, "start", MIN_TIME_MS)?;
+    let end = optional_time(form, "end", MAX_TIME_MS)?;
+    if end < start {
+        return Err(bad_data("end timestamp must not be before start timestamp"));
+    }
+    heddle_promql::parse(form.get("query").unwrap_or_default()).map_err(QuerierError::Promql)?;
+    Ok(success(json!([])))
+}
+
+fn required_time(form: &Form, key: &str) -> Result<i64, QuerierError> {
+    let v = form.get(key).unwrap_or_default();
+    parse_time(v).ok_or_else(|| bad_param(key, &format!("cannot parse {v:?} to a valid timestamp")))
+}
+
+fn optional_time(form: &Form, key: &str, default: i64) -> Result<i64, QuerierError> {
+    match form.get(key) {
+        None | Some("") => Ok(default),
+        Some(v) => parse_time(v).ok_or_else(|| {
+            bad_param(
+                key,
+                &format!("invalid time value for '{key}': cannot parse {v:?} to a valid timestamp"),
+            )
+        }),
+    }
+}
+
+/// The request's `timeout`, if given. Zero or negative times out at once, as a Go context would.
+fn timeout(form: &Form) -> Result<Option<Duration>, QuerierError> {
+    match form.get("timeout") {
+        None | Some("") => Ok(None),
+        Some(v) => {
+            let ms = parse_duration_ms(v)
+                .ok_or_else(|| bad_param("timeout", &format!("cannot parse {v:?} to a valid duration")))?;
+            Ok(Some(Duration::from_millis(ms.max(0).unsigned_abs())))
+        }
+    }
+}
+
+/// Whether the request asked for the `stats` block (any non-empty `stats`, as Prometheus).
+fn wants_stats(form: &Form) -> bool {
+    form.get("stats").is_some_and(|v| !v.is_empty())
+}
+
+/// A duration parameter in milliseconds, as Prometheus reads one: float seconds (`30`, `1.5`, `-1`) or a
+/// duration with units (`30s`, `1m`, `1h30m`). Sub-millisecond parts are dropped, as the engine's step is
+/// whole milliseconds.
+pub(crate) fn parse_duration_ms(s: &str) -> Option<i64> {
+    if let Ok(secs) = s.parse::<f64>() {
+        let ms = (secs * 1000.0).trunc();
+        // Go's time.Duration is int64 nanoseconds: refuse what it could not hold.
+        return (secs.is_finite() && (secs * 1e9).abs() < i64::MAX as f64).then_some(ms as i64);
+    }
+    if s.trim() != s {
+        return None;
+    }
+    let d = heddle_config::parse_duration(s).ok()?;
+    i64::try_from(d.as_millis())
+        .ok()
+        .filter(|_| d.as_nanos() < i64::MAX as u128)
+}
+
+/// Prometheus' `invalidParamError`: `invalid parameter "<name>": <reason>`.
+fn bad_param(name: &str, reason: &str) -> QuerierError {
+    bad_data(&format!("invalid parameter {name:?}: {reason}"))
+}
+
+fn bad_data(msg: &str) -> QuerierError {
+    QuerierError::Promql(PromqlError::BadData(msg.to_owned()))
+}
+
+fn success(data: serde_json::Value) -> Response {
+    json_response(StatusCode::OK, &json!({ "status": "success", "data": data }))
+}
+
+fn json_body(body: String) -> Response {
+    crate::api::json_bytes_response(StatusCode::OK, body.into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_as_prometheus_reads_them() {
+        let cases: &[(&str, &str, Option<i64>)] = &[
+            ("units", "30s", Some(30_000)),
+            ("minutes", "1m", Some(60_000)),
+            ("compound", "1h30m", Some(5_400_000)),
+            ("days", "1d", Some(86_400_000)),
+            ("float seconds", "15", Some(15_000)),
+            ("fractional seconds", "0.5", Some(500)),
+            ("negative seconds", "-1", Some(-1_000)),
+            ("below a millisecond", "0.0001", Some(0)),
+            ("milliseconds", "250ms", Some(250)),
+            ("empty", "", None),
+            ("garbage", "soon", None),
+            ("no unit after number", "1x", None),
+            ("overflows int64 nanoseconds", "1e10", None),
+            ("nan", "NaN", None),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(parse_duration_ms(input), *want, "case {name} ({input:?})");
+        }
+    }
+}
