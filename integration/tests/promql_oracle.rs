@@ -3,8 +3,8 @@
 //! range queries on both, and heddle's answers must equal Prometheus' (result type, series by exact label set,
 //! timestamps, values to 1e-9 relative, NaN and infinities; an error where Prometheus errs, of the same
 //! `errorType`). Expressions listed in `promql/known_differences.txt` must still differ, so the list stays
-//! true. A second pair of tests replays the calls Grafana's Prometheus data source makes, against one process
-//! and against a three-ingester cluster.
+//! true. Another test replays the calls Grafana's Prometheus data source makes; a last one runs both against a
+//! three-ingester cluster.
 //!
 //! Needs `/usr/bin/prometheus` (Debian package `prometheus`; `PROMETHEUS_BIN` overrides the path). Without it the
 //! tests skip, unless `CI` is set. `PROMQL_ORACLE_CANDIDATE=prometheus` puts a second Prometheus in heddle's
@@ -158,6 +158,17 @@ fn parameter_cases(data: &Dataset) -> Vec<Evaluation> {
         case("step negative", "/api/v1/query_range", range("-15")),
         case("step not a number", "/api/v1/query_range", range("often")),
         case("more than 11000 steps", "/api/v1/query_range", range("0.1")),
+        case("step longer than the range", "/api/v1/query_range", range("86400")),
+        case(
+            "start equal to end",
+            "/api/v1/query_range",
+            vec![
+                q("sum(up)"),
+                ("start", end.clone()),
+                ("end", end.clone()),
+                ("step", "15".to_owned()),
+            ],
+        ),
         case(
             "end before start",
             "/api/v1/query_range",
@@ -414,12 +425,8 @@ fn judge(results: &[(String, Vec<String>)], known: &BTreeMap<String, String>) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn promql_agrees_with_prometheus() {
-    let Some(bin) = prometheus_tool("PROMETHEUS_BIN", "prometheus", "PromQL oracle test") else {
-        return;
-    };
-    let s = setup(bin, Target::Heddle).await;
+/// Runs the corpus and the parameter cases, prints the report and judges it against `known_differences.txt`.
+async fn assert_corpus_agrees(s: &Setup) {
     assert_serves_queries(&s.candidate, &s.data).await;
     let started = Instant::now();
     let mut results = run_corpus(&s.oracle, &s.candidate, &s.data).await;
@@ -444,6 +451,15 @@ async fn promql_agrees_with_prometheus() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promql_agrees_with_prometheus() {
+    let Some(bin) = prometheus_tool("PROMETHEUS_BIN", "prometheus", "PromQL oracle test") else {
+        return;
+    };
+    let s = setup(bin, Target::Heddle).await;
+    assert_corpus_agrees(&s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grafana_data_source_calls_agree_on_one_process() {
     let Some(bin) = prometheus_tool("PROMETHEUS_BIN", "prometheus", "Grafana data source test") else {
         return;
@@ -452,13 +468,16 @@ async fn grafana_data_source_calls_agree_on_one_process() {
     grafana::assert_session_agrees(&s.oracle, &s.candidate, &s.data).await;
 }
 
+/// Three ingesters with RF 3 behind a querier: the querier merges and de-duplicates the replicas' series, and
+/// the answers must not change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grafana_data_source_calls_agree_on_a_cluster() {
-    let Some(bin) = prometheus_tool("PROMETHEUS_BIN", "prometheus", "Grafana data source cluster test") else {
+async fn a_cluster_agrees_with_prometheus() {
+    let Some(bin) = prometheus_tool("PROMETHEUS_BIN", "prometheus", "PromQL oracle cluster test") else {
         return;
     };
     let s = setup(bin, Target::Cluster).await;
     grafana::assert_session_agrees(&s.oracle, &s.candidate, &s.data).await;
+    assert_corpus_agrees(&s).await;
 }
 
 #[test]

@@ -41,6 +41,8 @@ const PANELS: &[(&str, &str)] = &[
         "30",
     ),
     ("flaky_gauge", "15s"),
+    // A panel whose job is gone: no series.
+    (r#"sum(rate(http_requests_total{job="missing"}[1m]))"#, "15"),
 ];
 
 /// Instant queries: Grafana's health check (`1+1`), table panels and the metric browser's count.
