@@ -1,6 +1,7 @@
 //! Comparison of two Prometheus API answers: the same result type, the same series by exact label set, the same
 //! timestamps, values equal within 1e-9 relative (1e-12 absolute near zero) with NaN equal to NaN and
-//! infinities exact; errors must match errors of the same `errorType`.
+//! infinities exact, and the same text for the same float (Prometheus writes `1e+21`, not `1000...0`); errors
+//! must match errors of the same `errorType`.
 
 use crate::api::{Answer, excerpt};
 use serde_json::Value;
@@ -10,8 +11,8 @@ use std::collections::BTreeMap;
 const SHOWN: usize = 3;
 
 type LabelSet = BTreeMap<String, String>;
-/// `(timestamp in ms, value)`.
-type Point = (i64, f64);
+/// `(timestamp in ms, value, the value as written)`.
+type Point = (i64, f64, String);
 
 /// `None` when `got` agrees with `want`, else what differs. With `ordered`, a vector's series must also come in
 /// the same order (compared by value, so that ties may come in any order).
@@ -62,7 +63,7 @@ fn point(v: &Value) -> Result<Point, String> {
         "-Inf" => f64::NEG_INFINITY,
         _ => s.parse().map_err(|e| format!("value {s:?}: {e}"))?,
     };
-    Ok(((t * 1000.0).round() as i64, value))
+    Ok(((t * 1000.0).round() as i64, value, s.to_owned()))
 }
 
 fn labels(v: &Value) -> Result<LabelSet, String> {
@@ -158,9 +159,19 @@ fn compare_points(want: &[Point], got: &[Point]) -> Result<(), String> {
             gt.get(first)
         ));
     }
-    match want.iter().zip(got).find(|(w, g)| !same_value(w.1, g.1)) {
+    if let Some((w, g)) = want.iter().zip(got).find(|(w, g)| !same_value(w.1, g.1)) {
+        return Err(format!("at t={}: want {}, got {}", w.0, w.1, g.1));
+    }
+    match want
+        .iter()
+        .zip(got)
+        .find(|(w, g)| w.1.to_bits() == g.1.to_bits() && w.2 != g.2)
+    {
         None => Ok(()),
-        Some((w, g)) => Err(format!("at t={}: want {}, got {}", w.0, w.1, g.1)),
+        Some((w, g)) => Err(format!(
+            "at t={}: the same value written {:?}, want {:?}",
+            w.0, g.2, w.2
+        )),
     }
 }
 
@@ -252,6 +263,12 @@ mod tests {
             ),
             ("other value", vector(&[("a", "1.1"), ("b", "+Inf")]), false, true),
             ("NaN for Inf", vector(&[("a", "1"), ("b", "NaN")]), false, true),
+            (
+                "same value, other text",
+                vector(&[("a", "1.0"), ("b", "+Inf")]),
+                false,
+                true,
+            ),
             ("error", error(422, "execution"), false, true),
         ] {
             assert_eq!(compare(&base, &got, ordered).is_some(), differs, "{name}");
