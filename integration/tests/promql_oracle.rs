@@ -313,6 +313,7 @@ enum Target {
 
 /// Starts Prometheus and the candidate, writes the data to both, and asserts both accepted all of it.
 async fn setup(bin: PathBuf, target: Target) -> Setup {
+    let started = Instant::now();
     let dir = tempfile::Builder::new()
         .prefix("heddle-promql-")
         .tempdir()
@@ -339,7 +340,12 @@ async fn setup(bin: PathBuf, target: Target) -> Setup {
                 (Box::new(h) as KeepAlive, base, write)
             }
             Target::Cluster => {
-                let c = tokio::task::spawn_blocking(|| Cluster::start(ClusterOptions::default()))
+                // One distributor is enough to write through; the replicas are what the querier must merge.
+                let opts = ClusterOptions {
+                    distributors: 1,
+                    ..ClusterOptions::default()
+                };
+                let c = tokio::task::spawn_blocking(|| Cluster::start(opts))
                     .await
                     .expect("join")
                     .expect("start cluster");
@@ -349,10 +355,9 @@ async fn setup(bin: PathBuf, target: Target) -> Setup {
         }
     };
     let data = Dataset::generate(now_ms());
-    let started = Instant::now();
     write_all(&http, &[prometheus.write_url(), write_url], &data.requests).await;
     eprintln!(
-        "wrote {} series, {} samples in {} requests to both in {:?}",
+        "servers started and {} series ({} samples, {} requests) written to both in {:?}",
         data.series,
         data.samples,
         data.requests.len(),
