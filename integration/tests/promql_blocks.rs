@@ -19,7 +19,7 @@ const JOB: &str = "promql-blocks";
 const QUERIES: &[&str] = &[
     r#"rate(node_cpu_seconds_total{job="promql-blocks"}[5m])"#,
     r#"sum by (mode) (increase(node_cpu_seconds_total{job="promql-blocks"}[10m]))"#,
-    r#"max_over_time({job="promql-blocks"}[30m])"#,
+    r#"max_over_time(node_memory_MemAvailable_bytes{job="promql-blocks"}[30m])"#,
     r#"avg by (__name__) ({job="promql-blocks"} offset 1h)"#,
     r#"topk(3, node_memory_MemAvailable_bytes{job="promql-blocks"})"#,
     r#"max_over_time(rate(node_cpu_seconds_total{job="promql-blocks"}[5m])[1h:5m])"#,
@@ -68,7 +68,8 @@ async fn answers(heddle: &HeddleProcess, g: &SeriesGen) -> Vec<(String, Value)> 
             let url = format!("{}/api/v1/{endpoint}?{}", heddle.prometheus_url(), query.join("&"));
             let resp = http.get(&url).send().await.expect("query sent");
             let status = resp.status();
-            let body: Value = resp.json().await.expect("JSON answer");
+            let text = resp.text().await.expect("answer read");
+            let body: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{endpoint} {q}: {e}: {text}"));
             assert!(status.is_success(), "{endpoint} {q}: {status}: {body}");
             out.push((format!("{endpoint} {params:?}"), body["data"].clone()));
         }
