@@ -6,6 +6,7 @@
 //! protobuf: services map wire types to these at the edge.
 
 mod batch;
+pub mod civil;
 mod clock;
 pub mod error_id;
 mod hash;

@@ -6,6 +6,7 @@ use crate::error::execution;
 use crate::eval::{
     Evaluator, Grid, Out, RangeSource, StepSeries, dedupe_per_step, dedupe_whole_range, drop_name, drop_own_name,
 };
+use heddle_model::civil::{civil_from_days, days_from_civil, days_in_month};
 use heddle_model::{Labels, METRIC_NAME, Sample, is_valid_label_name};
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{Call, Expr, VectorSelector};
@@ -840,39 +841,5 @@ fn date_part(name: &str, secs: f64) -> f64 {
         "days_in_month" => days_in_month(year, month) as f64,
         "month" => month as f64,
         _ => year as f64,
-    }
-}
-
-/// Year, month (1-12) and day (1-31) of a day counted from 1970-01-01 (proleptic Gregorian).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
     }
 }

@@ -2,6 +2,7 @@
 //! timestamps given as RFC 3339 or as (fractional) Unix seconds.
 
 use crate::error::QuerierError;
+use heddle_model::civil::{days_from_civil, days_in_month};
 
 /// The earliest time the API accepts, in milliseconds: Prometheus' `MinTime` (`math.MinInt64/1000 +
 /// 62135596801` seconds), the default `start` of the series and label APIs.
@@ -148,30 +149,6 @@ fn parse_rfc3339(s: &str) -> Option<i64> {
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
     Some(secs * 1000 + millis)
-}
-
-fn is_leap(year: i64) -> bool {
-    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
