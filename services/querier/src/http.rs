@@ -10,9 +10,9 @@ use crate::querier::Querier;
 use crate::remote_read;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, RawQuery, State};
-use axum::http::{HeaderMap, Method, header};
-use axum::response::Response;
+use axum::extract::{Extension, FromRequest, Path, Request, State};
+use axum::http::{Method, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use heddle_model::TenantId;
 use std::sync::Arc;
@@ -57,18 +57,27 @@ pub fn router(q: Arc<Querier>) -> Router {
         .with_state(q)
 }
 
-/// Form values from the query string and, for a URL-encoded POST, the body.
-fn form(method: &Method, headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> Form {
-    let urlencoded = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
-    let body: &[u8] = if method == Method::POST && urlencoded {
-        body
-    } else {
-        &[]
-    };
-    Form::parse(query, body)
+/// A request's form values: the query string and, for a URL-encoded POST, the body, merged as Prometheus
+/// merges them (axum's `Form` reads only one of the two).
+pub(crate) struct RequestForm(Form);
+
+impl<S: Send + Sync> FromRequest<S> for RequestForm {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let urlencoded = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+        let post = req.method() == Method::POST;
+        let query = req.uri().query().map(str::to_owned);
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let body: &[u8] = if post && urlencoded { &body } else { &[] };
+        Ok(RequestForm(Form::parse(query.as_deref(), body)))
+    }
 }
 
 /// Turns a handler result into a response, recording the request's metrics.
@@ -101,13 +110,9 @@ async fn read(State(q): State<Arc<Querier>>, Extension(tenant): Extension<Tenant
 async fn series(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    RequestForm(form): RequestForm,
 ) -> Response {
     let started = Instant::now();
-    let form = form(&method, &headers, query.as_deref(), &body);
     let result = api::series(&q, &tenant, &form).await;
     finish(&q, Endpoint::Series, started, result, api::error_response)
 }
@@ -115,13 +120,9 @@ async fn series(
 async fn labels(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    RequestForm(form): RequestForm,
 ) -> Response {
     let started = Instant::now();
-    let form = form(&method, &headers, query.as_deref(), &body);
     let result = api::label_names(&q, &tenant, &form).await;
     finish(&q, Endpoint::Labels, started, result, api::error_response)
 }
@@ -130,13 +131,9 @@ async fn label_values(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
     Path(name): Path<String>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    RequestForm(form): RequestForm,
 ) -> Response {
     let started = Instant::now();
-    let form = form(&method, &headers, query.as_deref(), &body);
     let result = api::label_values(&q, &tenant, &name, &form).await;
     finish(&q, Endpoint::LabelValues, started, result, api::error_response)
 }
@@ -187,12 +184,8 @@ where
 async fn query(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    RequestForm(form): RequestForm,
 ) -> Response {
-    let form = form(&method, &headers, query.as_deref(), &body);
     promql(&q, Endpoint::Query, |started| {
         promql_api::query(&q, &tenant, &form, started)
     })
@@ -202,27 +195,16 @@ async fn query(
 async fn query_range(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    RequestForm(form): RequestForm,
 ) -> Response {
-    let form = form(&method, &headers, query.as_deref(), &body);
     promql(&q, Endpoint::QueryRange, |started| {
         promql_api::query_range(&q, &tenant, &form, started)
     })
     .await
 }
 
-async fn format_query(
-    State(q): State<Arc<Querier>>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Response {
+async fn format_query(State(q): State<Arc<Querier>>, RequestForm(form): RequestForm) -> Response {
     let started = Instant::now();
-    let form = form(&method, &headers, query.as_deref(), &body);
     let result = promql_api::format_query(&form);
     finish(&q, Endpoint::FormatQuery, started, result, api::error_response)
 }
@@ -233,28 +215,14 @@ async fn build_info(State(q): State<Arc<Querier>>) -> Response {
     finish(&q, Endpoint::BuildInfo, started, result, api::error_response)
 }
 
-async fn metadata(
-    State(q): State<Arc<Querier>>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Response {
+async fn metadata(State(q): State<Arc<Querier>>, RequestForm(form): RequestForm) -> Response {
     let started = Instant::now();
-    let form = form(&method, &headers, query.as_deref(), &body);
     let result = promql_api::metadata(&form);
     finish(&q, Endpoint::Metadata, started, result, api::error_response)
 }
 
-async fn query_exemplars(
-    State(q): State<Arc<Querier>>,
-    method: Method,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Response {
+async fn query_exemplars(State(q): State<Arc<Querier>>, RequestForm(form): RequestForm) -> Response {
     let started = Instant::now();
-    let form = form(&method, &headers, query.as_deref(), &body);
     let result = promql_api::query_exemplars(&form);
     finish(&q, Endpoint::QueryExemplars, started, result, api::error_response)
 }
