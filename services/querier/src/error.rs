@@ -32,9 +32,10 @@ pub enum QuerierError {
          limit is {limit}: match fewer values, or raise `querier.max_regex_length` (--querier.max-regex-length)"
     )]
     RegexTooLong { name: String, len: usize, limit: usize },
-    /// The query ran longer than `query_timeout`.
+    /// The query ran longer than it may: `query_timeout`, or the request's smaller `timeout`.
     #[error(
-        "query timed out after {timeout_ms}ms (tenant={tenant}); raise `querier.query_timeout` if this is expected"
+        "query timed out after {timeout_ms}ms (tenant={tenant}): the limit is the request's `timeout` parameter \
+         when given, capped by `querier.query_timeout` (--querier.timeout)"
     )]
     Timeout { tenant: String, timeout_ms: u128 },
     /// Too many ingesters of the replica set failed to answer.
