@@ -284,6 +284,8 @@ impl<'q> Evaluator<'q> {
             };
             if !s.is_empty() {
                 out.push(s);
+                // Counted as it grows: a selector over many steps must fail before it has allocated them all.
+                self.hold(out.len().saturating_mul(g.len))?;
             }
         }
         Ok(out)
@@ -335,6 +337,8 @@ impl<'q> Evaluator<'q> {
             Vec::new()
         } else {
             let inner = Grid::range(inner_start, last, step);
+            // A subquery's steps are allocated per series: `x[1y:1ms]` must fail, not allocate.
+            self.hold(inner.len)?;
             match self.eval(&sq.expr, inner)? {
                 Out::Vector(series) => series
                     .into_iter()

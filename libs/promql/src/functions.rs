@@ -517,6 +517,7 @@ fn range_function(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Promq
             drop_name(&series.labels)
         };
         out.push(StepSeries { labels, vals });
+        ev.hold(out.len().saturating_mul(g.len))?;
     }
     Ok(Out::Vector(dedupe_whole_range(out)?))
 }

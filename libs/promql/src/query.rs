@@ -352,6 +352,7 @@ impl Query {
             QueryTime::Range { start, end, step } => (start, end, Grid::range(start, end, step)),
         };
         let eval = Evaluator::new(fetched, &self.index, opts, start, end)?;
+        eval.hold(grid.len)?;
         let value = eval.top(&self.expr, grid, matches!(self.time, QueryTime::Range { .. }))?;
         Ok((value, eval.stats()))
     }

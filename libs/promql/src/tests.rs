@@ -346,6 +346,9 @@ fn bad_queries_are_refused_with_prometheus_error_classes() {
     let err = run_with("reqs", range, &data, &tight).unwrap_err();
     assert!(matches!(err, PromqlError::TooManySamples { limit: 8 }), "{err}");
     assert_eq!(err.http_status(), 422);
+    // A subquery of a billion steps is refused before its steps are allocated.
+    let err = run_with("count_over_time(reqs[12d:1ms])", QueryTime::Instant(MIN), &data, &opts).unwrap_err();
+    assert!(matches!(err, PromqlError::TooManySamples { .. }), "{err}");
     let past = QueryOptions {
         deadline: Some(std::time::Instant::now()),
         ..QueryOptions::default()
