@@ -106,10 +106,99 @@ fn register_functions() {
 /// Parses `text` into Prometheus' syntax tree, refusing what Prometheus 2.42 does not know.
 pub fn parse(text: &str) -> Result<Expr, PromqlError> {
     register_functions();
-    refuse_quoted_names(text)?;
-    let expr = parser::parse(text).map_err(|e| PromqlError::BadData(format!("1:1: parse error: {e}")))?;
-    check_supported(&expr)?;
-    Ok(expr)
+    if text.len() > MAX_QUERY_BYTES {
+        return Err(PromqlError::BadData(format!(
+            "the query is {} bytes; the limit is {MAX_QUERY_BYTES}",
+            text.len()
+        )));
+    }
+    prescan(text)?;
+    // The parser recurses once per nesting level while it builds the tree (about 200 bytes of stack each in a
+    // debug build): it parses on a thread of its own with room for the deepest text the prescan lets through,
+    // and only trees shallow enough for evaluation on a runtime thread come back.
+    let parsed = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("promql-parse".into())
+            .stack_size(PARSE_STACK_BYTES)
+            .spawn_scoped(scope, || {
+                let expr = parser::parse(text).map_err(|e| PromqlError::BadData(format!("1:1: parse error: {e}")))?;
+                let depth = depth(&expr);
+                if depth > MAX_DEPTH {
+                    drop_iteratively(expr);
+                    return Err(PromqlError::BadData(format!(
+                        "the expression is nested {depth} levels deep; the limit is {MAX_DEPTH}"
+                    )));
+                }
+                Ok(expr)
+            })
+            .map_err(|e| PromqlError::Execution(format!("cannot start the parser thread: {e}")))?
+            .join()
+            .map_err(|_| PromqlError::Execution("the parser failed".into()))?
+    })?;
+    check_supported(&parsed)?;
+    Ok(parsed)
+}
+
+/// The longest query text accepted (Prometheus has no limit; half a MiB holds a regex of thousands of values).
+pub const MAX_QUERY_BYTES: usize = 512 * 1024;
+
+/// Stack of the parsing thread: room for [`MAX_OPERATORS`] levels many times over. Reserved, not committed,
+/// until used.
+const PARSE_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// The deepest an expression may nest (parentheses, operands, arguments). Evaluation recurses once per level
+/// on a thread's stack, so a query of a million nested parentheses must be refused, not crash the process;
+/// real queries, even long chains of `or`, stay far below.
+pub const MAX_DEPTH: usize = 256;
+
+/// How deep `expr` nests, without recursing.
+fn depth<'e>(expr: &'e Expr) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(expr, 1usize)];
+    while let Some((e, d)) = stack.pop() {
+        max = max.max(d);
+        let mut push = |c: &'e Expr| stack.push((c, d + 1));
+        match e {
+            Expr::Aggregate(a) => {
+                if let Some(p) = &a.param {
+                    push(p);
+                }
+                push(&a.expr);
+            }
+            Expr::Unary(u) => push(&u.expr),
+            Expr::Binary(b) => {
+                push(&b.lhs);
+                push(&b.rhs);
+            }
+            Expr::Paren(p) => push(&p.expr),
+            Expr::Subquery(s) => push(&s.expr),
+            Expr::Call(c) => c.args.args.iter().for_each(|a| push(a)),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Drops an expression of any depth without recursing (the derived drop recurses once per level).
+fn drop_iteratively(expr: Expr) {
+    let mut stack = vec![expr];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::Aggregate(a) => {
+                stack.extend(a.param.map(|p| *p));
+                stack.push(*a.expr);
+            }
+            Expr::Unary(u) => stack.push(*u.expr),
+            Expr::Binary(b) => {
+                stack.push(*b.lhs);
+                stack.push(*b.rhs);
+            }
+            Expr::Paren(p) => stack.push(*p.expr),
+            Expr::Subquery(s) => stack.push(*s.expr),
+            Expr::Call(c) => stack.extend(c.args.args.into_iter().map(|a| *a)),
+            _ => {}
+        }
+    }
 }
 
 /// Prometheus' canonical text of a query (`/api/v1/format_query`).
@@ -117,11 +206,20 @@ pub fn format_query(text: &str) -> Result<String, PromqlError> {
     Ok(parse(text)?.prettify())
 }
 
-/// Refuses Prometheus 3's quoted names inside a selector (`{"up"}`, `{"a.b"="c"}`), which the parser accepts and
-/// Prometheus 2.42 does not: a string literal right after `{` or after a `,` inside braces.
-fn refuse_quoted_names(text: &str) -> Result<(), PromqlError> {
+/// Most operators and brackets a query may have. The parser's work grows with the square of a chain's length
+/// (`1 + 1 + ...`: 20,000 terms take seconds), so a hostile query is refused before it is parsed; a
+/// generated query with a hundred `or`s stays far below.
+pub const MAX_OPERATORS: usize = 4096;
+
+/// What is checked on the text before parsing:
+/// - Prometheus 3's quoted names inside a selector (`{"up"}`, `{"a.b"="c"}`), which the parser accepts and
+///   Prometheus 2.42 does not: a string literal right after `{` or after a `,` inside braces;
+/// - more than [`MAX_OPERATORS`] operators and brackets outside string literals.
+fn prescan(text: &str) -> Result<(), PromqlError> {
     let mut open: Vec<u8> = Vec::new();
     let mut last = 0u8;
+    let mut operators = 0usize;
+    let mut word = String::new();
     let mut chars = text.char_indices();
     while let Some((i, c)) = chars.next() {
         match c {
@@ -156,13 +254,33 @@ fn refuse_quoted_names(text: &str) -> Result<(), PromqlError> {
             '{' | '(' | '[' => {
                 open.push(c as u8);
                 last = c as u8;
+                operators += 1;
             }
             '}' | ')' | ']' => {
                 open.pop();
                 last = c as u8;
             }
             c if c.is_whitespace() => {}
-            c => last = if c.is_ascii() { c as u8 } else { b'a' },
+            c => {
+                if "+-*/%^=!<>".contains(c) {
+                    operators += 1;
+                }
+                last = if c.is_ascii() { c as u8 } else { b'a' };
+            }
+        }
+        // Keyword operators: a word ends where an identifier character does not follow.
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            if matches!(word.as_str(), "and" | "or" | "unless" | "atan2") {
+                operators += 1;
+            }
+            word.clear();
+        }
+        if operators > MAX_OPERATORS {
+            return Err(PromqlError::BadData(format!(
+                "the query has more than {MAX_OPERATORS} operators and brackets"
+            )));
         }
     }
     Ok(())

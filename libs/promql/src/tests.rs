@@ -455,3 +455,42 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn deeply_nested_and_long_queries_are_refused_quickly_not_a_stack_overflow() {
+    for depth in [200usize, 1_000, 4_000, 200_000] {
+        for q in [
+            format!("{}1{}", "(".repeat(depth), ")".repeat(depth)),
+            format!("up{}", " + up".repeat(depth)),
+            format!("{}up", "-".repeat(depth)),
+            format!("up{}", " or up".repeat(depth)),
+        ] {
+            // A thread's default 2 MiB, as the querier's runtime threads have.
+            let started = std::time::Instant::now();
+            let answer = std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn(move || instant(&q, 0, &[]).map_err(|e| (e.error_type(), e.to_string())))
+                .unwrap()
+                .join()
+                .expect("no stack overflow");
+            match answer {
+                Ok(_) => assert!(depth < crate::query::MAX_DEPTH, "depth {depth} evaluated"),
+                Err((ty, msg)) => {
+                    assert_eq!(ty, "bad_data");
+                    assert!(
+                        ["nested", "operators", "bytes"].iter().any(|w| msg.contains(w)),
+                        "{msg}"
+                    );
+                }
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "depth {depth}: {:?}",
+                started.elapsed()
+            );
+        }
+    }
+    let long = format!("up{{job=~\"{}\"}}", "a|".repeat(300_000));
+    let err = instant(&long, 0, &[]).unwrap_err();
+    assert!(err.to_string().contains("bytes"), "{err}");
+}
