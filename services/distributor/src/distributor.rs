@@ -299,6 +299,12 @@ impl Distributor {
         tracing::debug!(error = %e, status = e.status().as_u16(), "push refused");
         self.metrics.request(e.status(), start.elapsed());
     }
+
+    /// Records a request answered without reaching [`Distributor::push`] though not refused: an OTLP request
+    /// none of whose points translated to a sample.
+    pub(crate) fn record_answered_early(&self, status: http::StatusCode, start: Instant) {
+        self.metrics.request(status, start.elapsed());
+    }
 }
 
 #[cfg(test)]

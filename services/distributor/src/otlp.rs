@@ -79,8 +79,7 @@ pub(crate) async fn otlp_handler(
         }
     };
     drop(body);
-    // `push_framed` counts the request in the distributor's metrics, refused or not.
-    export(&d, &tenant, request, reservation)
+    export(&d, &tenant, request, reservation, start)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
@@ -92,12 +91,16 @@ async fn export(
     tenant: &TenantId,
     request: ExportMetricsServiceRequest,
     reservation: Reservation,
+    start: tokio::time::Instant,
 ) -> Result<Response, PushError> {
     let translated = translate::translate(&request, &d.config().otel_promote_resource_attributes);
     drop(request);
     let mut rejected = translated.refused_points;
     let mut messages = translated.messages;
-    if !translated.request.timeseries.is_empty() {
+    if translated.request.timeseries.is_empty() {
+        // Nothing to push (an empty request, or every point refused): counted here; `push_framed` counts the rest.
+        d.record_answered_early(StatusCode::OK, start);
+    } else {
         let encoded = translated.request.encode_to_vec();
         let outcome = d.push_framed(tenant, &encoded, Framing::Plain, reservation).await?;
         if outcome.failure.is_some() {

@@ -246,6 +246,19 @@ async fn refused_points_come_back_in_partial_success() {
     );
 }
 
+/// A request whose every point is refused by the translation pushes nothing, answers 200 with the count, and
+/// is counted.
+#[tokio::test]
+async fn a_request_with_nothing_to_push() {
+    let s = setup(Behavior::Accept, Limits::default());
+    let body = export_request(vec![counter("d", 1.0, AggregationTemporality::Delta)]);
+    let (status, _, answer) = post(&s.app, &[PROTOBUF], body).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(partial_success(&answer).map(|p| p.rejected_data_points), Some(1));
+    assert!(s.fake.pushes().is_empty());
+    assert!(exposition(&s.registry).contains(r#"heddle_distributor_requests_total{status="200"} 1"#));
+}
+
 #[tokio::test]
 async fn statuses() {
     let valid = || export_request(vec![counter("a", 1.0, AggregationTemporality::Cumulative)]);
