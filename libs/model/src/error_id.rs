@@ -46,18 +46,24 @@ catalogue! {
     /// The snappy header declares more than `distributor.max_decompressed_size`.
     DECOMPRESSED_TOO_LARGE = "err-heddle-decompressed-too-large", 400, Request,
         "the snappy body declares more decompressed bytes than `distributor.max_decompressed_size`";
-    /// Content-Encoding is not snappy.
+    /// Content-Encoding is not the endpoint's (snappy for remote write; gzip or none for OTLP).
     UNSUPPORTED_CONTENT_ENCODING = "err-heddle-unsupported-content-encoding", 415, Request,
-        "remote write bodies must be snappy block-compressed (`Content-Encoding: snappy`)";
-    /// Content-Type is not a remote write 1.0 protobuf.
+        "remote write bodies must be snappy block-compressed (`Content-Encoding: snappy`); OTLP bodies gzip or not compressed";
+    /// Content-Type is not a remote write 1.0 protobuf (or, on the OTLP endpoint, not OTLP protobuf).
     UNSUPPORTED_CONTENT_TYPE = "err-heddle-unsupported-content-type", 415, Request,
-        "the content type is not a remote write message Heddle accepts (`application/x-protobuf`)";
+        "the content type is not a message Heddle accepts (`application/x-protobuf`: remote write 1.0, or OTLP on `/otlp/v1/metrics`)";
     /// The body is not snappy block format.
     CORRUPT_SNAPPY = "err-heddle-corrupt-snappy", 400, Request,
         "the body is not valid snappy block format (framed snappy is not remote write)";
     /// The decompressed body is not a valid `prometheus.WriteRequest`.
     INVALID_PROTOBUF = "err-heddle-invalid-protobuf", 400, Request,
         "the decompressed body is not a valid `prometheus.WriteRequest`";
+    /// The OTLP body is not valid gzip.
+    CORRUPT_GZIP = "err-heddle-corrupt-gzip", 400, Request,
+        "the OTLP body says `Content-Encoding: gzip` but is not valid gzip";
+    /// The (decompressed) OTLP body is not a valid `ExportMetricsServiceRequest`.
+    INVALID_OTLP = "err-heddle-invalid-otlp", 400, Request,
+        "the OTLP body is not a valid `opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest`";
     /// The decoded request would be many times larger than its bytes: it is mostly empty labels or series.
     DEGENERATE_WRITE_REQUEST = "err-heddle-degenerate-write-request", 400, Request,
         "the request decodes to more than 8 bytes per byte of input (it is mostly empty labels or empty series)";

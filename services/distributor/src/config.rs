@@ -28,6 +28,10 @@ pub struct DistributorConfig {
     pub ha_tracker: HaTrackerConfig,
     /// Limits protecting this distributor process (Mimir's `distributor.instance_limits`).
     pub instance_limits: DistributorInstanceLimits,
+    /// Resource attributes of OTLP metrics copied onto every series of the resource as labels (names
+    /// sanitized), besides `job` and `instance` (Mimir's `-distributor.otel-promote-resource-attributes`; a
+    /// repeatable flag here, and for the whole distributor rather than per tenant).
+    pub otel_promote_resource_attributes: Vec<String>,
     /// Longest time a push body may take to arrive; a slower sender gets 408 and its connection is closed, so
     /// it cannot hold a connection and a buffer indefinitely. Set from `server.http_server_read_timeout`.
     #[serde(skip)]
@@ -42,6 +46,7 @@ impl Default for DistributorConfig {
             remote_timeout: Duration::from_secs(2),
             ha_tracker: HaTrackerConfig::default(),
             instance_limits: DistributorInstanceLimits::default(),
+            otel_promote_resource_attributes: Vec::new(),
             body_read_timeout: Duration::from_secs(30),
         }
     }
@@ -134,6 +139,12 @@ pub const DISTRIBUTOR_FLAGS: &[FlagSpec] = &[
         key: "distributor.instance_limits.max_inflight_push_requests_bytes",
         kind: FlagKind::Value,
         help: "Most bytes in-flight push requests may hold together (bodies, decompressed and decoded); more get 503 (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "distributor.otel-promote-resource-attributes",
+        key: "distributor.otel_promote_resource_attributes",
+        kind: FlagKind::List,
+        help: "OTLP resource attribute promoted to a label of every series of its resource (repeatable)",
     },
     FlagSpec {
         flag: "distributor.remote-timeout",

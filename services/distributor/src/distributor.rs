@@ -24,6 +24,7 @@ use crate::log_limiter::LogLimiter;
 use crate::metrics::Metrics;
 use crate::outcome::{PushOutcome, Rejection};
 use bumpalo::Bump;
+pub(crate) use decode::Framing;
 use ha_dedupe::HaVerdict;
 use heddle_limits::{Limits, Overrides};
 use heddle_model::{Clock, SystemClock, TenantId};
@@ -170,11 +171,23 @@ impl Distributor {
         &self,
         tenant: &TenantId,
         body: &[u8],
+        reservation: Reservation,
+    ) -> Result<PushOutcome, PushError> {
+        self.push_framed(tenant, body, Framing::Snappy, reservation).await
+    }
+
+    /// [`Distributor::push_reserved`] for a body in either [`Framing`]: the OTLP endpoint hands its
+    /// translation over as plain protobuf, so it goes through the same stages without a snappy round trip.
+    pub(crate) async fn push_framed(
+        &self,
+        tenant: &TenantId,
+        body: &[u8],
+        framing: Framing,
         mut reservation: Reservation,
     ) -> Result<PushOutcome, PushError> {
         let start = Instant::now();
         self.metrics.received_bytes(body.len());
-        let result = self.run(tenant, body, &mut reservation).await;
+        let result = self.run(tenant, body, framing, &mut reservation).await;
         drop(reservation);
         let status = match &result {
             Ok(outcome) => outcome.status(),
@@ -192,9 +205,10 @@ impl Distributor {
         &self,
         tenant: &TenantId,
         body: &[u8],
+        framing: Framing,
         reservation: &mut Reservation,
     ) -> Result<PushOutcome, PushError> {
-        let prepared = self.prepare(tenant, body, reservation);
+        let prepared = self.prepare(tenant, body, framing, reservation);
         // The arena is back in the pool (or freed) once `prepare` returns, whatever it returned.
         self.metrics
             .arena_retained_bytes
@@ -231,10 +245,16 @@ impl Distributor {
     }
 
     /// Decode, HA dedupe, validate, limit and shard, inside one pooled arena.
-    fn prepare(&self, tenant: &TenantId, body: &[u8], reservation: &mut Reservation) -> Result<Prepared, PushError> {
+    fn prepare(
+        &self,
+        tenant: &TenantId,
+        body: &[u8],
+        framing: Framing,
+        reservation: &mut Reservation,
+    ) -> Result<Prepared, PushError> {
         let arena = self.arenas.get();
         let arena: &Bump = &arena;
-        let series = decode::decode(arena, body, self.cfg.max_decompressed_size, reservation)?;
+        let series = decode::decode(arena, body, framing, self.cfg.max_decompressed_size, reservation)?;
         let limits = self.overrides.get(tenant.as_str());
         let now_ms = self.clock.now_ms();
         let discarded = &self.metrics.discarded;
@@ -278,6 +298,12 @@ impl Distributor {
     pub(crate) fn record_early_refusal(&self, e: &PushError, start: Instant) {
         tracing::debug!(error = %e, status = e.status().as_u16(), "push refused");
         self.metrics.request(e.status(), start.elapsed());
+    }
+
+    /// Records a request answered without reaching [`Distributor::push`] though not refused: an OTLP request
+    /// none of whose points translated to a sample.
+    pub(crate) fn record_answered_early(&self, status: http::StatusCode, start: Instant) {
+        self.metrics.request(status, start.elapsed());
     }
 }
 

@@ -32,6 +32,25 @@ pub enum PushError {
          (--distributor.max-decompressed-size)"
     )]
     DecompressedTooLarge { declared: usize, limit: usize },
+    #[error(
+        "err-heddle-unsupported-content-encoding: content encoding {encoding:?} is not supported: OTLP bodies must \
+         be gzip-compressed (Content-Encoding: gzip) or not compressed"
+    )]
+    OtlpUnsupportedContentEncoding { encoding: String },
+    #[error(
+        "err-heddle-unsupported-content-type: content type {content_type:?} is not supported on /otlp/v1/metrics: \
+         send OTLP protobuf (Content-Type: application/x-protobuf); OTLP JSON is not supported"
+    )]
+    OtlpUnsupportedContentType { content_type: String },
+    #[error("err-heddle-corrupt-gzip: request body is not valid gzip: {detail}")]
+    CorruptGzip { detail: String },
+    #[error(
+        "err-heddle-decompressed-too-large: the gzip body decompresses to more than {limit} bytes; send smaller \
+         batches or raise `distributor.max_decompressed_size` (--distributor.max-decompressed-size)"
+    )]
+    GzipTooLarge { limit: usize },
+    #[error("err-heddle-invalid-otlp: request body is not a valid OTLP ExportMetricsServiceRequest: {detail}")]
+    InvalidOtlp { detail: String },
     #[error("err-heddle-corrupt-snappy: request body is not valid snappy block format: {detail}")]
     CorruptSnappy { detail: String },
     #[error("err-heddle-invalid-protobuf: request body is not a valid prometheus.WriteRequest: {detail}")]
@@ -118,6 +137,11 @@ impl PushError {
             PushError::UnsupportedContentType { .. } => error_id::UNSUPPORTED_CONTENT_TYPE,
             PushError::DecompressedTooLarge { .. } => error_id::DECOMPRESSED_TOO_LARGE,
             PushError::CorruptSnappy { .. } => error_id::CORRUPT_SNAPPY,
+            PushError::OtlpUnsupportedContentEncoding { .. } => error_id::UNSUPPORTED_CONTENT_ENCODING,
+            PushError::OtlpUnsupportedContentType { .. } => error_id::UNSUPPORTED_CONTENT_TYPE,
+            PushError::CorruptGzip { .. } => error_id::CORRUPT_GZIP,
+            PushError::GzipTooLarge { .. } => error_id::DECOMPRESSED_TOO_LARGE,
+            PushError::InvalidOtlp { .. } => error_id::INVALID_OTLP,
             PushError::InvalidProtobuf { .. } => error_id::INVALID_PROTOBUF,
             PushError::DegenerateRequest { .. } => error_id::DEGENERATE_WRITE_REQUEST,
             PushError::InflightBytes { .. } => error_id::DISTRIBUTOR_MAX_INFLIGHT_PUSH_REQUESTS_BYTES,
@@ -138,11 +162,15 @@ impl PushError {
             PushError::BodyReadTimeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             // As Mimir: the distributor protects itself, the sender backs off and retries.
             PushError::InflightBytes { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            PushError::UnsupportedContentEncoding { .. } | PushError::UnsupportedContentType { .. } => {
-                StatusCode::UNSUPPORTED_MEDIA_TYPE
-            }
+            PushError::UnsupportedContentEncoding { .. }
+            | PushError::UnsupportedContentType { .. }
+            | PushError::OtlpUnsupportedContentEncoding { .. }
+            | PushError::OtlpUnsupportedContentType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PushError::DecompressedTooLarge { .. }
             | PushError::CorruptSnappy { .. }
+            | PushError::CorruptGzip { .. }
+            | PushError::GzipTooLarge { .. }
+            | PushError::InvalidOtlp { .. }
             | PushError::InvalidProtobuf { .. }
             | PushError::DegenerateRequest { .. }
             | PushError::BodyRead { .. }

@@ -20,11 +20,12 @@ use futures::StreamExt;
 use heddle_model::TenantId;
 use std::sync::Arc;
 
-/// Remote-write routes, with `d` as their state. Wrap the result in `heddle_server::tenant_layer`.
+/// Remote-write and OTLP routes, with `d` as their state. Wrap the result in `heddle_server::tenant_layer`.
 pub fn router(d: Arc<Distributor>) -> Router {
     Router::new()
         .route("/api/v1/push", post(push_handler))
         .route("/api/v1/write", post(push_handler))
+        .route("/otlp/v1/metrics", post(crate::otlp::otlp_handler))
         .with_state(d)
 }
 
@@ -67,7 +68,7 @@ async fn push_handler(
 /// A refusal decided before the body was read in full. The unread rest of the body would poison a
 /// keep-alive connection, so the response says `Connection: close` and the client opens a fresh one
 /// instead of failing its next request on a connection the server is about to drop.
-fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::Instant) -> Response {
+pub(crate) fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::Instant) -> Response {
     d.record_early_refusal(&e, start);
     let mut r = e.into_response();
     r.headers_mut()
@@ -127,7 +128,7 @@ fn is_remote_write_v1(content_type: &str) -> bool {
 /// Reads the whole body, failing with 413 as soon as more than `limit` bytes have arrived, and with 503 when it
 /// has not arrived within `timeout` or its buffer would take the in-flight bytes past their limit. The buffer's
 /// capacity is held in `reservation` before the buffer grows to it.
-async fn read_body(
+pub(crate) async fn read_body(
     body: Body,
     declared: Option<usize>,
     limit: usize,

@@ -1,7 +1,8 @@
 //! The distributor: Heddle's remote-write receiver.
 //!
 //! Owns the write path up to the ingesters (DESIGN.md §2 steps 1-5). [`router`] is the HTTP edge: the
-//! `POST /api/v1/push` endpoint, its header and body-size checks, reading the body. [`Distributor::push`] is
+//! `POST /api/v1/push` endpoint, its header and body-size checks, reading the body; `POST /otlp/v1/metrics`
+//! (the `otlp` module) translates OTLP metrics into the same push. [`Distributor::push`] is
 //! the core: a tenant and a body through named stages (decode into a pooled per-request arena, HA dedupe,
 //! validate, limit the ingestion rate, shard by token onto replica sets, forward one request per ingester and
 //! decide each series by quorum). It does not store samples (the ingester does), resolve tenants (the server
@@ -15,6 +16,7 @@ mod ha_tracker;
 mod http;
 mod log_limiter;
 mod metrics;
+mod otlp;
 mod outcome;
 
 #[cfg(test)]

@@ -15,12 +15,23 @@ use heddle_proto::{
 };
 use heddle_server::Reservation;
 
-/// The series of the snappy-compressed `prometheus.WriteRequest` in `body`, decoded into `arena`, with what
-/// that allocates added to `reservation` first. Metadata entries are checked for framing and dropped (the
-/// distributor does not forward them).
+/// How a `prometheus.WriteRequest` body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// Snappy block format, as remote write sends it.
+    Snappy,
+    /// Plain protobuf, as the distributor's own translations (OTLP) produce it: copied into the arena as the
+    /// decompressed copy of a snappy body is, so the decoded view borrows from the arena alone.
+    Plain,
+}
+
+/// The series of the `prometheus.WriteRequest` in `body`, decoded into `arena`, with what that allocates added
+/// to `reservation` first. Metadata entries are checked for framing and dropped (the distributor does not
+/// forward them).
 pub(crate) fn decode<'a>(
     arena: &'a Bump,
     body: &[u8],
+    framing: Framing,
     max_decompressed: usize,
     reservation: &mut Reservation,
 ) -> Result<&'a [TimeSeriesRef<'a>], PushError> {
@@ -28,8 +39,22 @@ pub(crate) fn decode<'a>(
         SnappyError::TooLarge { declared, limit } => PushError::DecompressedTooLarge { declared, limit },
         SnappyError::Corrupt(detail) => PushError::CorruptSnappy { detail },
     };
-    reservation.grow(snappy_decompressed_len(body, max_decompressed).map_err(snappy)?)?;
-    let raw = snappy_decompress_into(arena, body, max_decompressed).map_err(snappy)?;
+    let raw = match framing {
+        Framing::Snappy => {
+            reservation.grow(snappy_decompressed_len(body, max_decompressed).map_err(snappy)?)?;
+            snappy_decompress_into(arena, body, max_decompressed).map_err(snappy)?
+        }
+        Framing::Plain => {
+            if body.len() > max_decompressed {
+                return Err(PushError::DecompressedTooLarge {
+                    declared: body.len(),
+                    limit: max_decompressed,
+                });
+            }
+            reservation.grow(body.len())?;
+            &*arena.alloc_slice_copy(body)
+        }
+    };
     let protobuf = |e: DecodeError| match e {
         DecodeError::Degenerate { .. } => PushError::DegenerateRequest { detail: e.to_string() },
         _ => PushError::InvalidProtobuf { detail: e.to_string() },
@@ -59,7 +84,7 @@ mod tests {
     fn decodes_series_with_their_raw_bytes() {
         let arena = Bump::new();
         let sent = vec![up("a"), up("b")];
-        let series = decode(&arena, &body(sent.clone()), 1 << 20, &mut unlimited()).unwrap();
+        let series = decode(&arena, &body(sent.clone()), Framing::Snappy, 1 << 20, &mut unlimited()).unwrap();
         assert_eq!(series.len(), 2);
         for (got, want) in series.iter().zip(&sent) {
             assert_eq!(got.labels[0].value, want.labels[0].value);
@@ -96,7 +121,7 @@ mod tests {
         ];
         for (name, input, id) in cases {
             let arena = Bump::new();
-            let err = decode(&arena, &input, 1 << 20, &mut unlimited()).expect_err(name);
+            let err = decode(&arena, &input, Framing::Snappy, 1 << 20, &mut unlimited()).expect_err(name);
             assert_eq!(err.id(), id, "case {name}: {err}");
         }
     }
@@ -129,7 +154,7 @@ mod tests {
         let mut r = b.reserve();
         r.grow(input.len()).unwrap();
         let arena = Bump::new();
-        let err = decode(&arena, &input, 1 << 20, &mut r).unwrap_err();
+        let err = decode(&arena, &input, Framing::Snappy, 1 << 20, &mut r).unwrap_err();
         assert_eq!(
             err.id(),
             "err-heddle-distributor-max-inflight-push-requests-bytes",
@@ -148,7 +173,7 @@ mod tests {
         let mut r = b.reserve();
         r.grow(input.len()).unwrap();
         let arena = Bump::new();
-        decode(&arena, &input, 1 << 20, &mut r).unwrap_err();
+        decode(&arena, &input, Framing::Snappy, 1 << 20, &mut r).unwrap_err();
         assert_eq!(arena.allocated_bytes(), 0, "nothing allocated for a refused request");
 
         // Enough room: decoded, and everything is given back with the reservation.
@@ -156,7 +181,10 @@ mod tests {
         let mut r = b.reserve();
         r.grow(input.len()).unwrap();
         let arena = Bump::new();
-        assert_eq!(decode(&arena, &input, 1 << 20, &mut r).unwrap().len(), 2);
+        assert_eq!(
+            decode(&arena, &input, Framing::Snappy, 1 << 20, &mut r).unwrap().len(),
+            2
+        );
         assert!(b.in_flight() > input.len() + declared);
         drop(r);
         assert_eq!(b.in_flight(), 0);
@@ -168,7 +196,7 @@ mod tests {
         let mut arena = Bump::new();
         let b = budget(0);
         let mut r = b.reserve();
-        let err = decode(&arena, &input, 8 << 20, &mut r).unwrap_err();
+        let err = decode(&arena, &input, Framing::Snappy, 8 << 20, &mut r).unwrap_err();
         assert_eq!(err.id(), "err-heddle-degenerate-write-request", "{err}");
         assert!(err.to_string().contains("1000000 labels"), "{err}");
         let used: usize = arena.iter_allocated_chunks().map(|c| c.len()).sum();
@@ -180,7 +208,16 @@ mod tests {
     fn the_size_check_comes_before_any_allocation() {
         let arena = Bump::new();
         let before = arena.allocated_bytes();
-        assert!(decode(&arena, &declared_length(1 << 30), 4096, &mut unlimited()).is_err());
+        assert!(
+            decode(
+                &arena,
+                &declared_length(1 << 30),
+                Framing::Snappy,
+                4096,
+                &mut unlimited()
+            )
+            .is_err()
+        );
         assert_eq!(arena.allocated_bytes(), before, "nothing allocated for a refused body");
     }
 }

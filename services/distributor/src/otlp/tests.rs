@@ -1,0 +1,414 @@
+//! HTTP tests of `/otlp/v1/metrics` through the distributor's router, with fake ingesters: what is stored,
+//! every status, `partial_success`, and hostile bodies.
+
+use super::*;
+use crate::config::DistributorConfig;
+use crate::testutil::*;
+use axum::Extension;
+use axum::http::Request;
+use flate2::Compression as Level;
+use flate2::write::GzEncoder;
+use heddle_limits::Limits;
+use heddle_proto::testing::FakeIngester;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{
+    AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint, ResourceMetrics,
+    ScopeMetrics, Sum, metric::Data, number_data_point,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use prometheus_client::registry::Registry;
+use proptest::prelude::*;
+use std::io::Write as _;
+use tower::ServiceExt as _;
+
+const MAX_RECV: usize = 4096;
+const MAX_DECOMPRESSED: usize = 8192;
+/// [`NOW_MS`] in nanoseconds.
+const NOW_NS: u64 = NOW_MS as u64 * 1_000_000;
+
+fn kv(k: &str, v: &str) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(v.into())),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+fn point(v: f64) -> NumberDataPoint {
+    NumberDataPoint {
+        time_unix_nano: NOW_NS,
+        value: Some(number_data_point::Value::AsDouble(v)),
+        ..NumberDataPoint::default()
+    }
+}
+
+fn metric(name: &str, unit: &str, data: Data) -> Metric {
+    Metric {
+        name: name.into(),
+        unit: unit.into(),
+        data: Some(data),
+        ..Metric::default()
+    }
+}
+
+fn counter(name: &str, v: f64, temporality: AggregationTemporality) -> Metric {
+    metric(
+        name,
+        "",
+        Data::Sum(Sum {
+            data_points: vec![point(v)],
+            aggregation_temporality: temporality as i32,
+            is_monotonic: true,
+        }),
+    )
+}
+
+/// A request from service `api` (instance `pod-1`, on host `node-a`) with these metrics.
+fn export_request(metrics: Vec<Metric>) -> Vec<u8> {
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(Resource {
+                attributes: vec![
+                    kv("service.name", "api"),
+                    kv("service.instance.id", "pod-1"),
+                    kv("host.name", "node-a"),
+                ],
+                ..Resource::default()
+            }),
+            scope_metrics: vec![ScopeMetrics {
+                metrics,
+                ..ScopeMetrics::default()
+            }],
+            ..ResourceMetrics::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+fn gzip(raw: &[u8]) -> Vec<u8> {
+    let mut e = GzEncoder::new(Vec::new(), Level::default());
+    e.write_all(raw).unwrap();
+    e.finish().unwrap()
+}
+
+struct Setup {
+    app: axum::Router,
+    fake: Arc<FakeIngester>,
+    registry: Registry,
+}
+
+fn setup(behavior: Behavior, limits: Limits) -> Setup {
+    let fake = fake(behavior);
+    let mut registry = Registry::default();
+    let cfg = DistributorConfig {
+        max_recv_msg_size: MAX_RECV,
+        max_decompressed_size: MAX_DECOMPRESSED,
+        otel_promote_resource_attributes: vec!["host.name".to_owned()],
+        ..DistributorConfig::default()
+    };
+    let d = Distributor::new(cfg, limits, Arc::new(single(fake.clone())), &mut registry).with_clock(manual_clock());
+    let app = crate::router(Arc::new(d)).layer(Extension(tenant()));
+    Setup { app, fake, registry }
+}
+
+async fn post(app: &axum::Router, headers: &[(&str, &str)], body: Vec<u8>) -> (StatusCode, HeaderMap, Vec<u8>) {
+    let mut req = Request::post("/otlp/v1/metrics");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = app.clone().oneshot(req.body(Body::from(body)).unwrap()).await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    (status, headers, bytes.to_vec())
+}
+
+const PROTOBUF: (&str, &str) = ("content-type", "application/x-protobuf");
+
+/// The stored series as `{labels} value@ts` lines.
+fn stored(fake: &FakeIngester) -> Vec<String> {
+    fake.pushed_series()
+        .iter()
+        .map(|ts| {
+            let labels: Vec<String> = ts.labels.iter().map(|l| format!("{}={:?}", l.name, l.value)).collect();
+            let s = &ts.samples[0];
+            format!("{{{}}} {}@{}", labels.join(","), s.value, s.timestamp)
+        })
+        .collect()
+}
+
+fn partial_success(body: &[u8]) -> Option<ExportMetricsPartialSuccess> {
+    ExportMetricsServiceResponse::decode(body)
+        .expect("the answer is an ExportMetricsServiceResponse")
+        .partial_success
+}
+
+#[tokio::test]
+async fn counter_gauge_and_histogram_are_stored_translated() {
+    let hist = HistogramDataPoint {
+        time_unix_nano: NOW_NS,
+        count: 3,
+        sum: Some(0.7),
+        bucket_counts: vec![1, 2],
+        explicit_bounds: vec![0.25],
+        ..HistogramDataPoint::default()
+    };
+    let body = export_request(vec![
+        counter("http.requests", 7.0, AggregationTemporality::Cumulative),
+        metric(
+            "memory.usage",
+            "By",
+            Data::Gauge(Gauge {
+                data_points: vec![point(1024.0)],
+            }),
+        ),
+        metric(
+            "rpc.duration",
+            "s",
+            Data::Histogram(Histogram {
+                data_points: vec![hist],
+                aggregation_temporality: AggregationTemporality::Cumulative as i32,
+            }),
+        ),
+    ]);
+    for (name, headers, body) in [
+        ("plain", vec![PROTOBUF], body.clone()),
+        ("gzip", vec![PROTOBUF, ("content-encoding", "gzip")], gzip(&body)),
+    ] {
+        let s = setup(Behavior::Accept, Limits::default());
+        let (status, h, answer) = post(&s.app, &headers, body).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "case {name}: {}",
+            String::from_utf8_lossy(&answer)
+        );
+        assert_eq!(h["content-type"], "application/x-protobuf", "case {name}");
+        assert_eq!(partial_success(&answer), None, "case {name}");
+        let common = r#"host_name="node-a",instance="pod-1",job="api""#;
+        assert_eq!(
+            stored(&s.fake),
+            vec![
+                format!(r#"{{__name__="http_requests_total",{common}}} 7@{NOW_MS}"#),
+                format!(r#"{{__name__="memory_usage_bytes",{common}}} 1024@{NOW_MS}"#),
+                format!(r#"{{__name__="rpc_duration_seconds_bucket",{common},le="0.25"}} 1@{NOW_MS}"#),
+                format!(r#"{{__name__="rpc_duration_seconds_bucket",{common},le="+Inf"}} 3@{NOW_MS}"#),
+                format!(r#"{{__name__="rpc_duration_seconds_sum",{common}}} 0.7@{NOW_MS}"#),
+                format!(r#"{{__name__="rpc_duration_seconds_count",{common}}} 3@{NOW_MS}"#),
+                format!(r#"{{__name__="target_info",{common}}} 1@{NOW_MS}"#),
+            ],
+            "case {name}"
+        );
+        assert!(
+            exposition(&s.registry).contains(r#"heddle_distributor_requests_total{status="200"} 1"#),
+            "case {name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn refused_points_come_back_in_partial_success() {
+    let s = setup(Behavior::RefuseMetric("b_total"), Limits::default());
+    let long = "v".repeat(3000);
+    let mut too_long = counter("c", 1.0, AggregationTemporality::Cumulative);
+    if let Some(Data::Sum(sum)) = &mut too_long.data {
+        sum.data_points[0].attributes = vec![kv("big", &long)];
+    }
+    let body = export_request(vec![
+        counter("a", 1.0, AggregationTemporality::Cumulative),
+        counter("b", 2.0, AggregationTemporality::Cumulative),
+        too_long,
+        counter("d", 3.0, AggregationTemporality::Delta),
+    ]);
+    let (status, _, answer) = post(&s.app, &[PROTOBUF], body).await;
+    assert_eq!(status, StatusCode::OK);
+    let p = partial_success(&answer).expect("some points were refused");
+    assert_eq!(p.rejected_data_points, 3, "{}", p.error_message);
+    for part in [
+        r#"metric "d": a monotonic sum with delta temporality"#,
+        "err-heddle-label-value-too-long",
+        "err-heddle-sample-out-of-order",
+    ] {
+        assert!(p.error_message.contains(part), "{part:?} not in {:?}", p.error_message);
+    }
+    let names: Vec<String> = s
+        .fake
+        .pushed_series()
+        .iter()
+        .map(|ts| ts.labels[0].value.clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["a_total", "b_total", "target_info"],
+        "forwarded (b refused by the ingester)"
+    );
+}
+
+/// A request whose every point is refused by the translation pushes nothing, answers 200 with the count, and
+/// is counted.
+#[tokio::test]
+async fn a_request_with_nothing_to_push() {
+    let s = setup(Behavior::Accept, Limits::default());
+    let body = export_request(vec![counter("d", 1.0, AggregationTemporality::Delta)]);
+    let (status, _, answer) = post(&s.app, &[PROTOBUF], body).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(partial_success(&answer).map(|p| p.rejected_data_points), Some(1));
+    assert!(s.fake.pushes().is_empty());
+    assert!(exposition(&s.registry).contains(r#"heddle_distributor_requests_total{status="200"} 1"#));
+}
+
+#[tokio::test]
+async fn statuses() {
+    let valid = || export_request(vec![counter("a", 1.0, AggregationTemporality::Cumulative)]);
+    /// (case, headers, body, ingester, status, part of the answer)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<u8>, Behavior, StatusCode, &'a str);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "json is not supported",
+            vec![("content-type", "application/json")],
+            b"{}".to_vec(),
+            Behavior::Accept,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "OTLP JSON is not supported",
+        ),
+        (
+            "no content type",
+            vec![],
+            valid(),
+            Behavior::Accept,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "err-heddle-unsupported-content-type",
+        ),
+        (
+            "snappy is not an OTLP encoding",
+            vec![PROTOBUF, ("content-encoding", "snappy")],
+            valid(),
+            Behavior::Accept,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            r#"content encoding "snappy" is not supported: OTLP bodies"#,
+        ),
+        (
+            "declared length over the limit",
+            vec![PROTOBUF, ("content-length", "4097")],
+            valid(),
+            Behavior::Accept,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "err-heddle-request-too-large",
+        ),
+        (
+            "malformed protobuf",
+            vec![PROTOBUF],
+            vec![0x0a, 0x05, 0x01],
+            Behavior::Accept,
+            StatusCode::BAD_REQUEST,
+            "err-heddle-invalid-otlp: request body is not a valid OTLP ExportMetricsServiceRequest",
+        ),
+        (
+            "corrupt gzip",
+            vec![PROTOBUF, ("content-encoding", "gzip")],
+            valid(),
+            Behavior::Accept,
+            StatusCode::BAD_REQUEST,
+            "err-heddle-corrupt-gzip",
+        ),
+        (
+            "gzip bomb",
+            vec![PROTOBUF, ("content-encoding", "gzip")],
+            gzip(&vec![0; 1 << 20]),
+            Behavior::Accept,
+            StatusCode::BAD_REQUEST,
+            "decompresses to more than 8192 bytes",
+        ),
+        (
+            "ingesters down",
+            vec![PROTOBUF],
+            valid(),
+            Behavior::Fail(tonic::Code::Unavailable),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "err-heddle-ingesters-unavailable",
+        ),
+        (
+            "rate limited",
+            vec![PROTOBUF],
+            export_request(
+                (0..6)
+                    .map(|i| counter(&format!("m{i}"), 1.0, AggregationTemporality::Cumulative))
+                    .collect(),
+            ),
+            Behavior::Accept,
+            StatusCode::TOO_MANY_REQUESTS,
+            "err-heddle-ingestion-rate-limited",
+        ),
+    ];
+    for (name, headers, body, behavior, want, part) in cases {
+        let limits = Limits {
+            ingestion_rate: 5.0,
+            ingestion_burst_size: 5,
+            ..Limits::default()
+        };
+        let s = setup(behavior, limits);
+        let (status, _, answer) = post(&s.app, &headers, body).await;
+        let text = String::from_utf8_lossy(&answer);
+        assert_eq!(status, want, "case {name}: {text}");
+        assert!(text.contains(part), "case {name}: {part:?} not in {text:?}");
+        let line = format!("heddle_distributor_requests_total{{status=\"{}\"}} 1", want.as_u16());
+        assert!(exposition(&s.registry).contains(&line), "case {name}: {line}");
+    }
+}
+
+/// An OTLP request nested deeper than prost's recursion limit (attribute values within arrays) is refused,
+/// not a stack overflow.
+#[tokio::test]
+async fn deeply_nested_attribute_values_are_refused() {
+    let mut value = AnyValue {
+        value: Some(any_value::Value::StringValue("x".into())),
+    };
+    for _ in 0..200 {
+        value = AnyValue {
+            value: Some(any_value::Value::ArrayValue(
+                opentelemetry_proto::tonic::common::v1::ArrayValue { values: vec![value] },
+            )),
+        };
+    }
+    let mut m = counter("a", 1.0, AggregationTemporality::Cumulative);
+    if let Some(Data::Sum(sum)) = &mut m.data {
+        sum.data_points[0].attributes = vec![KeyValue {
+            key: "deep".into(),
+            value: Some(value),
+            ..KeyValue::default()
+        }];
+    }
+    let s = setup(Behavior::Accept, Limits::default());
+    let (status, _, answer) = post(&s.app, &[PROTOBUF], export_request(vec![m])).await;
+    let text = String::from_utf8_lossy(&answer);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("recursion limit"), "{text}");
+    assert!(s.fake.pushed_series().is_empty());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Random bytes, plain or as gzip, never panic the endpoint, and anything that is not a valid request
+    /// gets 400. A random body that happens to decode is a valid (usually empty) request: 200.
+    #[test]
+    fn random_bodies_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), gz in any::<bool>()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let s = setup(Behavior::Accept, Limits::default());
+        let (body, headers) = if gz {
+            (gzip(&bytes), vec![PROTOBUF, ("content-encoding", "gzip")])
+        } else {
+            (bytes.clone(), vec![PROTOBUF])
+        };
+        let (status, _, answer) = rt.block_on(post(&s.app, &headers, body));
+        let decodes = ExportMetricsServiceRequest::decode(&bytes[..]).is_ok();
+        if decodes {
+            prop_assert!(status == StatusCode::OK, "{status} {}", String::from_utf8_lossy(&answer));
+        } else {
+            prop_assert_eq!(status, StatusCode::BAD_REQUEST);
+            prop_assert!(String::from_utf8_lossy(&answer).contains("err-heddle-invalid-otlp"));
+        }
+    }
+}

@@ -1,0 +1,575 @@
+//! OTLP metrics to Prometheus series, by the rules of Prometheus' OTLP receiver in its default mode
+//! (`UnderscoreEscapingWithSuffixes`, the `otlptranslator` package).
+//!
+//! - Metric names: split on every character outside `[a-zA-Z0-9:]` and joined with `_` (so runs of invalid
+//!   characters and underscores become one `_`), the unit appended as suffix words (`s` -> `seconds`, `By` ->
+//!   `bytes`, `m/s` -> `meters_per_second`, units in braces dropped), `total` for monotonic sums, `ratio` for
+//!   gauges of unit `1`, and a leading digit prefixed with `_`. A suffix word already in the name is not added
+//!   twice.
+//! - Label names: invalid characters become `_`, a leading digit gets `key_`; attributes that collide after that
+//!   are joined with `;` in the order of their original keys.
+//! - `job` = `service.namespace/service.name` (or `service.name`), `instance` = `service.instance.id`; the other
+//!   resource attributes go to a `target_info` gauge of value 1 at the latest timestamp of the resource's points;
+//!   the configured resource attributes are also promoted to labels of every series.
+//! - Gauges and non-monotonic sums are gauges, monotonic cumulative sums counters; explicit-bucket histograms
+//!   become cumulative `_bucket{le}` series (the `+Inf` bucket is the count), `_sum` and `_count`; summaries
+//!   `{quantile}`, `_sum` and `_count`. A point flagged `NoRecordedValue` becomes the staleness marker.
+//! - Refused, counted in the response's `partial_success`: delta temporality (Prometheus has no delta type) and
+//!   exponential histograms (they need native histograms).
+//!
+//! Each Prometheus sample is its own series entry in the produced `WriteRequest`, so a series the write path
+//! refuses is exactly one refused sample.
+
+use heddle_model::STALE_NAN_BITS;
+use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{
+    AggregationTemporality, DataPointFlags, HistogramDataPoint, NumberDataPoint, SummaryDataPoint, metric::Data,
+    number_data_point,
+};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+const SERVICE_NAME: &str = "service.name";
+const SERVICE_NAMESPACE: &str = "service.namespace";
+const SERVICE_INSTANCE_ID: &str = "service.instance.id";
+
+/// Most distinct refusal messages kept for `partial_success.error_message`; the rest are only counted.
+const MAX_REFUSAL_MESSAGES: usize = 8;
+
+/// The translation of one export request.
+#[derive(Debug, Default)]
+pub(crate) struct Translated {
+    pub(crate) request: WriteRequest,
+    /// OTLP data points refused by the translation (not sent on).
+    pub(crate) refused_points: i64,
+    /// Why, one message per kind of refusal and metric, at most [`MAX_REFUSAL_MESSAGES`].
+    pub(crate) messages: Vec<String>,
+}
+
+impl Translated {
+    fn refuse(&mut self, points: usize, message: String) {
+        self.refused_points += i64::try_from(points).unwrap_or(i64::MAX);
+        if self.messages.len() < MAX_REFUSAL_MESSAGES && !self.messages.contains(&message) {
+            self.messages.push(message);
+        }
+    }
+}
+
+/// Translates `req`; `promote` lists the resource attributes also copied onto every series as labels.
+pub(crate) fn translate(req: &ExportMetricsServiceRequest, promote: &[String]) -> Translated {
+    let mut out = Translated::default();
+    for rm in &req.resource_metrics {
+        let resource: &[KeyValue] = rm.resource.as_ref().map_or(&[], |r| &r.attributes);
+        let base = resource_labels(resource, promote);
+        let first = out.request.timeseries.len();
+        for sm in &rm.scope_metrics {
+            for metric in &sm.metrics {
+                translate_metric(metric, &base, &mut out);
+            }
+        }
+        let latest = out.request.timeseries[first..]
+            .iter()
+            .flat_map(|s| s.samples.iter().map(|x| x.timestamp))
+            .max();
+        if let Some(ts) = latest
+            && let Some(labels) = target_info_labels(resource)
+        {
+            out.request.timeseries.push(one_sample(labels, ts, 1.0));
+        }
+    }
+    out
+}
+
+/// `job`, `instance` and the promoted resource attributes: the labels every series of the resource carries.
+fn resource_labels(resource: &[KeyValue], promote: &[String]) -> BTreeMap<String, String> {
+    let promoted = resource.iter().filter(|kv| promote.contains(&kv.key));
+    let mut labels = attribute_labels(promoted);
+    let get = |key: &str| {
+        resource
+            .iter()
+            .find(|kv| kv.key == key)
+            .map(|kv| value_string(kv.value.as_ref()))
+    };
+    if let Some(name) = get(SERVICE_NAME) {
+        let job = match get(SERVICE_NAMESPACE) {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name,
+        };
+        labels.insert("job".to_owned(), job);
+    }
+    if let Some(instance) = get(SERVICE_INSTANCE_ID) {
+        labels.insert("instance".to_owned(), instance);
+    }
+    labels
+}
+
+/// `target_info`'s labels: `job`, `instance` and every other resource attribute; `None` when there is no
+/// other attribute (Prometheus writes no `target_info` then).
+fn target_info_labels(resource: &[KeyValue]) -> Option<BTreeMap<String, String>> {
+    let identifying = [SERVICE_NAME, SERVICE_NAMESPACE, SERVICE_INSTANCE_ID];
+    let rest: Vec<&KeyValue> = resource
+        .iter()
+        .filter(|kv| !identifying.contains(&kv.key.as_str()))
+        .collect();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut labels = attribute_labels(rest.into_iter());
+    labels.extend(resource_labels(resource, &[]));
+    labels.insert("__name__".to_owned(), "target_info".to_owned());
+    Some(labels)
+}
+
+/// Attributes as sanitized label names; values of keys that collide after sanitizing are joined with `;` in
+/// the order of their original keys.
+fn attribute_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>) -> BTreeMap<String, String> {
+    let mut sorted: Vec<&KeyValue> = attrs.filter(|kv| !kv.key.is_empty()).collect();
+    sorted.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
+    for kv in sorted {
+        let value = value_string(kv.value.as_ref());
+        labels
+            .entry(label_name(&kv.key))
+            .and_modify(|v| {
+                v.push(';');
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    labels
+}
+
+/// A label name from an attribute key: characters outside `[a-zA-Z0-9_]` become `_`, a leading digit gets
+/// `key_`. Reserved names (`__x__`) are kept as they are.
+pub(crate) fn label_name(key: &str) -> String {
+    let reserved = key.len() > 4 && key.starts_with("__") && key.ends_with("__");
+    let mut name: String = key
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .collect();
+    if !reserved && name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert_str(0, "key_");
+    }
+    name
+}
+
+/// An attribute value as Prometheus' translator writes it: strings as they are, numbers and booleans in
+/// their usual text, bytes in base64, arrays and maps as JSON.
+fn value_string(v: Option<&AnyValue>) -> String {
+    let mut out = String::new();
+    write_value(v.and_then(|v| v.value.as_ref()), false, &mut out);
+    out
+}
+
+fn write_value(v: Option<&any_value::Value>, json: bool, out: &mut String) {
+    use any_value::Value;
+    match v {
+        None => {
+            if json {
+                out.push_str("null");
+            }
+        }
+        Some(Value::StringValue(s)) if json => json_string(s, out),
+        Some(Value::StringValue(s)) => out.push_str(s),
+        Some(Value::BoolValue(b)) => out.push_str(if *b { "true" } else { "false" }),
+        Some(Value::IntValue(i)) => {
+            let _ = write!(out, "{i}");
+        }
+        Some(Value::DoubleValue(f)) if json && !f.is_finite() => json_string(&float_text(*f), out),
+        Some(Value::DoubleValue(f)) => out.push_str(&float_text(*f)),
+        Some(Value::BytesValue(b)) if json => json_string(&base64(b), out),
+        Some(Value::BytesValue(b)) => out.push_str(&base64(b)),
+        Some(Value::ArrayValue(a)) => {
+            out.push('[');
+            for (i, item) in a.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(item.value.as_ref(), true, out);
+            }
+            out.push(']');
+        }
+        Some(Value::KvlistValue(kvs)) => {
+            out.push('{');
+            for (i, kv) in kvs.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                json_string(&kv.key, out);
+                out.push(':');
+                write_value(kv.value.as_ref().and_then(|v| v.value.as_ref()), true, out);
+            }
+            out.push('}');
+        }
+        // Dictionary references belong to the profiles signal; a metrics sender has no dictionary to resolve.
+        Some(Value::StringValueStrindex(i)) => {
+            let _ = write!(out, "{i}");
+        }
+    }
+}
+
+fn json_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Go's `strconv.FormatFloat(f, 'f', -1, 64)`, which Prometheus uses for `le`, `quantile` and attribute
+/// values: the shortest decimal that reads back the same, never an exponent; `+Inf`, `-Inf`, `NaN`.
+fn float_text(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".to_owned()
+    } else if f == f64::INFINITY {
+        "+Inf".to_owned()
+    } else if f == f64::NEG_INFINITY {
+        "-Inf".to_owned()
+    } else {
+        format!("{f}")
+    }
+}
+
+/// What a metric becomes, which decides its name's suffixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Gauge,
+    Counter,
+    /// A non-monotonic sum: a gauge, without the `ratio` suffix.
+    UpDownCounter,
+    Histogram,
+    Summary,
+}
+
+/// The Prometheus metric name of an OTLP metric `name` of `unit` and `kind`.
+pub(crate) fn metric_name(name: &str, unit: &str, kind: Kind) -> String {
+    let mut tokens: Vec<String> = name
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == ':'))
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let (main, per) = unit_suffixes(unit);
+    let main = main.filter(|m| !tokens.contains(m));
+    let per = per.filter(|p| !tokens.contains(p));
+    tokens.extend(main);
+    tokens.extend(per);
+    if kind == Kind::Counter {
+        tokens.retain(|t| t != "total");
+        tokens.push("total".to_owned());
+    }
+    if unit == "1" && kind == Kind::Gauge {
+        tokens.retain(|t| t != "ratio");
+        tokens.push("ratio".to_owned());
+    }
+    let mut out = tokens.join("_");
+    if out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, '_');
+    }
+    out
+}
+
+/// The suffix words of an OTLP (UCUM) unit: the main unit and `per_<unit>` for what follows a `/`. Units in
+/// braces (annotations such as `{request}`) and `1` give none.
+fn unit_suffixes(unit: &str) -> (Option<String>, Option<String>) {
+    let (main, per) = match unit.split_once('/') {
+        Some((m, p)) => (m.trim(), Some(p.trim())),
+        None => (unit.trim(), None),
+    };
+    let usable = |u: &str| !u.is_empty() && !u.contains(['{', '}']);
+    let main = usable(main)
+        .then(|| clean_unit(main_unit_word(main)))
+        .filter(|s| !s.is_empty());
+    let per = per
+        .filter(|p| usable(p))
+        .map(|p| format!("per_{}", clean_unit(per_unit_word(p))))
+        .filter(|s| s != "per_");
+    (main, per)
+}
+
+fn main_unit_word(unit: &str) -> &str {
+    match unit {
+        "d" => "days",
+        "h" => "hours",
+        "min" => "minutes",
+        "s" => "seconds",
+        "ms" => "milliseconds",
+        "us" => "microseconds",
+        "ns" => "nanoseconds",
+        "By" => "bytes",
+        "KiBy" => "kibibytes",
+        "MiBy" => "mebibytes",
+        "GiBy" => "gibibytes",
+        "TiBy" => "tibibytes",
+        "KBy" => "kilobytes",
+        "MBy" => "megabytes",
+        "GBy" => "gigabytes",
+        "TBy" => "terabytes",
+        "m" => "meters",
+        "V" => "volts",
+        "A" => "amperes",
+        "J" => "joules",
+        "W" => "watts",
+        "g" => "grams",
+        "Cel" => "celsius",
+        "Hz" => "hertz",
+        "1" => "",
+        "%" => "percent",
+        other => other,
+    }
+}
+
+fn per_unit_word(unit: &str) -> &str {
+    match unit {
+        "s" => "second",
+        "m" => "minute",
+        "h" => "hour",
+        "d" => "day",
+        "w" => "week",
+        "mo" => "month",
+        "y" => "year",
+        other => other,
+    }
+}
+
+/// A unit word with characters outside `[a-zA-Z0-9:]` as single `_`s, no leading `_`.
+fn clean_unit(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    for c in word.chars() {
+        let c = if c.is_ascii_alphanumeric() || c == ':' { c } else { '_' };
+        if !(c == '_' && (out.is_empty() || out.ends_with('_'))) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn translate_metric(
+    metric: &opentelemetry_proto::tonic::metrics::v1::Metric,
+    base: &BTreeMap<String, String>,
+    out: &mut Translated,
+) {
+    let Some(data) = &metric.data else {
+        return;
+    };
+    let cumulative = |t: i32| t == AggregationTemporality::Cumulative as i32;
+    let delta = |out: &mut Translated, points: usize, what: &str| {
+        out.refuse(
+            points,
+            format!(
+                "metric {:?}: {what} with delta temporality is not supported (Prometheus has no delta type); \
+                 send cumulative temporality (OTel SDK: temporality preference cumulative; Collector: the \
+                 deltatocumulative processor)",
+                metric.name
+            ),
+        );
+    };
+    if metric.name.is_empty() {
+        out.refuse(data_points(data), "a metric has an empty name".to_owned());
+        return;
+    }
+    match data {
+        Data::Gauge(g) => {
+            let name = metric_name(&metric.name, &metric.unit, Kind::Gauge);
+            for p in &g.data_points {
+                number_point(&name, p, base, out);
+            }
+        }
+        Data::Sum(s) if s.is_monotonic && !cumulative(s.aggregation_temporality) => {
+            delta(out, s.data_points.len(), "a monotonic sum");
+        }
+        Data::Sum(s) => {
+            // A non-monotonic sum is a gauge whatever its temporality: each point is the current value.
+            let kind = if s.is_monotonic {
+                Kind::Counter
+            } else {
+                Kind::UpDownCounter
+            };
+            let name = metric_name(&metric.name, &metric.unit, kind);
+            for p in &s.data_points {
+                number_point(&name, p, base, out);
+            }
+        }
+        Data::Histogram(h) if !cumulative(h.aggregation_temporality) => {
+            delta(out, h.data_points.len(), "a histogram");
+        }
+        Data::Histogram(h) => {
+            let name = metric_name(&metric.name, &metric.unit, Kind::Histogram);
+            for p in &h.data_points {
+                histogram_point(&metric.name, &name, p, base, out);
+            }
+        }
+        Data::ExponentialHistogram(h) => out.refuse(
+            h.data_points.len(),
+            format!(
+                "metric {:?}: exponential histograms are not supported until native histograms are; configure \
+                 the sender's histogram aggregation as explicit bucket histograms",
+                metric.name
+            ),
+        ),
+        Data::Summary(s) => {
+            let name = metric_name(&metric.name, &metric.unit, Kind::Summary);
+            for p in &s.data_points {
+                summary_point(&name, p, base, out);
+            }
+        }
+    }
+}
+
+fn data_points(data: &Data) -> usize {
+    match data {
+        Data::Gauge(g) => g.data_points.len(),
+        Data::Sum(s) => s.data_points.len(),
+        Data::Histogram(h) => h.data_points.len(),
+        Data::ExponentialHistogram(h) => h.data_points.len(),
+        Data::Summary(s) => s.data_points.len(),
+    }
+}
+
+/// The labels of a data point's series: its attributes under the resource's labels (which win, as `job` and
+/// `instance` do in Prometheus), and the metric name.
+fn point_labels(name: &str, attrs: &[KeyValue], base: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut labels = attribute_labels(attrs.iter());
+    labels.extend(base.iter().map(|(k, v)| (k.clone(), v.clone())));
+    labels.insert("__name__".to_owned(), name.to_owned());
+    labels
+}
+
+fn stale(flags: u32) -> bool {
+    flags & DataPointFlags::NoRecordedValueMask as u32 != 0
+}
+
+fn millis(nanos: u64) -> i64 {
+    i64::try_from(nanos / 1_000_000).unwrap_or(i64::MAX)
+}
+
+fn value_or_stale(flags: u32, v: f64) -> f64 {
+    if stale(flags) {
+        f64::from_bits(STALE_NAN_BITS)
+    } else {
+        v
+    }
+}
+
+fn number_point(name: &str, p: &NumberDataPoint, base: &BTreeMap<String, String>, out: &mut Translated) {
+    let v = match p.value {
+        Some(number_data_point::Value::AsDouble(d)) => d,
+        Some(number_data_point::Value::AsInt(i)) => i as f64,
+        None if stale(p.flags) => 0.0,
+        None => {
+            out.refuse(1, format!("metric {name:?}: a data point has no value"));
+            return;
+        }
+    };
+    let labels = point_labels(name, &p.attributes, base);
+    out.request
+        .timeseries
+        .push(one_sample(labels, millis(p.time_unix_nano), value_or_stale(p.flags, v)));
+}
+
+fn histogram_point(
+    otel_name: &str,
+    name: &str,
+    p: &HistogramDataPoint,
+    base: &BTreeMap<String, String>,
+    out: &mut Translated,
+) {
+    if !p.bucket_counts.is_empty() && p.bucket_counts.len() != p.explicit_bounds.len() + 1 {
+        out.refuse(
+            1,
+            format!(
+                "metric {otel_name:?}: a histogram point has {} bucket counts for {} bounds; it must have one more \
+                 count than bounds",
+                p.bucket_counts.len(),
+                p.explicit_bounds.len()
+            ),
+        );
+        return;
+    }
+    let ts = millis(p.time_unix_nano);
+    let labels = point_labels(name, &p.attributes, base);
+    let series = |suffix: &str, extra: Option<(&str, String)>, v: f64| {
+        let mut l = labels.clone();
+        l.insert("__name__".to_owned(), format!("{name}{suffix}"));
+        if let Some((k, val)) = extra {
+            l.insert(k.to_owned(), val);
+        }
+        one_sample(l, ts, value_or_stale(p.flags, v))
+    };
+    let mut cumulative = 0u64;
+    for (bound, count) in p.explicit_bounds.iter().zip(&p.bucket_counts) {
+        cumulative = cumulative.saturating_add(*count);
+        out.request
+            .timeseries
+            .push(series("_bucket", Some(("le", float_text(*bound))), cumulative as f64));
+    }
+    out.request
+        .timeseries
+        .push(series("_bucket", Some(("le", "+Inf".to_owned())), p.count as f64));
+    if let Some(sum) = p.sum {
+        out.request.timeseries.push(series("_sum", None, sum));
+    }
+    out.request.timeseries.push(series("_count", None, p.count as f64));
+}
+
+fn summary_point(name: &str, p: &SummaryDataPoint, base: &BTreeMap<String, String>, out: &mut Translated) {
+    let ts = millis(p.time_unix_nano);
+    let labels = point_labels(name, &p.attributes, base);
+    let series = |suffix: &str, extra: Option<(&str, String)>, v: f64| {
+        let mut l = labels.clone();
+        l.insert("__name__".to_owned(), format!("{name}{suffix}"));
+        if let Some((k, val)) = extra {
+            l.insert(k.to_owned(), val);
+        }
+        one_sample(l, ts, value_or_stale(p.flags, v))
+    };
+    for q in &p.quantile_values {
+        out.request
+            .timeseries
+            .push(series("", Some(("quantile", float_text(q.quantile))), q.value));
+    }
+    out.request.timeseries.push(series("_sum", None, p.sum));
+    out.request.timeseries.push(series("_count", None, p.count as f64));
+}
+
+/// A series of one sample; `labels` is sorted by name (a `BTreeMap`), as the write path requires.
+fn one_sample(labels: BTreeMap<String, String>, timestamp: i64, value: f64) -> TimeSeries {
+    TimeSeries {
+        labels: labels.into_iter().map(|(name, value)| Label { name, value }).collect(),
+        samples: vec![Sample { value, timestamp }],
+        ..TimeSeries::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,545 @@
+//! Translation tests: each rule of Prometheus' OTLP translation, with the exact series expected.
+
+use super::*;
+use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValueList};
+use opentelemetry_proto::tonic::metrics::v1::{
+    ExponentialHistogram, ExponentialHistogramDataPoint, Gauge, Histogram, Metric, ResourceMetrics, ScopeMetrics, Sum,
+    Summary, summary_data_point::ValueAtQuantile,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+
+const T_NS: u64 = 1_704_067_200_123_456_789;
+const T_MS: i64 = 1_704_067_200_123;
+
+fn s(v: &str) -> AnyValue {
+    AnyValue {
+        value: Some(any_value::Value::StringValue(v.into())),
+    }
+}
+
+fn kv(k: &str, v: AnyValue) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(v),
+        ..KeyValue::default()
+    }
+}
+
+fn attrs(pairs: &[(&str, &str)]) -> Vec<KeyValue> {
+    pairs.iter().map(|(k, v)| kv(k, s(v))).collect()
+}
+
+fn number(v: f64, attributes: Vec<KeyValue>) -> NumberDataPoint {
+    NumberDataPoint {
+        attributes,
+        time_unix_nano: T_NS,
+        value: Some(number_data_point::Value::AsDouble(v)),
+        ..NumberDataPoint::default()
+    }
+}
+
+fn metric(name: &str, unit: &str, data: Data) -> Metric {
+    Metric {
+        name: name.into(),
+        unit: unit.into(),
+        data: Some(data),
+        ..Metric::default()
+    }
+}
+
+fn request(resource: Vec<KeyValue>, metrics: Vec<Metric>) -> ExportMetricsServiceRequest {
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(Resource {
+                attributes: resource,
+                ..Resource::default()
+            }),
+            scope_metrics: vec![ScopeMetrics {
+                metrics,
+                ..ScopeMetrics::default()
+            }],
+            ..ResourceMetrics::default()
+        }],
+    }
+}
+
+fn gauge(v: f64, a: Vec<KeyValue>) -> Data {
+    Data::Gauge(Gauge {
+        data_points: vec![number(v, a)],
+    })
+}
+
+fn sum(v: f64, monotonic: bool, temporality: AggregationTemporality) -> Data {
+    Data::Sum(Sum {
+        data_points: vec![number(v, vec![])],
+        aggregation_temporality: temporality as i32,
+        is_monotonic: monotonic,
+    })
+}
+
+/// The series as `{name="value",...} value@ts` lines (labels in their sorted order), for exact comparison.
+fn lines(t: &Translated) -> Vec<String> {
+    t.request
+        .timeseries
+        .iter()
+        .flat_map(|ts| {
+            let labels: Vec<String> = ts.labels.iter().map(|l| format!("{}={:?}", l.name, l.value)).collect();
+            ts.samples.iter().map(move |x| {
+                let v = if x.value.to_bits() == STALE_NAN_BITS {
+                    "stale".to_owned()
+                } else {
+                    x.value.to_string()
+                };
+                format!("{{{}}} {v}@{}", labels.join(","), x.timestamp)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn metric_names() {
+    let cases: &[(&str, &str, Kind, &str)] = &[
+        ("plain gauge", "cpu", Kind::Gauge, "cpu"),
+        ("dots", "http.server.duration", Kind::Histogram, "http_server_duration"),
+        ("seconds", "http.server.duration", Kind::Gauge, "http_server_duration"),
+        ("invalid runs collapse", "a..b--c__d", Kind::Gauge, "a_b_c_d"),
+        ("colons kept", "a:b", Kind::Gauge, "a:b"),
+        ("leading digit", "2xx.count", Kind::Gauge, "_2xx_count"),
+        ("counter", "requests", Kind::Counter, "requests_total"),
+        (
+            "total moved to the end",
+            "total.requests",
+            Kind::Counter,
+            "requests_total",
+        ),
+        (
+            "up-down counter has no total",
+            "queue.size",
+            Kind::UpDownCounter,
+            "queue_size",
+        ),
+    ];
+    for (case, name, kind, want) in cases {
+        assert_eq!(metric_name(name, "", *kind), *want, "case {case}");
+    }
+    let units: &[(&str, &str, Kind, &str)] = &[
+        ("s", "http.duration", Kind::Histogram, "http_duration_seconds"),
+        ("ms", "latency", Kind::Gauge, "latency_milliseconds"),
+        ("By", "memory.usage", Kind::Gauge, "memory_usage_bytes"),
+        ("By", "io", Kind::Counter, "io_bytes_total"),
+        ("KiBy", "mem", Kind::Gauge, "mem_kibibytes"),
+        ("1", "cpu.utilization", Kind::Gauge, "cpu_utilization_ratio"),
+        ("1", "hits", Kind::Counter, "hits_total"),
+        ("1", "queue.fill", Kind::UpDownCounter, "queue_fill"),
+        ("%", "disk", Kind::Gauge, "disk_percent"),
+        ("m/s", "speed", Kind::Gauge, "speed_meters_per_second"),
+        ("By/s", "throughput", Kind::Counter, "throughput_bytes_per_second_total"),
+        ("{request}", "requests", Kind::Counter, "requests_total"),
+        ("{packet}/s", "rate", Kind::Gauge, "rate_per_second"),
+        ("s", "duration.seconds", Kind::Gauge, "duration_seconds"),
+        ("unknown", "foo", Kind::Gauge, "foo_unknown"),
+        ("Cel", "temp", Kind::Gauge, "temp_celsius"),
+        ("a-b", "x", Kind::Gauge, "x_a_b"),
+    ];
+    for (unit, name, kind, want) in units {
+        assert_eq!(metric_name(name, unit, *kind), *want, "unit {unit:?} on {name}");
+    }
+}
+
+#[test]
+fn label_names() {
+    for (key, want) in [
+        ("http.method", "http_method"),
+        ("2xx", "key_2xx"),
+        ("ok_name", "ok_name"),
+        ("a-b/c", "a_b_c"),
+        ("__name__", "__name__"),
+        ("é", "_"),
+    ] {
+        assert_eq!(label_name(key), want, "key {key:?}");
+    }
+}
+
+#[test]
+fn resource_to_job_instance_and_target_info() {
+    let resource = vec![
+        kv("service.name", s("api")),
+        kv("service.namespace", s("shop")),
+        kv("service.instance.id", s("pod-1")),
+        kv("host.name", s("node-a")),
+        kv("k8s.pod.uid", s("u1")),
+    ];
+    let req = request(
+        resource,
+        vec![metric("temp", "", gauge(21.5, attrs(&[("room", "kitchen")])))],
+    );
+    let got = lines(&translate(&req, &["host.name".to_owned()]));
+    assert_eq!(
+        got,
+        vec![
+            format!(
+                r#"{{__name__="temp",host_name="node-a",instance="pod-1",job="shop/api",room="kitchen"}} 21.5@{T_MS}"#
+            ),
+            format!(
+                r#"{{__name__="target_info",host_name="node-a",instance="pod-1",job="shop/api",k8s_pod_uid="u1"}} 1@{T_MS}"#
+            ),
+        ]
+    );
+}
+
+#[test]
+fn job_without_namespace_and_no_target_info_without_other_attributes() {
+    let req = request(
+        vec![kv("service.name", s("api"))],
+        vec![metric("up", "", gauge(1.0, vec![]))],
+    );
+    assert_eq!(
+        lines(&translate(&req, &[])),
+        vec![format!(r#"{{__name__="up",job="api"}} 1@{T_MS}"#)]
+    );
+}
+
+#[test]
+fn attribute_values_and_collisions() {
+    let a = vec![
+        kv("a.b", s("dot")),
+        kv("a_b", s("underscore")),
+        kv(
+            "int",
+            AnyValue {
+                value: Some(any_value::Value::IntValue(-7)),
+            },
+        ),
+        kv(
+            "flag",
+            AnyValue {
+                value: Some(any_value::Value::BoolValue(true)),
+            },
+        ),
+        kv(
+            "dbl",
+            AnyValue {
+                value: Some(any_value::Value::DoubleValue(0.25)),
+            },
+        ),
+        kv(
+            "bytes",
+            AnyValue {
+                value: Some(any_value::Value::BytesValue(b"hi!?".to_vec())),
+            },
+        ),
+        kv(
+            "arr",
+            AnyValue {
+                value: Some(any_value::Value::ArrayValue(ArrayValue {
+                    values: vec![
+                        s("x\"y"),
+                        AnyValue {
+                            value: Some(any_value::Value::IntValue(1)),
+                        },
+                    ],
+                })),
+            },
+        ),
+        kv(
+            "map",
+            AnyValue {
+                value: Some(any_value::Value::KvlistValue(KeyValueList {
+                    values: vec![kv("k", s("v"))],
+                })),
+            },
+        ),
+    ];
+    let req = request(vec![], vec![metric("m", "", gauge(1.0, a))]);
+    assert_eq!(
+        lines(&translate(&req, &[])),
+        vec![format!(
+            r#"{{__name__="m",a_b="dot;underscore",arr="[\"x\\\"y\",1]",bytes="aGkhPw==",dbl="0.25",flag="true",int="-7",map="{{\"k\":\"v\"}}"}} 1@{T_MS}"#
+        )]
+    );
+}
+
+#[test]
+fn sums_by_monotonicity_and_temporality() {
+    use AggregationTemporality::{Cumulative, Delta};
+    let req = request(
+        vec![],
+        vec![
+            metric("requests", "1", sum(5.0, true, Cumulative)),
+            metric("queue", "{item}", sum(3.0, false, Cumulative)),
+            metric("inflight", "", sum(2.0, false, Delta)),
+            metric("deltas", "", sum(9.0, true, Delta)),
+        ],
+    );
+    let t = translate(&req, &[]);
+    assert_eq!(
+        lines(&t),
+        vec![
+            format!(r#"{{__name__="requests_total"}} 5@{T_MS}"#),
+            format!(r#"{{__name__="queue"}} 3@{T_MS}"#),
+            format!(r#"{{__name__="inflight"}} 2@{T_MS}"#),
+        ]
+    );
+    assert_eq!(t.refused_points, 1);
+    assert_eq!(t.messages.len(), 1);
+    assert!(
+        t.messages[0].contains(r#"metric "deltas""#) && t.messages[0].contains("delta temporality"),
+        "{}",
+        t.messages[0]
+    );
+}
+
+#[test]
+fn explicit_histograms() {
+    let point = HistogramDataPoint {
+        attributes: attrs(&[("route", "/a")]),
+        time_unix_nano: T_NS,
+        count: 10,
+        sum: Some(4.5),
+        bucket_counts: vec![2, 3, 5],
+        explicit_bounds: vec![0.1, 1.0],
+        ..HistogramDataPoint::default()
+    };
+    let no_sum = HistogramDataPoint {
+        sum: None,
+        bucket_counts: vec![],
+        explicit_bounds: vec![],
+        count: 4,
+        attributes: vec![],
+        ..point.clone()
+    };
+    let hist = |points| {
+        Data::Histogram(Histogram {
+            data_points: points,
+            aggregation_temporality: AggregationTemporality::Cumulative as i32,
+        })
+    };
+    let req = request(
+        vec![],
+        vec![
+            metric("http.server.duration", "s", hist(vec![point.clone()])),
+            metric("bare", "", hist(vec![no_sum])),
+        ],
+    );
+    let t = translate(&req, &[]);
+    let n = "http_server_duration_seconds";
+    assert_eq!(
+        lines(&t),
+        vec![
+            format!(r#"{{__name__="{n}_bucket",le="0.1",route="/a"}} 2@{T_MS}"#),
+            format!(r#"{{__name__="{n}_bucket",le="1",route="/a"}} 5@{T_MS}"#),
+            format!(r#"{{__name__="{n}_bucket",le="+Inf",route="/a"}} 10@{T_MS}"#),
+            format!(r#"{{__name__="{n}_sum",route="/a"}} 4.5@{T_MS}"#),
+            format!(r#"{{__name__="{n}_count",route="/a"}} 10@{T_MS}"#),
+            format!(r#"{{__name__="bare_bucket",le="+Inf"}} 4@{T_MS}"#),
+            format!(r#"{{__name__="bare_count"}} 4@{T_MS}"#),
+        ]
+    );
+    assert_eq!(t.refused_points, 0);
+
+    let bad = HistogramDataPoint {
+        bucket_counts: vec![1, 2],
+        ..point.clone()
+    };
+    let delta = Data::Histogram(Histogram {
+        data_points: vec![point],
+        aggregation_temporality: AggregationTemporality::Delta as i32,
+    });
+    let req = request(vec![], vec![metric("bad", "", hist(vec![bad])), metric("d", "", delta)]);
+    let t = translate(&req, &[]);
+    assert!(t.request.timeseries.is_empty());
+    assert_eq!(t.refused_points, 2);
+    assert!(
+        t.messages[0].contains("2 bucket counts for 2 bounds"),
+        "{:?}",
+        t.messages
+    );
+    assert!(
+        t.messages[1].contains("a histogram with delta temporality"),
+        "{:?}",
+        t.messages
+    );
+}
+
+#[test]
+fn summaries() {
+    let point = SummaryDataPoint {
+        time_unix_nano: T_NS,
+        count: 3,
+        sum: 1.5,
+        quantile_values: vec![
+            ValueAtQuantile {
+                quantile: 0.5,
+                value: 0.4,
+            },
+            ValueAtQuantile {
+                quantile: 0.99,
+                value: 0.9,
+            },
+        ],
+        ..SummaryDataPoint::default()
+    };
+    let req = request(
+        vec![],
+        vec![metric(
+            "rpc.latency",
+            "ms",
+            Data::Summary(Summary {
+                data_points: vec![point],
+            }),
+        )],
+    );
+    let n = "rpc_latency_milliseconds";
+    assert_eq!(
+        lines(&translate(&req, &[])),
+        vec![
+            format!(r#"{{__name__="{n}",quantile="0.5"}} 0.4@{T_MS}"#),
+            format!(r#"{{__name__="{n}",quantile="0.99"}} 0.9@{T_MS}"#),
+            format!(r#"{{__name__="{n}_sum"}} 1.5@{T_MS}"#),
+            format!(r#"{{__name__="{n}_count"}} 3@{T_MS}"#),
+        ]
+    );
+}
+
+#[test]
+fn exponential_histograms_are_refused() {
+    let req = request(
+        vec![kv("service.name", s("api")), kv("host.name", s("h"))],
+        vec![metric(
+            "latency",
+            "s",
+            Data::ExponentialHistogram(ExponentialHistogram {
+                data_points: vec![ExponentialHistogramDataPoint::default(); 3],
+                aggregation_temporality: AggregationTemporality::Cumulative as i32,
+            }),
+        )],
+    );
+    let t = translate(&req, &[]);
+    assert!(t.request.timeseries.is_empty(), "no target_info without points either");
+    assert_eq!(t.refused_points, 3);
+    assert!(
+        t.messages[0].contains("exponential histograms are not supported until native histograms are"),
+        "{:?}",
+        t.messages
+    );
+}
+
+#[test]
+fn no_recorded_value_is_a_staleness_marker() {
+    let mut p = number(7.0, vec![]);
+    p.flags = DataPointFlags::NoRecordedValueMask as u32;
+    let mut empty = number(0.0, vec![]);
+    empty.value = None;
+    empty.flags = p.flags;
+    let hist = HistogramDataPoint {
+        time_unix_nano: T_NS,
+        count: 1,
+        sum: Some(1.0),
+        flags: p.flags,
+        ..HistogramDataPoint::default()
+    };
+    let req = request(
+        vec![],
+        vec![
+            metric(
+                "g",
+                "",
+                Data::Gauge(Gauge {
+                    data_points: vec![p, empty],
+                }),
+            ),
+            metric(
+                "h",
+                "",
+                Data::Histogram(Histogram {
+                    data_points: vec![hist],
+                    aggregation_temporality: AggregationTemporality::Cumulative as i32,
+                }),
+            ),
+        ],
+    );
+    assert_eq!(
+        lines(&translate(&req, &[])),
+        vec![
+            format!(r#"{{__name__="g"}} stale@{T_MS}"#),
+            format!(r#"{{__name__="g"}} stale@{T_MS}"#),
+            format!(r#"{{__name__="h_bucket",le="+Inf"}} stale@{T_MS}"#),
+            format!(r#"{{__name__="h_sum"}} stale@{T_MS}"#),
+            format!(r#"{{__name__="h_count"}} stale@{T_MS}"#),
+        ]
+    );
+}
+
+#[test]
+fn target_info_takes_the_latest_timestamp_and_points_without_value_are_refused() {
+    let mut later = number(2.0, vec![]);
+    later.time_unix_nano = T_NS + 5_000_000_000;
+    let mut none = number(0.0, vec![]);
+    none.value = None;
+    let req = request(
+        vec![kv("host.name", s("h"))],
+        vec![metric(
+            "g",
+            "",
+            Data::Gauge(Gauge {
+                data_points: vec![number(1.0, vec![]), later, none],
+            }),
+        )],
+    );
+    let t = translate(&req, &[]);
+    assert_eq!(
+        lines(&t),
+        vec![
+            format!(r#"{{__name__="g"}} 1@{T_MS}"#),
+            format!(r#"{{__name__="g"}} 2@{}"#, T_MS + 5000),
+            format!(r#"{{__name__="target_info",host_name="h"}} 1@{}"#, T_MS + 5000),
+        ]
+    );
+    assert_eq!(t.refused_points, 1);
+}
+
+#[test]
+fn empty_names_and_int_values() {
+    let mut int = number(0.0, vec![]);
+    int.value = Some(number_data_point::Value::AsInt(42));
+    let req = request(
+        vec![],
+        vec![
+            metric("", "", gauge(1.0, vec![])),
+            metric("i", "", Data::Gauge(Gauge { data_points: vec![int] })),
+        ],
+    );
+    let t = translate(&req, &[]);
+    assert_eq!(lines(&t), vec![format!(r#"{{__name__="i"}} 42@{T_MS}"#)]);
+    assert_eq!(t.refused_points, 1);
+    assert_eq!(t.messages, vec!["a metric has an empty name".to_owned()]);
+}
+
+#[test]
+fn float_text_is_gos_shortest_without_exponent() {
+    for (f, want) in [
+        (0.1, "0.1"),
+        (1.0, "1"),
+        (1e21, "1000000000000000000000"),
+        (2.5e-7, "0.00000025"),
+        (f64::INFINITY, "+Inf"),
+        (f64::NEG_INFINITY, "-Inf"),
+        (f64::NAN, "NaN"),
+        (-3.0, "-3"),
+    ] {
+        assert_eq!(float_text(f), want, "{f}");
+    }
+}
+
+#[test]
+fn base64_matches_the_standard_alphabet() {
+    for (input, want) in [
+        (&b""[..], ""),
+        (b"f", "Zg=="),
+        (b"fo", "Zm8="),
+        (b"foo", "Zm9v"),
+        (b"\xff\xfe\xfd\xfc", "//79/A=="),
+    ] {
+        assert_eq!(base64(input), want, "{input:?}");
+    }
+}
