@@ -58,7 +58,7 @@ pub struct WriteRequestRef<'a> {
 }
 
 /// One decoded series of a [`WriteRequestRef`].
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct TimeSeriesRef<'a> {
     /// Labels in wire order, pointing into the body; not sorted, deduplicated or validated here.
     pub labels: &'a [LabelRef<'a>],

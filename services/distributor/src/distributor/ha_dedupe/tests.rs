@@ -47,6 +47,7 @@ fn judge(
     let series = crate::distributor::decode::decode(
         &arena,
         &body(sent),
+        crate::distributor::RemoteWriteVersion::V1,
         1 << 20,
         &mut crate::testutil::unlimited_reservation(),
     )

@@ -18,6 +18,7 @@ fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
     let series = decode(
         &arena,
         &body(sent),
+        crate::distributor::RemoteWriteVersion::V1,
         1 << 20,
         &mut crate::testutil::unlimited_reservation(),
     )
@@ -264,7 +265,14 @@ fn rewritten_series_are_the_bytes_prost_encodes() {
     };
     let sent: Vec<TimeSeries> = label_sets.iter().map(|l| series(l, &samples)).collect();
     let arena = Bump::new();
-    let decoded = decode(&arena, &body(sent), 1 << 20, &mut unlimited_reservation()).unwrap();
+    let decoded = decode(
+        &arena,
+        &body(sent),
+        crate::distributor::RemoteWriteVersion::V1,
+        1 << 20,
+        &mut unlimited_reservation(),
+    )
+    .unwrap();
     for (ts, labels) in decoded.iter().zip(&label_sets) {
         for window in [window, TimeWindow::default(), TimeWindow { min_ms: 1, max_ms: 0 }] {
             let got = rewrite_series(&arena, ts.labels, ts, window);

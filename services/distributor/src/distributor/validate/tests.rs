@@ -19,7 +19,14 @@ fn labels<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<LabelRef<'a>> {
 
 /// Decodes `body` with no in-flight budget to respect.
 fn decode_unlimited<'a>(arena: &'a Bump, body: &[u8]) -> &'a [TimeSeriesRef<'a>] {
-    decode(arena, body, 1 << 20, &mut crate::testutil::unlimited_reservation()).unwrap()
+    decode(
+        arena,
+        body,
+        crate::distributor::RemoteWriteVersion::V1,
+        1 << 20,
+        &mut crate::testutil::unlimited_reservation(),
+    )
+    .unwrap()
 }
 
 fn small_limits() -> Limits {
