@@ -122,6 +122,15 @@ pub enum DecodeError {
          the empty string"
     )]
     FirstSymbolNotEmpty { offset: usize, len: usize },
+    /// A remote write 2.0 request with a field 2.0 reserves (1 to 3), which a 1.0 `WriteRequest` uses for its
+    /// series and metadata: a 1.0 body sent with the 2.0 content type would otherwise decode as an empty
+    /// request and be acknowledged without a sample stored.
+    #[error(
+        "field {field} at byte offset {offset} is reserved in io.prometheus.write.v2.Request; it is a remote write \
+         1.0 WriteRequest field: send 1.0 bodies with Content-Type application/x-protobuf (or \
+         proto=prometheus.WriteRequest)"
+    )]
+    ReservedV2Field { field: u32, offset: usize },
     /// Groups nested deeper than [`crate::arena::MAX_GROUP_DEPTH`].
     #[error("groups nested deeper than {limit} at byte offset {offset} in {message}")]
     GroupTooDeep {

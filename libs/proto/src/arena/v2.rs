@@ -97,7 +97,7 @@ pub fn decode_write_request_v2<'a>(arena: &'a Bump, body: &'a [u8]) -> Result<Wr
 }
 
 /// The first pass: checks the framing of the request, its series and their label references (each a
-/// well-formed varint, an even number per series), counts what the view will hold, and refuses a request
+/// well-formed varint, an even number per series), refuses the fields 2.0 reserves (a 1.0 body's), counts what the view will hold, and refuses a request
 /// whose view would exceed [`MAX_DECODED_BYTES_PER_INPUT_BYTE_V2`] times its size. Allocates nothing.
 pub fn measure_write_request_v2(body: &[u8]) -> Result<MeasuredWriteRequestV2<'_>, DecodeError> {
     let mut shape = WriteRequestV2Shape {
@@ -118,6 +118,12 @@ pub fn measure_write_request_v2(body: &[u8]) -> Result<MeasuredWriteRequestV2<'_
                 let (data, offset) = len_payload(&field, "io.prometheus.write.v2.Request.timeseries")?;
                 measure_series(data, offset, &mut shape.series)?;
                 shape.series.series += 1;
+            }
+            1..=3 => {
+                return Err(DecodeError::ReservedV2Field {
+                    field: field.number,
+                    offset: field.offset,
+                });
             }
             _ => {}
         }

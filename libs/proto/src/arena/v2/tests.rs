@@ -188,6 +188,12 @@ fn hostile_requests_get_precise_errors() {
             },
         ),
         (
+            "a remote write 1.0 body",
+            // WriteRequest{timeseries{labels{name:"a"}}}
+            &[0x0a, 5, 0x0a, 3, 0x0a, 1, b'a'],
+            DecodeError::ReservedV2Field { field: 1, offset: 0 },
+        ),
+        (
             "sample value as varint",
             &[0x2a, 4, 0x12, 2, 0x08, 1],
             DecodeError::WrongWireType {
