@@ -55,6 +55,26 @@ def write_request(series):
     return b"".join(field(1, 2, timeseries(l, s)) for l, s in series)
 
 
+def write_request_v2(series):
+    """A remote write 2.0 Request: symbols (field 4, "" first), then series (field 5) of packed label
+    references, samples, and `histograms` empty native histograms each."""
+    symbols = [""]
+
+    def ref(s):
+        if s not in symbols:
+            symbols.append(s)
+        return symbols.index(s)
+
+    out = b""
+    for labels, samples, histograms in series:
+        refs = b"".join(uvarint(ref(n)) + uvarint(ref(v)) for n, v in labels)
+        ts = field(1, 2, refs)
+        ts += b"".join(field(2, 2, pb_double(1, v) + pb_int(2, t)) for t, v in samples)
+        ts += field(3, 2, b"") * histograms
+        out += field(5, 2, ts)
+    return b"".join(pb_str(4, s) for s in symbols) + out
+
+
 def snappy_literal(data):
     out = bytearray(uvarint(len(data)))
     pos = 0
@@ -124,6 +144,12 @@ def main():
     samples = wal_samples_record([(1, 1_700_000_000_000, 1.0), (2, 1_700_000_000_001, 2.5)])
     seeds = {
         "write_request": [wr, write_request([]), write_request([(up, [])])],
+        "write_request_v2": [
+            write_request_v2([(up, [(1_700_000_000_000, 1.0), (1_700_000_015_000, 0.0)], 0),
+                              ([("__name__", "x"), ("le", "+Inf")], [(-5, float("nan"))], 0)]),
+            write_request_v2([]),
+            write_request_v2([(up, [], 2)]),
+        ],
         "snappy_decompress": [snappy_literal(wr), snappy_literal(b""), snappy_literal(wr * 8)],
         "wal_record": [series, samples, bytes([3]) + struct.pack(">Q", 1) + varint(0) + varint(10)],
         "wal_segment": [wal_page([series, samples])],

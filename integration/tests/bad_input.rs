@@ -148,12 +148,25 @@ fn cases(now: i64) -> Vec<Case> {
         }
         .stores("whole_refusal", 0),
         Case {
-            content_type: "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+            content_type: "application/x-protobuf;proto=io.prometheus.write.v3.Request",
             ..Case::new(
-                "remote write 2.0 content type",
+                "unknown remote write proto",
                 valid(),
                 415,
                 &["err-heddle-unsupported-content-type"],
+            )
+        }
+        .stores("whole_refusal", 0),
+        Case {
+            content_type: "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+            ..Case::new(
+                "remote write 1.0 body sent as 2.0",
+                valid(),
+                400,
+                &[
+                    "err-heddle-invalid-protobuf",
+                    "reserved in io.prometheus.write.v2.Request",
+                ],
             )
         }
         .stores("whole_refusal", 0),

@@ -234,12 +234,12 @@ fn cases(now: i64) -> Vec<Case> {
         Case::push("gzip instead of snappy", write(vec![]))
             .header("Content-Encoding", "gzip")
             .want(415, &["gzip"]),
-        Case::push("remote write 2.0 content type", write(vec![]))
+        Case::push("unknown remote write proto", write(vec![]))
             .header(
                 "Content-Type",
-                "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+                "application/x-protobuf;proto=io.prometheus.write.v3.Request",
             )
-            .want(415, &["io.prometheus.write.v2.Request"]),
+            .want(415, &["io.prometheus.write.v3.Request"]),
         Case::push(
             "NaN, infinities and a stale marker are legal values",
             write(vec![series(

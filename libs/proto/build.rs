@@ -48,6 +48,7 @@ fn generate_messages(protoc: Option<std::path::PathBuf>) -> Result<(), Box<dyn s
         "prometheus/types.proto",
         "prometheus/remote.proto",
         "heddle/ingester.proto",
+        "io/prometheus/write/v2/types.proto",
     ];
     for f in &files {
         println!("cargo:rerun-if-changed={}", root.join(f).display());

@@ -130,6 +130,20 @@ pub struct PushArgs {
     /// Seconds between progress lines on stderr (0 = none).
     #[arg(long, default_value_t = 1)]
     pub progress_s: u64,
+    /// Remote write version to send: `rw1` (`prometheus.WriteRequest`) or `rw2`
+    /// (`io.prometheus.write.v2.Request`, labels in a symbol table), to compare the receiver's cost of each.
+    #[arg(long, value_enum, default_value_t = Protocol::Rw1)]
+    pub protocol: Protocol,
+}
+
+/// Remote write version `push` sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Protocol {
+    /// Remote write 1.0.
+    #[default]
+    Rw1,
+    /// Remote write 2.0 (float samples).
+    Rw2,
 }
 
 impl PushArgs {

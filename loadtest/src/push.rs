@@ -4,10 +4,11 @@
 //! so each series' samples arrive in timestamp order, as they would from one Prometheus.
 
 use crate::LoadtestError;
-use crate::args::PushArgs;
+use crate::args::{Protocol, PushArgs};
 use crate::retry::{Attempt, Backoff, classify};
 use crate::stats::{Latencies, LatencySummary};
-use heddle_testkit::{SeriesGen, codec::encode_write_request, http_client, push_body};
+use heddle_testkit::codec::{encode_write_request, encode_write_request_v2};
+use heddle_testkit::{RemoteWriteProtocol, SeriesGen, http_client, push_body_as};
 use serde::Serialize;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -78,6 +79,7 @@ struct Target {
     tenant: Option<String>,
     backoff: Backoff,
     generator: SeriesGen,
+    protocol: Protocol,
 }
 
 /// Runs `push` and returns its summary. Request failures are counted in the report, not returned as errors.
@@ -94,6 +96,7 @@ pub async fn run_push(args: &PushArgs) -> Result<PushReport, LoadtestError> {
             max: Duration::from_millis(args.max_backoff_ms),
         },
         generator,
+        protocol: args.protocol,
     });
     let counters = Arc::new(Counters::default());
     let started = Instant::now();
@@ -150,7 +153,12 @@ pub async fn run_push(args: &PushArgs) -> Result<PushReport, LoadtestError> {
 /// Sends series `batch` of round `round` (one sample each), retrying as the remote-write spec says.
 async fn send_batch(target: &Target, counters: &Counters, batch: Range<usize>, round: u32) {
     let samples = batch.len() as u64;
-    let body = match encode_write_request(&target.generator.write_request(batch.clone(), round..round + 1)) {
+    let request = target.generator.write_request(batch.clone(), round..round + 1);
+    let (protocol, encoded) = match target.protocol {
+        Protocol::Rw1 => (RemoteWriteProtocol::V1, encode_write_request(&request)),
+        Protocol::Rw2 => (RemoteWriteProtocol::V2, encode_write_request_v2(&request)),
+    };
+    let body = match encoded {
         Ok(b) => b,
         Err(e) => return counters.error(&format!("series {batch:?} round {round}: {e}")),
     };
@@ -159,7 +167,14 @@ async fn send_batch(target: &Target, counters: &Counters, batch: Range<usize>, r
     loop {
         counters.requests.fetch_add(1, Relaxed);
         let t0 = Instant::now();
-        let res = push_body(&target.client, &target.url, target.tenant.as_deref(), body.clone()).await;
+        let res = push_body_as(
+            &target.client,
+            &target.url,
+            target.tenant.as_deref(),
+            protocol,
+            body.clone(),
+        )
+        .await;
         counters.record_latency(t0.elapsed());
         let (attempt, detail) = match res {
             Ok(out) => (

@@ -73,6 +73,22 @@ async fn retries_then_verifies_in_both_read_modes() {
     }
 }
 
+/// `--protocol rw2` sends the same series and samples as remote write 2.0 requests (the mock decodes them by
+/// content type), so `verify` finds every sample.
+#[tokio::test]
+async fn remote_write_2_pushes_verify() {
+    let mock = MockReceiver::start(false).await.expect("mock");
+    let report = run_push(&push_args(&mock.push_url(), &["--protocol=rw2"]))
+        .await
+        .expect("push");
+    assert_eq!((report.errors, report.samples_acknowledged), (0, 1200), "{report:?}");
+    assert_eq!(mock.sample_count("anonymous"), 1200);
+    let v = run_verify(&verify_args(&mock.prometheus_url(), &[]))
+        .await
+        .expect("verify");
+    assert!(v.verified, "{v:?}");
+}
+
 #[tokio::test]
 async fn client_errors_are_not_retried_and_are_counted() {
     let mock = MockReceiver::start(false).await.expect("mock");

@@ -45,19 +45,19 @@ catalogue! {
         "the request body is over `distributor.max_recv_msg_size`: send smaller batches or raise the limit";
     /// The snappy header declares more than `distributor.max_decompressed_size`.
     DECOMPRESSED_TOO_LARGE = "err-heddle-decompressed-too-large", 400, Request,
-        "the snappy body declares more decompressed bytes than `distributor.max_decompressed_size`";
+        "the snappy body declares more decompressed bytes than `distributor.max_decompressed_size` (for remote write 2.0: or its series, with labels resolved from its symbol table, would)";
     /// Content-Encoding is not the endpoint's (snappy for remote write; gzip or none for OTLP).
     UNSUPPORTED_CONTENT_ENCODING = "err-heddle-unsupported-content-encoding", 415, Request,
         "remote write bodies must be snappy block-compressed (`Content-Encoding: snappy`); OTLP bodies gzip or not compressed";
-    /// Content-Type is not a remote write 1.0 protobuf (or, on the OTLP endpoint, not OTLP protobuf).
+    /// Content-Type is not a remote write 1.0 or 2.0 protobuf (or, on the OTLP endpoint, not OTLP protobuf).
     UNSUPPORTED_CONTENT_TYPE = "err-heddle-unsupported-content-type", 415, Request,
-        "the content type is not a message Heddle accepts (`application/x-protobuf`: remote write 1.0, or OTLP on `/otlp/v1/metrics`)";
+        "the content type is not a message Heddle accepts (`application/x-protobuf`, with `proto=prometheus.WriteRequest` or `proto=io.prometheus.write.v2.Request` for remote write; OTLP protobuf on `/otlp/v1/metrics`)";
     /// The body is not snappy block format.
     CORRUPT_SNAPPY = "err-heddle-corrupt-snappy", 400, Request,
         "the body is not valid snappy block format (framed snappy is not remote write)";
     /// The decompressed body is not a valid `prometheus.WriteRequest`.
     INVALID_PROTOBUF = "err-heddle-invalid-protobuf", 400, Request,
-        "the decompressed body is not a valid `prometheus.WriteRequest`";
+        "the decompressed body is not a valid `prometheus.WriteRequest` (or, for remote write 2.0, `io.prometheus.write.v2.Request`)";
     /// The OTLP body is not valid gzip.
     CORRUPT_GZIP = "err-heddle-corrupt-gzip", 400, Request,
         "the OTLP body says `Content-Encoding: gzip` but is not valid gzip";
@@ -66,7 +66,7 @@ catalogue! {
         "the OTLP body is not a valid `opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest`";
     /// The decoded request would be many times larger than its bytes: it is mostly empty labels or series.
     DEGENERATE_WRITE_REQUEST = "err-heddle-degenerate-write-request", 400, Request,
-        "the request decodes to more than 8 bytes per byte of input (it is mostly empty labels or empty series)";
+        "the request decodes to more than 8 bytes per byte of input (16 for remote write 2.0): it is mostly empty labels or empty series";
     /// The distributor already holds `distributor.instance_limits.max_inflight_push_requests_bytes`.
     DISTRIBUTOR_MAX_INFLIGHT_PUSH_REQUESTS_BYTES = "err-heddle-distributor-max-inflight-push-requests-bytes", 503,
         Request,
@@ -122,6 +122,9 @@ catalogue! {
     /// A sample is older than the distributor's clock minus `limits.past_grace_period`.
     SAMPLE_TOO_FAR_IN_PAST = "err-heddle-sample-too-far-in-past", 400, Series,
         "a sample's timestamp is further behind the server's clock than `limits.past_grace_period` (when set)";
+    /// A remote write 2.0 series carries native histograms, which are not ingested yet.
+    NATIVE_HISTOGRAMS_UNSUPPORTED = "err-heddle-native-histograms-unsupported", 400, Series,
+        "a remote write 2.0 series carries native histograms, which are not supported yet; send them as classic histograms";
     /// A sample is older than the series' newest sample.
     SAMPLE_OUT_OF_ORDER = "err-heddle-sample-out-of-order", 400, Series,
         "a sample is older than the newest sample of its series (no out-of-order window is offered)";

@@ -17,6 +17,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! Remote write 2.0 requests (`io.prometheus.write.v2.Request`) decode into the same views with
+//! [`decode_write_request_v2`]; see its module for what differs.
+//!
 //! # Ownership rule
 //!
 //! Nothing decoded from a request may outlive its [`PooledArena`]. The `'a` lifetime on [`WriteRequestRef`],
@@ -49,6 +52,7 @@ mod decode;
 mod encode;
 mod pool;
 mod snappy;
+mod v2;
 mod wire;
 
 pub use decode::{
@@ -58,6 +62,10 @@ pub use decode::{
 pub use encode::encode_write_request_raw;
 pub use pool::{ArenaPool, PooledArena};
 pub use snappy::{snappy_decompress_into, snappy_decompressed_len};
+pub use v2::{
+    MAX_DECODED_BYTES_PER_INPUT_BYTE_V2, MeasuredWriteRequestV2, WriteRequestV2Ref, WriteRequestV2Shape,
+    decode_measured_v2, decode_write_request_v2, measure_write_request_v2,
+};
 pub use wire::MAX_GROUP_DEPTH;
 
 #[cfg(test)]

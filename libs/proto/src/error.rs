@@ -3,7 +3,7 @@
 //! Both are the sender's fault: they map to HTTP 400 / gRPC `InvalidArgument` (or 413 / `ResourceExhausted`
 //! for an oversized body) and must not be retried with the same bytes.
 
-/// Why a `prometheus.WriteRequest` could not be decoded. Byte offsets count from the start of the decoded
+/// Why a `prometheus.WriteRequest` (or a remote write 2.0 `io.prometheus.write.v2.Request`) could not be decoded. Byte offsets count from the start of the decoded
 /// body (the decompressed `WriteRequest`), so they point at the same byte in every nested message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -104,6 +104,33 @@ pub enum DecodeError {
     /// between the passes, so this cannot happen; it is an error rather than a panic all the same.
     #[error("internal decoder error: the request changed between its two passes (byte offset {offset})")]
     ShapeChanged { offset: usize },
+    /// A remote write 2.0 label reference past the end of the request's symbol table.
+    #[error(
+        "label reference {index} at byte offset {offset} is out of range: the request has {symbols} symbols \
+         (io.prometheus.write.v2.Request.symbols)"
+    )]
+    SymbolOutOfRange { index: u64, symbols: usize, offset: usize },
+    /// A remote write 2.0 series whose label references are not (name, value) pairs.
+    #[error(
+        "series at byte offset {offset} has {count} label references, an odd number: labels_refs holds (name, \
+         value) pairs"
+    )]
+    OddLabelRefs { count: usize, offset: usize },
+    /// A remote write 2.0 symbol table whose first entry is not the empty string, as the spec requires.
+    #[error(
+        "the first symbol (byte offset {offset}) is {len} bytes long: remote write 2.0 requires symbols[0] to be \
+         the empty string"
+    )]
+    FirstSymbolNotEmpty { offset: usize, len: usize },
+    /// A remote write 2.0 request with a field 2.0 reserves (1 to 3), which a 1.0 `WriteRequest` uses for its
+    /// series and metadata: a 1.0 body sent with the 2.0 content type would otherwise decode as an empty
+    /// request and be acknowledged without a sample stored.
+    #[error(
+        "field {field} at byte offset {offset} is reserved in io.prometheus.write.v2.Request; it is a remote write \
+         1.0 WriteRequest field: send 1.0 bodies with Content-Type application/x-protobuf (or \
+         proto=prometheus.WriteRequest)"
+    )]
+    ReservedV2Field { field: u32, offset: usize },
     /// Groups nested deeper than [`crate::arena::MAX_GROUP_DEPTH`].
     #[error("groups nested deeper than {limit} at byte offset {offset} in {message}")]
     GroupTooDeep {

@@ -57,21 +57,52 @@ pub fn http_client_unpooled(timeout: Duration) -> Result<reqwest::Client, Testki
         })
 }
 
-/// Sends an already encoded remote-write body (snappy block of a `WriteRequest`) with the headers Prometheus
-/// sends, plus `X-Scope-OrgID` when `tenant` is set. Transport failures are errors; any HTTP status is an
-/// outcome.
+/// A remote write protocol version, as a sender announces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RemoteWriteProtocol {
+    /// Remote write 1.0: a `prometheus.WriteRequest`.
+    #[default]
+    V1,
+    /// Remote write 2.0: an `io.prometheus.write.v2.Request`.
+    V2,
+}
+
+impl RemoteWriteProtocol {
+    /// The `Content-Type` and `X-Prometheus-Remote-Write-Version` headers Prometheus sends for it.
+    pub fn headers(self) -> (&'static str, &'static str) {
+        match self {
+            RemoteWriteProtocol::V1 => ("application/x-protobuf", "0.1.0"),
+            RemoteWriteProtocol::V2 => ("application/x-protobuf;proto=io.prometheus.write.v2.Request", "2.0.0"),
+        }
+    }
+}
+
+/// Sends an already encoded remote write 1.0 body (snappy block of a `WriteRequest`); see [`push_body_as`].
 pub async fn push_body(
     client: &reqwest::Client,
     url: &str,
     tenant: Option<&str>,
     body: Vec<u8>,
 ) -> Result<PushOutcome, TestkitError> {
+    push_body_as(client, url, tenant, RemoteWriteProtocol::V1, body).await
+}
+
+/// Sends an already encoded remote-write body of `protocol` with the headers Prometheus sends, plus
+/// `X-Scope-OrgID` when `tenant` is set. Transport failures are errors; any HTTP status is an outcome.
+pub async fn push_body_as(
+    client: &reqwest::Client,
+    url: &str,
+    tenant: Option<&str>,
+    protocol: RemoteWriteProtocol,
+    body: Vec<u8>,
+) -> Result<PushOutcome, TestkitError> {
+    let (content_type, version) = protocol.headers();
     let mut req = client
         .post(url)
         .header("Content-Encoding", "snappy")
-        .header("Content-Type", "application/x-protobuf")
+        .header("Content-Type", content_type)
         .header("User-Agent", "heddle-testkit")
-        .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+        .header("X-Prometheus-Remote-Write-Version", version)
         .body(body);
     if let Some(t) = tenant {
         req = req.header(TENANT_HEADER, t);

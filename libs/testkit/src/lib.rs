@@ -33,8 +33,8 @@ pub mod xor;
 
 pub use cargo::{WORKSPACE_BINS, cargo_bin, workspace_root};
 pub use client::{
-    PushOutcome, ReadClient, ReadMode, SeriesSamples, eq, http_client, http_client_unpooled, matcher, now_ms, push,
-    push_body, query, timeseries,
+    PushOutcome, ReadClient, ReadMode, RemoteWriteProtocol, SeriesSamples, eq, http_client, http_client_unpooled,
+    matcher, now_ms, push, push_body, push_body_as, query, timeseries,
 };
 pub use cluster::{Cluster, ClusterOptions, Node, Role};
 pub use command::{CommandOutput, run_bounded, run_loadtest};

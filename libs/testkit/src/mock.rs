@@ -3,7 +3,9 @@
 //! binary, and can be told to fail the next requests with chosen statuses.
 
 use crate::TestkitError;
-use crate::codec::{decode_read_request, decode_write_request, encode_chunked_frame, encode_read_response};
+use crate::codec::{
+    decode_read_request, decode_write_request, decode_write_request_v2, encode_chunked_frame, encode_read_response,
+};
 use crate::xor::XorEncoder;
 use axum::Router;
 use axum::body::Bytes;
@@ -162,7 +164,16 @@ async fn push(State(state): State<Arc<Mutex<MockState>>>, headers: HeaderMap, bo
     let Some(tenant) = tenant_of(&st, &headers) else {
         return no_tenant();
     };
-    let req = match decode_write_request(&body) {
+    let v2 = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("proto=io.prometheus.write.v2.Request"));
+    let decoded = if v2 {
+        decode_write_request_v2(&body)
+    } else {
+        decode_write_request(&body)
+    };
+    let req = match decoded {
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     };

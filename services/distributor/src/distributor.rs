@@ -39,6 +39,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use validate::Discards;
 
+pub use decode::RemoteWriteVersion;
+
 /// Where the distributor sends a series: `heddle-ring`'s replica seam over ingester clients (a fixed list of one
 /// ingester in the single process, the ring in a cluster).
 pub type IngesterReplicas = dyn Replicas<Arc<dyn IngesterClient>>;
@@ -151,16 +153,26 @@ impl Distributor {
     /// `WriteRequest` whose size and headers the caller (the HTTP layer) already checked. The body is reserved
     /// in the in-flight budget first; see [`Distributor::push_reserved`].
     pub async fn push(&self, tenant: &TenantId, body: &[u8]) -> Result<PushOutcome, PushError> {
+        self.push_version(tenant, RemoteWriteVersion::V1, body).await
+    }
+
+    /// [`Distributor::push`] for a body of either remote write version.
+    pub async fn push_version(
+        &self,
+        tenant: &TenantId,
+        version: RemoteWriteVersion,
+        body: &[u8],
+    ) -> Result<PushOutcome, PushError> {
         let mut reservation = self.inflight.reserve();
         if let Err(refused) = reservation.grow(body.len()) {
             let e = PushError::from(refused);
             self.record_early_refusal(&e, Instant::now());
             return Err(e);
         }
-        self.push_reserved(tenant, body, reservation).await
+        self.push_reserved(tenant, version, body, reservation).await
     }
 
-    /// [`Distributor::push`] for a body already held by `reservation`. The decompressed copy and the decoded
+    /// [`Distributor::push_version`] for a body already held by `reservation`. The decompressed copy and the decoded
     /// view are added to it before they are allocated, and everything is given back when the request ends.
     ///
     /// `Err` refuses the whole request and nothing was forwarded. `Ok` means it was decoded and its valid
@@ -170,10 +182,12 @@ impl Distributor {
     pub async fn push_reserved(
         &self,
         tenant: &TenantId,
+        version: RemoteWriteVersion,
         body: &[u8],
         reservation: Reservation,
     ) -> Result<PushOutcome, PushError> {
-        self.push_framed(tenant, body, Framing::Snappy, reservation).await
+        self.push_framed(tenant, version, body, Framing::Snappy, reservation)
+            .await
     }
 
     /// [`Distributor::push_reserved`] for a body in either [`Framing`]: the OTLP endpoint hands its
@@ -181,13 +195,14 @@ impl Distributor {
     pub(crate) async fn push_framed(
         &self,
         tenant: &TenantId,
+        version: RemoteWriteVersion,
         body: &[u8],
         framing: Framing,
         mut reservation: Reservation,
     ) -> Result<PushOutcome, PushError> {
         let start = Instant::now();
         self.metrics.received_bytes(body.len());
-        let result = self.run(tenant, body, framing, &mut reservation).await;
+        let result = self.run(tenant, version, body, framing, &mut reservation).await;
         drop(reservation);
         let status = match &result {
             Ok(outcome) => outcome.status(),
@@ -204,11 +219,12 @@ impl Distributor {
     async fn run(
         &self,
         tenant: &TenantId,
+        version: RemoteWriteVersion,
         body: &[u8],
         framing: Framing,
         reservation: &mut Reservation,
     ) -> Result<PushOutcome, PushError> {
-        let prepared = self.prepare(tenant, body, framing, reservation);
+        let prepared = self.prepare(tenant, version, body, framing, reservation);
         // The arena is back in the pool (or freed) once `prepare` returns, whatever it returned.
         self.metrics
             .arena_retained_bytes
@@ -248,13 +264,21 @@ impl Distributor {
     fn prepare(
         &self,
         tenant: &TenantId,
+        version: RemoteWriteVersion,
         body: &[u8],
         framing: Framing,
         reservation: &mut Reservation,
     ) -> Result<Prepared, PushError> {
         let arena = self.arenas.get();
         let arena: &Bump = &arena;
-        let series = decode::decode(arena, body, framing, self.cfg.max_decompressed_size, reservation)?;
+        let series = decode::decode(
+            arena,
+            body,
+            framing,
+            version,
+            self.cfg.max_decompressed_size,
+            reservation,
+        )?;
         let limits = self.overrides.get(tenant.as_str());
         let now_ms = self.clock.now_ms();
         let discarded = &self.metrics.discarded;
@@ -274,7 +298,16 @@ impl Distributor {
             metrics: &self.metrics,
             warn: &self.warn_limiter,
         };
-        let valid = validate::validate(arena, &limits, series, drop_label, now_ms, discards);
+        let mut rejections = Vec::new();
+        let received = series.len();
+        let series = match version {
+            RemoteWriteVersion::V1 => series,
+            RemoteWriteVersion::V2 => {
+                validate::refuse_native_histograms(arena, series, drop_label, discards, &mut rejections)
+            }
+        };
+        let mut valid = validate::validate(arena, &limits, series, drop_label, now_ms, discards);
+        rejections.append(&mut valid.rejections);
         limit::admit(
             &self.rate_limiter,
             tenant,
@@ -286,9 +319,9 @@ impl Distributor {
         self.metrics.received_samples(tenant.as_str(), valid.samples);
         let sharded = shard::shard(arena, tenant, &*self.ring, &valid.accepted, valid.window);
         Ok(Prepared {
-            series_received: series.len(),
+            series_received: received,
             deduplicated: None,
-            rejections: valid.rejections,
+            rejections,
             sharded,
         })
     }

@@ -23,7 +23,8 @@ pub enum PushError {
     UnsupportedContentEncoding { encoding: String },
     #[error(
         "err-heddle-unsupported-content-type: content type {content_type:?} is not supported: send remote write \
-         1.0 (Content-Type: application/x-protobuf, a prometheus.WriteRequest)"
+         1.0 (Content-Type: application/x-protobuf, a prometheus.WriteRequest) or 2.0 \
+         (application/x-protobuf;proto=io.prometheus.write.v2.Request)"
     )]
     UnsupportedContentType { content_type: String },
     #[error(
@@ -51,12 +52,18 @@ pub enum PushError {
     GzipTooLarge { limit: usize },
     #[error("err-heddle-invalid-otlp: request body is not a valid OTLP ExportMetricsServiceRequest: {detail}")]
     InvalidOtlp { detail: String },
+    #[error(
+        "err-heddle-decompressed-too-large: the remote write 2.0 request's series take up to {expanded} bytes with \
+         their labels resolved from its symbol table; the limit is {limit}; send smaller batches or raise \
+         `distributor.max_decompressed_size` (--distributor.max-decompressed-size)"
+    )]
+    ExpandedTooLarge { expanded: usize, limit: usize },
     #[error("err-heddle-corrupt-snappy: request body is not valid snappy block format: {detail}")]
     CorruptSnappy { detail: String },
-    #[error("err-heddle-invalid-protobuf: request body is not a valid prometheus.WriteRequest: {detail}")]
-    InvalidProtobuf { detail: String },
-    #[error("err-heddle-degenerate-write-request: request body is not a plausible prometheus.WriteRequest: {detail}")]
-    DegenerateRequest { detail: String },
+    #[error("err-heddle-invalid-protobuf: request body is not a valid {message}: {detail}")]
+    InvalidProtobuf { message: &'static str, detail: String },
+    #[error("err-heddle-degenerate-write-request: request body is not a plausible {message}: {detail}")]
+    DegenerateRequest { message: &'static str, detail: String },
     #[error(
         "err-heddle-distributor-max-inflight-push-requests-bytes: the distributor's in-flight push requests hold \
          {in_flight} bytes and this one needs {requested} more ({held} already held); the limit is {limit} bytes. \
@@ -135,7 +142,9 @@ impl PushError {
             PushError::BodyTooLarge { .. } => error_id::REQUEST_TOO_LARGE,
             PushError::UnsupportedContentEncoding { .. } => error_id::UNSUPPORTED_CONTENT_ENCODING,
             PushError::UnsupportedContentType { .. } => error_id::UNSUPPORTED_CONTENT_TYPE,
-            PushError::DecompressedTooLarge { .. } => error_id::DECOMPRESSED_TOO_LARGE,
+            PushError::DecompressedTooLarge { .. } | PushError::ExpandedTooLarge { .. } => {
+                error_id::DECOMPRESSED_TOO_LARGE
+            }
             PushError::CorruptSnappy { .. } => error_id::CORRUPT_SNAPPY,
             PushError::OtlpUnsupportedContentEncoding { .. } => error_id::UNSUPPORTED_CONTENT_ENCODING,
             PushError::OtlpUnsupportedContentType { .. } => error_id::UNSUPPORTED_CONTENT_TYPE,
@@ -167,6 +176,7 @@ impl PushError {
             | PushError::OtlpUnsupportedContentEncoding { .. }
             | PushError::OtlpUnsupportedContentType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PushError::DecompressedTooLarge { .. }
+            | PushError::ExpandedTooLarge { .. }
             | PushError::CorruptSnappy { .. }
             | PushError::CorruptGzip { .. }
             | PushError::GzipTooLarge { .. }
@@ -223,6 +233,8 @@ pub enum InvalidSeries {
     DuplicateLabelNames { name: String },
     #[error("labels are not sorted by name: {prev:?} comes before {next:?}")]
     LabelsNotSorted { prev: String, next: String },
+    #[error("native histograms are not supported yet ({count} histogram samples)")]
+    NativeHistograms { count: u32 },
     #[error("{count} samples have timestamps too far in the future (first: {timestamp_ms} ms)")]
     TooFarInFuture {
         count: usize,
@@ -249,6 +261,7 @@ impl InvalidSeries {
             InvalidSeries::LabelValueTooLong { .. } => error_id::LABEL_VALUE_TOO_LONG,
             InvalidSeries::DuplicateLabelNames { .. } => error_id::DUPLICATE_LABEL_NAMES,
             InvalidSeries::LabelsNotSorted { .. } => error_id::LABELS_NOT_SORTED,
+            InvalidSeries::NativeHistograms { .. } => error_id::NATIVE_HISTOGRAMS_UNSUPPORTED,
             InvalidSeries::TooFarInFuture { .. } => error_id::TOO_FAR_IN_FUTURE,
             InvalidSeries::TooFarInPast { .. } => error_id::SAMPLE_TOO_FAR_IN_PAST,
         }
@@ -280,6 +293,11 @@ impl InvalidSeries {
             InvalidSeries::LabelsNotSorted { .. } => {
                 "remote write requires labels sorted by name; this is a bug in the sender".into()
             }
+            InvalidSeries::NativeHistograms { .. } => {
+                "the series is not ingested; scrape and send the metric as a classic histogram until native \
+                 histograms are supported"
+                    .into()
+            }
             InvalidSeries::TooFarInFuture { max_ms, .. } => format!(
                 "the newest accepted timestamp is {max_ms} ms (now + grace period); fix the sender's clock or \
                  raise `limits.creation_grace_period` (--validation.create-grace-period)"
@@ -307,10 +325,17 @@ mod tests {
                 content_type: "text/plain".into(),
             },
             PushError::DecompressedTooLarge { declared: 10, limit: 5 },
+            PushError::ExpandedTooLarge { expanded: 10, limit: 5 },
             PushError::CorruptSnappy { detail: "x".into() },
-            PushError::InvalidProtobuf { detail: "x".into() },
+            PushError::InvalidProtobuf {
+                message: "prometheus.WriteRequest",
+                detail: "x".into(),
+            },
             PushError::BodyRead { detail: "x".into() },
-            PushError::DegenerateRequest { detail: "x".into() },
+            PushError::DegenerateRequest {
+                message: "prometheus.WriteRequest",
+                detail: "x".into(),
+            },
             PushError::InflightBytes {
                 requested: 1,
                 held: 0,

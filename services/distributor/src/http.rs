@@ -1,5 +1,12 @@
 //! The remote-write HTTP endpoints: `POST /api/v1/push` (Mimir's path) and `POST /api/v1/write`.
 //!
+//! Both remote write versions arrive on the same paths and are told apart by content type, as the 2.0 spec
+//! says: `application/x-protobuf` alone or with `proto=prometheus.WriteRequest` is 1.0,
+//! `proto=io.prometheus.write.v2.Request` is 2.0, any other `proto` is 415 (the sender may then fall back).
+//! A 2.0 response carries the `X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written` headers
+//! (histograms and exemplars are not stored yet, so those two are always 0), errors included, so a sender
+//! knows what of a partly refused request was written.
+//!
 //! The edge of the write path (DESIGN.md §2 step 1), and the only place the distributor reads HTTP: the
 //! handler refuses what it can before reading the body (declared length, encoding, type), reads the body
 //! with the size limit enforced as it streams in, and hands the tenant and the body to
@@ -7,7 +14,7 @@
 //! adds; this router does not read `X-Scope-OrgID` itself.
 
 use crate::config::DistributorConfig;
-use crate::distributor::Distributor;
+use crate::distributor::{Distributor, RemoteWriteVersion};
 use crate::error::PushError;
 use crate::outcome::PushOutcome;
 use axum::Router;
@@ -39,9 +46,23 @@ async fn push_handler(
     let Some(Extension(tenant)) = tenant else {
         return early_refusal(&d, PushError::NoTenant, start);
     };
-    if let Err(e) = check_headers(&headers, d.config()) {
-        return early_refusal(&d, e, start);
-    }
+    let version = match check_headers(&headers, d.config()) {
+        Ok(version) => version,
+        Err(e) => return early_refusal(&d, e, start),
+    };
+    let (response, written) = push(&d, &tenant, version, headers, body, start).await;
+    with_written_headers(response, version, written)
+}
+
+/// The push once the version is known: the response and the samples written.
+async fn push(
+    d: &Distributor,
+    tenant: &TenantId,
+    version: RemoteWriteVersion,
+    headers: HeaderMap,
+    body: Body,
+    start: tokio::time::Instant,
+) -> (Response, u64) {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -57,12 +78,26 @@ async fn push_handler(
     );
     let body = match read.await {
         Ok(body) => body,
-        Err(e) => return early_refusal(&d, e, start),
+        Err(e) => return (early_refusal(d, e, start), 0),
     };
-    match d.push_reserved(&tenant, &body, reservation).await {
-        Ok(outcome) => outcome.into_response(),
-        Err(e) => e.into_response(),
+    match d.push_reserved(tenant, version, &body, reservation).await {
+        Ok(outcome) => {
+            let written = outcome.samples_ingested;
+            (outcome.into_response(), written)
+        }
+        Err(e) => (e.into_response(), 0),
     }
+}
+
+/// Adds the remote write 2.0 written-counts headers to a 2.0 response; a 1.0 response is left as it is.
+fn with_written_headers(mut response: Response, version: RemoteWriteVersion, samples: u64) -> Response {
+    if version == RemoteWriteVersion::V2 {
+        let h = response.headers_mut();
+        h.insert("x-prometheus-remote-write-samples-written", HeaderValue::from(samples));
+        h.insert("x-prometheus-remote-write-histograms-written", HeaderValue::from(0u64));
+        h.insert("x-prometheus-remote-write-exemplars-written", HeaderValue::from(0u64));
+    }
+    response
 }
 
 /// A refusal decided before the body was read in full. The unread rest of the body would poison a
@@ -78,8 +113,9 @@ pub(crate) fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::I
 
 /// Checks the headers that can refuse a request before its body is read: Content-Length against
 /// `max_recv_msg_size` (413), Content-Encoding (snappy or absent, else 415), Content-Type
-/// (`application/x-protobuf` or absent, else 415).
-fn check_headers(headers: &HeaderMap, cfg: &DistributorConfig) -> Result<(), PushError> {
+/// (`application/x-protobuf` with no `proto` or a known one, or absent, else 415). Returns the remote write
+/// version the content type names (1.0 when absent).
+fn check_headers(headers: &HeaderMap, cfg: &DistributorConfig) -> Result<RemoteWriteVersion, PushError> {
     if let Some(len) = headers.get(header::CONTENT_LENGTH)
         && let Some(len) = len.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())
         && len > cfg.max_recv_msg_size as u64
@@ -97,32 +133,37 @@ fn check_headers(headers: &HeaderMap, cfg: &DistributorConfig) -> Result<(), Pus
             });
         }
     }
-    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
-        let text = ct.to_str().unwrap_or("<not ascii>");
-        if !is_remote_write_v1(text) {
-            return Err(PushError::UnsupportedContentType {
-                content_type: text.to_owned(),
-            });
-        }
-    }
-    Ok(())
+    let Some(ct) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(RemoteWriteVersion::V1);
+    };
+    let text = ct.to_str().unwrap_or("<not ascii>");
+    remote_write_version(text).ok_or_else(|| PushError::UnsupportedContentType {
+        content_type: text.to_owned(),
+    })
 }
 
-/// `application/x-protobuf`, parameters ignored except `proto=`: remote write 2.0 sends
-/// `proto=io.prometheus.write.v2.Request`, which must get 415 (the 2.0 spec says so, and the sender then
-/// falls back to 1.0) rather than be misread as a 1.0 body.
-fn is_remote_write_v1(content_type: &str) -> bool {
+/// The remote write version of `content_type`: `application/x-protobuf`, parameters ignored except `proto=`,
+/// which must name a message of a version Heddle reads (the message name is case-sensitive, as protobuf's
+/// are). None for anything else.
+fn remote_write_version(content_type: &str) -> Option<RemoteWriteVersion> {
     let mut parts = content_type.split(';');
     let media = parts.next().unwrap_or("").trim();
     if !media.eq_ignore_ascii_case("application/x-protobuf") {
-        return false;
+        return None;
     }
-    parts.all(|param| match param.split_once('=') {
-        Some((k, v)) if k.trim().eq_ignore_ascii_case("proto") => {
-            v.trim().trim_matches('"') == "prometheus.WriteRequest"
+    let mut version = RemoteWriteVersion::V1;
+    for param in parts {
+        if let Some((k, v)) = param.split_once('=')
+            && k.trim().eq_ignore_ascii_case("proto")
+        {
+            version = match v.trim().trim_matches('"') {
+                "prometheus.WriteRequest" => RemoteWriteVersion::V1,
+                "io.prometheus.write.v2.Request" => RemoteWriteVersion::V2,
+                _ => return None,
+            };
         }
-        _ => true,
-    })
+    }
+    Some(version)
 }
 
 /// Reads the whole body, failing with 413 as soon as more than `limit` bytes have arrived, and with 503 when it

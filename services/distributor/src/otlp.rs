@@ -14,7 +14,7 @@
 
 mod translate;
 
-use crate::distributor::{Distributor, Framing};
+use crate::distributor::{Distributor, Framing, RemoteWriteVersion};
 use crate::error::PushError;
 use crate::http::{early_refusal, read_body};
 use axum::body::Body;
@@ -102,7 +102,9 @@ async fn export(
         d.record_answered_early(StatusCode::OK, start);
     } else {
         let encoded = translated.request.encode_to_vec();
-        let outcome = d.push_framed(tenant, &encoded, Framing::Plain, reservation).await?;
+        let outcome = d
+            .push_framed(tenant, RemoteWriteVersion::V1, &encoded, Framing::Plain, reservation)
+            .await?;
         if outcome.failure.is_some() {
             // Some series lack a quorum: the sender must retry the whole request, as remote write's would.
             return Ok(outcome.into_response());

@@ -172,3 +172,44 @@ pub(crate) fn exposition(registry: &Registry) -> String {
 pub(crate) fn unlimited_reservation() -> heddle_server::Reservation {
     heddle_server::InflightBytes::new(0, Default::default(), Default::default()).reserve()
 }
+
+/// Encodes and snappy-compresses the remote write 2.0 request of these series (labels interned into the
+/// symbol table in first-use order); a series listed in `histograms` also carries that many (empty) native
+/// histograms.
+pub(crate) fn v2_body(timeseries: &[TimeSeries], histograms: &[(usize, usize)]) -> Vec<u8> {
+    use heddle_proto::write_v2;
+    let mut symbols = vec![String::new()];
+    let mut intern = |s: &str| match symbols.iter().position(|x| x == s) {
+        Some(i) => i as u32,
+        None => {
+            symbols.push(s.to_owned());
+            (symbols.len() - 1) as u32
+        }
+    };
+    let timeseries = timeseries
+        .iter()
+        .enumerate()
+        .map(|(i, ts)| write_v2::TimeSeries {
+            labels_refs: ts
+                .labels
+                .iter()
+                .flat_map(|l| [intern(&l.name), intern(&l.value)])
+                .collect(),
+            samples: ts
+                .samples
+                .iter()
+                .map(|s| write_v2::Sample {
+                    value: s.value,
+                    timestamp: s.timestamp,
+                })
+                .collect(),
+            histograms: histograms
+                .iter()
+                .filter(|&&(series, _)| series == i)
+                .flat_map(|&(_, n)| vec![write_v2::Histogram::default(); n])
+                .collect(),
+            ..write_v2::TimeSeries::default()
+        })
+        .collect();
+    snappy(&write_v2::Request { symbols, timeseries }.encode_to_vec())
+}

@@ -58,7 +58,7 @@ pub struct WriteRequestRef<'a> {
 }
 
 /// One decoded series of a [`WriteRequestRef`].
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct TimeSeriesRef<'a> {
     /// Labels in wire order, pointing into the body; not sorted, deduplicated or validated here.
     pub labels: &'a [LabelRef<'a>],
@@ -69,7 +69,9 @@ pub struct TimeSeriesRef<'a> {
     /// Number of native histograms (framing checked, contents not decoded).
     pub histograms: u32,
     /// The encoded `TimeSeries` message: the payload of the `WriteRequest.timeseries` field, without its tag
-    /// and length. Forward it with [`super::encode_write_request_raw`] to avoid re-encoding.
+    /// and length. Forward it with [`super::encode_write_request_raw`] to avoid re-encoding. Empty for a
+    /// series decoded from a remote write 2.0 request, which has no 1.0 encoding: such a series must be
+    /// re-encoded (an empty 1.0 series has no labels, so it never reaches forwarding).
     pub raw: &'a [u8],
 }
 
@@ -277,7 +279,7 @@ pub(crate) fn fill<'a>(
 }
 
 /// The payload of a length-delimited field, or the wrong-wire-type error naming it.
-fn len_payload<'a>(field: &Field<'a>, what: &'static str) -> Result<(&'a [u8], usize), DecodeError> {
+pub(super) fn len_payload<'a>(field: &Field<'a>, what: &'static str) -> Result<(&'a [u8], usize), DecodeError> {
     match field.value {
         Value::Len(data, offset) => Ok((data, offset)),
         _ => Err(field.wrong_type(what, WIRE_LEN)),
@@ -312,7 +314,7 @@ fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Res
 
 /// The series fields' ways of filling a slot: the measure pass counted the slots, so running out means the
 /// body changed between the passes, which the borrow of the body rules out; it is an error, not a panic.
-fn next_slot<'s, T>(rest: &mut &'s mut [T], at: usize) -> Result<&'s mut T, DecodeError> {
+pub(super) fn next_slot<'s, T>(rest: &mut &'s mut [T], at: usize) -> Result<&'s mut T, DecodeError> {
     let (first, tail) = std::mem::take(rest)
         .split_first_mut()
         .ok_or(DecodeError::ShapeChanged { offset: at })?;

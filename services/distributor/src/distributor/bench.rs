@@ -64,7 +64,14 @@ impl Stages {
     /// Stage 1: the snappy `body` decoded into `arena`, without an in-flight limit.
     pub fn decode<'a>(&self, arena: &'a Bump, body: &[u8]) -> Result<&'a [TimeSeriesRef<'a>], PushError> {
         let budget = InflightBytes::new(0, Default::default(), Default::default());
-        decode::decode(arena, body, decode::Framing::Snappy, usize::MAX, &mut budget.reserve())
+        decode::decode(
+            arena,
+            body,
+            decode::Framing::Snappy,
+            super::RemoteWriteVersion::V1,
+            usize::MAX,
+            &mut budget.reserve(),
+        )
     }
 
     /// Stage 3: validation of `series` (no HA replica label to drop).

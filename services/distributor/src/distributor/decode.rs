@@ -1,5 +1,5 @@
 //! Stage 1, decode: the snappy body is decompressed into the request arena and decoded there into borrowed
-//! series views (DESIGN.md §2 step 2).
+//! series views (DESIGN.md §2 step 2), the same views for remote write 1.0 and 2.0.
 //!
 //! The declared decompressed length is checked against `distributor.max_decompressed_size` before anything is
 //! allocated. Both allocations of this stage are reserved in the in-flight budget before they are made: the
@@ -10,12 +10,12 @@
 use crate::error::PushError;
 use bumpalo::Bump;
 use heddle_proto::{
-    DecodeError, SnappyError, TimeSeriesRef, decode_measured, measure_write_request, snappy_decompress_into,
-    snappy_decompressed_len,
+    DecodeError, SnappyError, TimeSeriesRef, decode_measured, decode_measured_v2, measure_write_request,
+    measure_write_request_v2, snappy_decompress_into, snappy_decompressed_len,
 };
 use heddle_server::Reservation;
 
-/// How a `prometheus.WriteRequest` body is framed.
+/// How a request body is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Framing {
     /// Snappy block format, as remote write sends it.
@@ -25,13 +25,40 @@ pub(crate) enum Framing {
     Plain,
 }
 
-/// The series of the `prometheus.WriteRequest` in `body`, decoded into `arena`, with what that allocates added
-/// to `reservation` first. Metadata entries are checked for framing and dropped (the distributor does not
-/// forward them).
+/// Which remote write message a body holds; the HTTP layer tells them apart by content type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RemoteWriteVersion {
+    /// Remote write 1.0: a `prometheus.WriteRequest`.
+    #[default]
+    V1,
+    /// Remote write 2.0: an `io.prometheus.write.v2.Request` (float samples; series carrying native
+    /// histograms are refused).
+    V2,
+}
+
+impl RemoteWriteVersion {
+    /// The protobuf message of this version, for messages.
+    pub fn message(self) -> &'static str {
+        match self {
+            RemoteWriteVersion::V1 => "prometheus.WriteRequest",
+            RemoteWriteVersion::V2 => "io.prometheus.write.v2.Request",
+        }
+    }
+}
+
+/// The series of the request of `version` in `body` (framed as `framing`), decoded into `arena`, with what
+/// that allocates added to `reservation` first. Metadata entries are checked for framing and dropped (the
+/// distributor does not forward them).
+///
+/// A 2.0 request's series are re-encoded (or copied into a batch) before they are forwarded, and their label
+/// text, resolved from the symbol table, can be many times the body. So the bound of that size is held
+/// against `max_decompressed` (what a 1.0 request of the same series could be) and reserved here, before
+/// any of it is written.
 pub(crate) fn decode<'a>(
     arena: &'a Bump,
     body: &[u8],
     framing: Framing,
+    version: RemoteWriteVersion,
     max_decompressed: usize,
     reservation: &mut Reservation,
 ) -> Result<&'a [TimeSeriesRef<'a>], PushError> {
@@ -55,13 +82,37 @@ pub(crate) fn decode<'a>(
             &*arena.alloc_slice_copy(body)
         }
     };
+    let message = version.message();
     let protobuf = |e: DecodeError| match e {
-        DecodeError::Degenerate { .. } => PushError::DegenerateRequest { detail: e.to_string() },
-        _ => PushError::InvalidProtobuf { detail: e.to_string() },
+        DecodeError::Degenerate { .. } => PushError::DegenerateRequest {
+            message,
+            detail: e.to_string(),
+        },
+        _ => PushError::InvalidProtobuf {
+            message,
+            detail: e.to_string(),
+        },
     };
-    let measured = measure_write_request(raw).map_err(protobuf)?;
-    reservation.grow(measured.shape().decoded_bytes())?;
-    Ok(decode_measured(arena, measured).map_err(protobuf)?.timeseries)
+    match version {
+        RemoteWriteVersion::V1 => {
+            let measured = measure_write_request(raw).map_err(protobuf)?;
+            reservation.grow(measured.shape().decoded_bytes())?;
+            Ok(decode_measured(arena, measured).map_err(protobuf)?.timeseries)
+        }
+        RemoteWriteVersion::V2 => {
+            let measured = measure_write_request_v2(raw).map_err(protobuf)?;
+            reservation.grow(measured.shape().decoded_bytes())?;
+            let request = decode_measured_v2(arena, measured).map_err(protobuf)?;
+            if request.expanded_bytes > max_decompressed {
+                return Err(PushError::ExpandedTooLarge {
+                    expanded: request.expanded_bytes,
+                    limit: max_decompressed,
+                });
+            }
+            reservation.grow(request.expanded_bytes)?;
+            Ok(request.timeseries)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -84,7 +135,15 @@ mod tests {
     fn decodes_series_with_their_raw_bytes() {
         let arena = Bump::new();
         let sent = vec![up("a"), up("b")];
-        let series = decode(&arena, &body(sent.clone()), Framing::Snappy, 1 << 20, &mut unlimited()).unwrap();
+        let series = decode(
+            &arena,
+            &body(sent.clone()),
+            Framing::Snappy,
+            RemoteWriteVersion::V1,
+            1 << 20,
+            &mut unlimited(),
+        )
+        .unwrap();
         assert_eq!(series.len(), 2);
         for (got, want) in series.iter().zip(&sent) {
             assert_eq!(got.labels[0].value, want.labels[0].value);
@@ -95,6 +154,71 @@ mod tests {
                 "raw bytes kept"
             );
         }
+    }
+
+    #[test]
+    fn decodes_v2_series_into_the_same_views_without_raw_bytes() {
+        let arena = Bump::new();
+        let sent = vec![up("a"), up("b")];
+        let input = crate::testutil::v2_body(&sent, &[]);
+        let series = decode(
+            &arena,
+            &input,
+            Framing::Snappy,
+            RemoteWriteVersion::V2,
+            1 << 20,
+            &mut unlimited(),
+        )
+        .unwrap();
+        assert_eq!(series.len(), 2);
+        for (got, want) in series.iter().zip(&sent) {
+            let labels: Vec<(&str, &str)> = got.labels.iter().map(|l| (l.name, l.value)).collect();
+            let want_labels: Vec<(&str, &str)> = want
+                .labels
+                .iter()
+                .map(|l| (l.name.as_str(), l.value.as_str()))
+                .collect();
+            assert_eq!(labels, want_labels);
+            assert_eq!(got.samples.len(), 1);
+            assert!(got.raw.is_empty(), "a 2.0 series has no 1.0 bytes");
+        }
+    }
+
+    /// One long label value named by every series: a small body whose series, resolved, would be far larger
+    /// than `distributor.max_decompressed_size` allows a body to be. Refused before anything is re-encoded,
+    /// and the bound is reserved when it fits.
+    #[test]
+    fn a_v2_request_expanding_past_the_decompressed_limit_is_refused() {
+        let long = "x".repeat(4000);
+        let sent: Vec<_> = (0..50)
+            .map(|i| {
+                crate::testutil::series(
+                    &[("__name__", "up"), ("i", &i.to_string()), ("long", &long)],
+                    &[(1, 1.0)],
+                )
+            })
+            .collect();
+        let input = crate::testutil::v2_body(&sent, &[]);
+        let declared = heddle_proto::snappy_decompressed_len(&input, 1 << 20).unwrap();
+        assert!(declared < 8 << 10, "{declared}");
+        let arena = Bump::new();
+        let err = decode(
+            &arena,
+            &input,
+            Framing::Snappy,
+            RemoteWriteVersion::V2,
+            64 << 10,
+            &mut unlimited(),
+        )
+        .unwrap_err();
+        assert_eq!(err.id(), "err-heddle-decompressed-too-large", "{err}");
+        assert!(err.to_string().contains("symbol table"), "{err}");
+
+        let b = budget(0);
+        let mut r = b.reserve();
+        let arena = Bump::new();
+        decode(&arena, &input, Framing::Snappy, RemoteWriteVersion::V2, 1 << 20, &mut r).unwrap();
+        assert!(r.held() > 50 * 4000, "the expanded size is reserved: {}", r.held());
     }
 
     #[test]
@@ -121,7 +245,15 @@ mod tests {
         ];
         for (name, input, id) in cases {
             let arena = Bump::new();
-            let err = decode(&arena, &input, Framing::Snappy, 1 << 20, &mut unlimited()).expect_err(name);
+            let err = decode(
+                &arena,
+                &input,
+                Framing::Snappy,
+                RemoteWriteVersion::V1,
+                1 << 20,
+                &mut unlimited(),
+            )
+            .expect_err(name);
             assert_eq!(err.id(), id, "case {name}: {err}");
         }
     }
@@ -154,7 +286,7 @@ mod tests {
         let mut r = b.reserve();
         r.grow(input.len()).unwrap();
         let arena = Bump::new();
-        let err = decode(&arena, &input, Framing::Snappy, 1 << 20, &mut r).unwrap_err();
+        let err = decode(&arena, &input, Framing::Snappy, RemoteWriteVersion::V1, 1 << 20, &mut r).unwrap_err();
         assert_eq!(
             err.id(),
             "err-heddle-distributor-max-inflight-push-requests-bytes",
@@ -173,7 +305,7 @@ mod tests {
         let mut r = b.reserve();
         r.grow(input.len()).unwrap();
         let arena = Bump::new();
-        decode(&arena, &input, Framing::Snappy, 1 << 20, &mut r).unwrap_err();
+        decode(&arena, &input, Framing::Snappy, RemoteWriteVersion::V1, 1 << 20, &mut r).unwrap_err();
         assert_eq!(arena.allocated_bytes(), 0, "nothing allocated for a refused request");
 
         // Enough room: decoded, and everything is given back with the reservation.
@@ -182,7 +314,9 @@ mod tests {
         r.grow(input.len()).unwrap();
         let arena = Bump::new();
         assert_eq!(
-            decode(&arena, &input, Framing::Snappy, 1 << 20, &mut r).unwrap().len(),
+            decode(&arena, &input, Framing::Snappy, RemoteWriteVersion::V1, 1 << 20, &mut r)
+                .unwrap()
+                .len(),
             2
         );
         assert!(b.in_flight() > input.len() + declared);
@@ -196,7 +330,7 @@ mod tests {
         let mut arena = Bump::new();
         let b = budget(0);
         let mut r = b.reserve();
-        let err = decode(&arena, &input, Framing::Snappy, 8 << 20, &mut r).unwrap_err();
+        let err = decode(&arena, &input, Framing::Snappy, RemoteWriteVersion::V1, 8 << 20, &mut r).unwrap_err();
         assert_eq!(err.id(), "err-heddle-degenerate-write-request", "{err}");
         assert!(err.to_string().contains("1000000 labels"), "{err}");
         let used: usize = arena.iter_allocated_chunks().map(|c| c.len()).sum();
@@ -213,6 +347,7 @@ mod tests {
                 &arena,
                 &declared_length(1 << 30),
                 Framing::Snappy,
+                RemoteWriteVersion::V1,
                 4096,
                 &mut unlimited()
             )

@@ -245,7 +245,13 @@ pub(crate) fn validate<'a>(
         if samples == 0 {
             continue;
         }
-        let rewrite = check.has_empty_values || dropped || outside > 0 || ts.exemplars > 0 || ts.histograms > 0;
+        // A remote write 2.0 series has no 1.0 bytes to forward as they are (its `raw` is empty).
+        let rewrite = check.has_empty_values
+            || dropped
+            || outside > 0
+            || ts.exemplars > 0
+            || ts.histograms > 0
+            || ts.raw.is_empty();
         out.accepted.push(Accepted {
             series: ts,
             labels,
@@ -270,6 +276,39 @@ pub(crate) fn validate<'a>(
         );
     }
     out
+}
+
+/// The series of a remote write 2.0 request that carry no native histograms. Each series that does is
+/// refused (`err-heddle-native-histograms-unsupported`, its histogram and float samples counted as discarded)
+/// so the sender sees a 400 naming it, while the request's other series go on. A 2.0 sender decides per
+/// series between samples and histograms, so dropping the histograms silently, as 1.0 requests get (their
+/// histograms ride along with float series), would lose whole series without a word.
+pub(crate) fn refuse_native_histograms<'a>(
+    arena: &'a Bump,
+    series: &'a [TimeSeriesRef<'a>],
+    drop_label: Option<&str>,
+    discards: Discards<'_>,
+    rejections: &mut Vec<Rejection>,
+) -> &'a [TimeSeriesRef<'a>] {
+    if series.iter().all(|ts| ts.histograms == 0) {
+        return series;
+    }
+    let mut kept = bumpalo::collections::Vec::with_capacity_in(series.len(), arena);
+    for ts in series {
+        if ts.histograms == 0 {
+            kept.push(*ts);
+            continue;
+        }
+        let (labels, _) = without_label(arena, ts.labels, drop_label);
+        let samples = ts.histograms as usize + ts.samples.len();
+        discards.reject(
+            labels,
+            InvalidSeries::NativeHistograms { count: ts.histograms },
+            samples,
+            rejections,
+        );
+    }
+    kept.into_bump_slice()
 }
 
 /// `labels` without the label named `name` (a copy in the arena), and whether it was there.

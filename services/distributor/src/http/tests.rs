@@ -112,10 +112,10 @@ fn cases() -> Vec<Case> {
         Case::new("415 json", valid(), StatusCode::UNSUPPORTED_MEDIA_TYPE)
             .header("content-type", "application/json")
             .contains(&["err-heddle-unsupported-content-type", "application/json"]),
-        Case::new("415 remote write 2.0", valid(), StatusCode::UNSUPPORTED_MEDIA_TYPE)
+        Case::new("415 unknown proto", valid(), StatusCode::UNSUPPORTED_MEDIA_TYPE)
             .header(
                 "content-type",
-                "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+                "application/x-protobuf;proto=io.prometheus.write.v3.Request",
             )
             .contains(&["err-heddle-unsupported-content-type"]),
         Case::new(
@@ -333,6 +333,11 @@ fn header_checks() {
                 "content-type",
                 "application/x-protobuf;proto=io.prometheus.write.v2.Request",
             )],
+            None,
+        ),
+        (
+            "unknown proto param",
+            &[("content-type", "application/x-protobuf;proto=prometheus.WriteRequestV3")],
             Some("err-heddle-unsupported-content-type"),
         ),
         (
@@ -365,6 +370,139 @@ fn header_checks() {
         let got = check_headers(&h, &cfg).err().map(|e| e.id());
         assert_eq!(got, *want, "case {name}");
     }
+}
+
+#[test]
+fn content_types_name_their_version() {
+    let cases = [
+        ("application/x-protobuf", Some(RemoteWriteVersion::V1)),
+        (
+            "application/x-protobuf;proto=prometheus.WriteRequest",
+            Some(RemoteWriteVersion::V1),
+        ),
+        (
+            "application/x-protobuf; proto=\"prometheus.WriteRequest\"",
+            Some(RemoteWriteVersion::V1),
+        ),
+        (
+            "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+            Some(RemoteWriteVersion::V2),
+        ),
+        (
+            "Application/X-Protobuf ; charset=utf-8; proto=io.prometheus.write.v2.Request",
+            Some(RemoteWriteVersion::V2),
+        ),
+        ("application/x-protobuf;proto=io.prometheus.write.v2.request", None),
+        ("application/x-protobuf;proto=", None),
+        ("application/json;proto=io.prometheus.write.v2.Request", None),
+    ];
+    for (content_type, want) in cases {
+        assert_eq!(remote_write_version(content_type), want, "case {content_type:?}");
+    }
+}
+
+/// A remote write 2.0 push through the router: its float series reach the ingester as the 1.0 series they
+/// are, a series carrying native histograms is refused by name (400, partial write) and counted, and the
+/// response says how many samples were written. A 1.0 response carries no such headers.
+#[tokio::test]
+async fn remote_write_2_pushes_float_series_and_refuses_histogram_series() {
+    const V2: &str = "application/x-protobuf;proto=io.prometheus.write.v2.Request";
+    let app = |ingester: Arc<FakeIngester>, registry: &mut Registry| {
+        let d = Distributor::new(
+            DistributorConfig::default(),
+            Limits::default(),
+            Arc::new(single(ingester)),
+            registry,
+        )
+        .with_clock(manual_clock());
+        router(Arc::new(d)).layer(Extension(tenant()))
+    };
+    let request = |content_type: &str, body: Vec<u8>| {
+        Request::post("/api/v1/push")
+            .header("content-encoding", "snappy")
+            .header("content-type", content_type)
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let written = |resp: &Response, what: &str| {
+        resp.headers()
+            .get(format!("x-prometheus-remote-write-{what}-written"))
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    let floats = vec![
+        series(
+            &[("__name__", "up"), ("job", "a")],
+            &[(NOW_MS - 1, 1.0), (NOW_MS, f64::NAN)],
+        ),
+        series(&[("__name__", "up"), ("job", "b")], &[(NOW_MS, 0.0)]),
+    ];
+    let histogram = series(&[("__name__", "latency"), ("job", "a")], &[]);
+
+    // Every series written: 200 and the counts.
+    let ingester = fake(Behavior::Accept);
+    let mut registry = Registry::default();
+    let resp = app(ingester.clone(), &mut registry)
+        .oneshot(request(V2, v2_body(&floats, &[])))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(written(&resp, "samples").as_deref(), Some("3"));
+    assert_eq!(written(&resp, "histograms").as_deref(), Some("0"));
+    assert_eq!(written(&resp, "exemplars").as_deref(), Some("0"));
+    let pushed = ingester.pushed_series();
+    assert_eq!(pushed.len(), 2);
+    for (got, want) in pushed.iter().zip(&floats) {
+        assert_eq!(got.labels, want.labels);
+        assert_eq!(got.samples.len(), want.samples.len());
+        for (g, w) in got.samples.iter().zip(&want.samples) {
+            assert_eq!((g.timestamp, g.value.to_bits()), (w.timestamp, w.value.to_bits()));
+        }
+    }
+
+    // A histogram series among them: refused by name, the others still written.
+    let ingester = fake(Behavior::Accept);
+    let mut registry = Registry::default();
+    let mut sent = floats.clone();
+    sent.insert(1, histogram);
+    let resp = app(ingester.clone(), &mut registry)
+        .oneshot(request(V2, v2_body(&sent, &[(1, 2)])))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(written(&resp, "samples").as_deref(), Some("3"));
+    let text = String::from_utf8_lossy(&axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap()).into_owned();
+    for part in [
+        "err-heddle-native-histograms-unsupported",
+        "native histograms are not supported yet",
+        "latency",
+    ] {
+        assert!(text.contains(part), "{part:?} not in {text:?}");
+    }
+    assert_eq!(ingester.pushed_series().len(), 2, "the float series are written");
+    let metrics = exposition(&registry);
+    let line =
+        "heddle_discarded_samples_total{tenant=\"team-a\",reason=\"err-heddle-native-histograms-unsupported\"} 2";
+    assert!(metrics.contains(line), "{line} not in\n{metrics}");
+
+    // A refused 2.0 request still says what was written (nothing); a 1.0 response has no counts.
+    let mut registry = Registry::default();
+    let resp = app(fake(Behavior::Accept), &mut registry)
+        .oneshot(request(V2, snappy(&[0x2a, 4, 0x0a, 2, 0, 7])))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(written(&resp, "samples").as_deref(), Some("0"));
+    let text = String::from_utf8_lossy(&axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap()).into_owned();
+    assert!(
+        text.contains("io.prometheus.write.v2.Request") && text.contains("out of range"),
+        "{text}"
+    );
+    let resp = app(fake(Behavior::Accept), &mut registry)
+        .oneshot(request("application/x-protobuf", body(floats)))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(written(&resp, "samples"), None);
 }
 
 /// While one request's body holds the whole in-flight budget, another is refused at once with 503 naming the

@@ -48,6 +48,7 @@ fn judge(
         &arena,
         &body(sent),
         crate::distributor::Framing::Snappy,
+        crate::distributor::RemoteWriteVersion::V1,
         1 << 20,
         &mut crate::testutil::unlimited_reservation(),
     )

@@ -19,6 +19,7 @@ fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
         &arena,
         &body(sent),
         Framing::Snappy,
+        crate::distributor::RemoteWriteVersion::V1,
         1 << 20,
         &mut crate::testutil::unlimited_reservation(),
     )
@@ -269,6 +270,7 @@ fn rewritten_series_are_the_bytes_prost_encodes() {
         &arena,
         &body(sent),
         Framing::Snappy,
+        crate::distributor::RemoteWriteVersion::V1,
         1 << 20,
         &mut unlimited_reservation(),
     )

@@ -23,6 +23,7 @@ fn decode_unlimited<'a>(arena: &'a Bump, body: &[u8]) -> &'a [TimeSeriesRef<'a>]
         arena,
         body,
         crate::distributor::Framing::Snappy,
+        crate::distributor::RemoteWriteVersion::V1,
         1 << 20,
         &mut crate::testutil::unlimited_reservation(),
     )

@@ -1,0 +1,425 @@
+//! Decoding a remote write 2.0 `io.prometheus.write.v2.Request` into the same borrowed views as 1.0.
+//!
+//! A 2.0 request carries its strings once, in a symbol table (`symbols`, field 4); each series names its
+//! labels as pairs of indexes into it (`labels_refs`, packed `uint32`). The decoder checks every symbol for
+//! UTF-8 once, keeps them as `&'a str` slices of the body, and resolves each series' references into the
+//! same [`LabelRef`] run a 1.0 series has, so validation, sharding and forwarding see one representation.
+//!
+//! Two passes, as for 1.0 ([`super::decode`]): [`measure_write_request_v2`] checks the framing and counts
+//! symbols, series, label pairs and samples, so the caller can reserve the exact size of the view before it is
+//! allocated; [`decode_measured_v2`] fills it.
+//!
+//! What differs from 1.0:
+//! - A series has no 1.0 encoding to forward as is: [`TimeSeriesRef::raw`] is empty, and the distributor
+//!   re-encodes every 2.0 series.
+//! - One short reference can name a long symbol many times, so the decoded labels can hold many times the
+//!   text of the body. [`WriteRequestV2Ref::expanded_bytes`] bounds what the series take once re-encoded as
+//!   1.0; the caller must hold it against its own size limit before copying any label text.
+//! - Histograms, exemplars and metadata are framing-checked and counted, not decoded; `created_timestamp` is
+//!   checked for its wire type and skipped.
+
+use super::decode::{DECODED_BYTES_ALLOWANCE, TimeSeriesRef, WriteRequestShape, len_payload, next_slot};
+use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_VARINT, check_message};
+use crate::error::DecodeError;
+use bumpalo::Bump;
+use heddle_model::{LabelRef, Sample};
+use std::mem::size_of;
+
+/// The most bytes the decoded view of a 2.0 request may take per input byte: twice 1.0's
+/// [`super::MAX_DECODED_BYTES_PER_INPUT_BYTE`], because a label costs 2 bytes on the wire (two one-byte
+/// references) for its 32-byte [`LabelRef`]. Requests made mostly of empty series are still refused.
+pub const MAX_DECODED_BYTES_PER_INPUT_BYTE_V2: usize = 2 * super::MAX_DECODED_BYTES_PER_INPUT_BYTE;
+
+const REQUEST: &str = "io.prometheus.write.v2.Request";
+const TIME_SERIES: &str = "io.prometheus.write.v2.TimeSeries";
+const SAMPLE: &str = "io.prometheus.write.v2.Sample";
+const LABELS_REFS: &str = "io.prometheus.write.v2.TimeSeries.labels_refs";
+
+/// Bytes a label can take beyond its text once encoded as a 1.0 `prometheus.Label` inside a series: three
+/// keys and three length prefixes of at most 5 bytes each.
+const V1_LABEL_OVERHEAD: usize = 18;
+/// Bytes a sample can take as a 1.0 `prometheus.Sample` inside a series: key, length, a tagged double, a
+/// tagged 10-byte varint.
+const V1_SAMPLE_BYTES: usize = 22;
+/// Bytes a series can take around its fields as a 1.0 `WriteRequest.timeseries` entry: key and length.
+const V1_SERIES_OVERHEAD: usize = 6;
+
+/// A decoded remote write 2.0 request: its series in the 1.0 view, plus what 2.0 adds and is not stored.
+#[derive(Debug)]
+pub struct WriteRequestV2Ref<'a> {
+    /// The series in wire order; each has an empty [`TimeSeriesRef::raw`] (there is no 1.0 encoding to forward).
+    pub timeseries: &'a [TimeSeriesRef<'a>],
+    /// Series that carried a `Metadata` message (framing checked, not decoded).
+    pub metadata: usize,
+    /// Series that carried a non-zero `created_timestamp` (not used yet).
+    pub created_timestamps: usize,
+    /// An upper bound of the bytes the series take re-encoded as a 1.0 `WriteRequest`: the text of every
+    /// resolved label plus fixed framing per label, sample and series.
+    pub expanded_bytes: usize,
+}
+
+/// What [`measure_write_request_v2`] found: the counts that size the decoded view.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteRequestV2Shape {
+    /// Entries of the symbol table.
+    pub symbols: usize,
+    /// Series, label pairs and samples, as for 1.0 (its `metadata` is the series carrying metadata).
+    pub series: WriteRequestShape,
+}
+
+impl WriteRequestV2Shape {
+    /// The arena bytes the decoded view takes (symbol table included), exactly.
+    pub fn decoded_bytes(&self) -> usize {
+        self.symbols
+            .saturating_mul(size_of::<&str>())
+            .saturating_add(self.series.decoded_bytes())
+    }
+}
+
+/// A request that passed [`measure_write_request_v2`]: decode it with [`decode_measured_v2`].
+#[derive(Debug, Clone, Copy)]
+pub struct MeasuredWriteRequestV2<'a> {
+    body: &'a [u8],
+    shape: WriteRequestV2Shape,
+}
+
+impl MeasuredWriteRequestV2<'_> {
+    /// The counts and the exact decoded size.
+    pub fn shape(&self) -> &WriteRequestV2Shape {
+        &self.shape
+    }
+}
+
+/// Decodes an uncompressed `io.prometheus.write.v2.Request`: [`measure_write_request_v2`] then
+/// [`decode_measured_v2`].
+pub fn decode_write_request_v2<'a>(arena: &'a Bump, body: &'a [u8]) -> Result<WriteRequestV2Ref<'a>, DecodeError> {
+    decode_measured_v2(arena, measure_write_request_v2(body)?)
+}
+
+/// The first pass: checks the framing of the request, its series and their label references (each a
+/// well-formed varint, an even number per series), refuses the fields 2.0 reserves (a 1.0 body's), counts what the view will hold, and refuses a request
+/// whose view would exceed [`MAX_DECODED_BYTES_PER_INPUT_BYTE_V2`] times its size. Allocates nothing.
+pub fn measure_write_request_v2(body: &[u8]) -> Result<MeasuredWriteRequestV2<'_>, DecodeError> {
+    let mut shape = WriteRequestV2Shape {
+        series: WriteRequestShape {
+            input_bytes: body.len(),
+            ..WriteRequestShape::default()
+        },
+        ..WriteRequestV2Shape::default()
+    };
+    for field in Fields::new(body, 0, REQUEST) {
+        let field = field?;
+        match field.number {
+            4 => {
+                len_payload(&field, "io.prometheus.write.v2.Request.symbols")?;
+                shape.symbols += 1;
+            }
+            5 => {
+                let (data, offset) = len_payload(&field, "io.prometheus.write.v2.Request.timeseries")?;
+                measure_series(data, offset, &mut shape.series)?;
+                shape.series.series += 1;
+            }
+            1..=3 => {
+                return Err(DecodeError::ReservedV2Field {
+                    field: field.number,
+                    offset: field.offset,
+                });
+            }
+            _ => {}
+        }
+    }
+    let limit = body
+        .len()
+        .saturating_mul(MAX_DECODED_BYTES_PER_INPUT_BYTE_V2)
+        .saturating_add(DECODED_BYTES_ALLOWANCE);
+    if shape.decoded_bytes() > limit {
+        return Err(DecodeError::Degenerate {
+            decoded: shape.decoded_bytes(),
+            input: body.len(),
+            ratio: MAX_DECODED_BYTES_PER_INPUT_BYTE_V2,
+            series: shape.series.series,
+            labels: shape.series.labels,
+            samples: shape.series.samples,
+        });
+    }
+    Ok(MeasuredWriteRequestV2 { body, shape })
+}
+
+fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Result<(), DecodeError> {
+    let mut refs = 0usize;
+    for field in Fields::new(raw, base, TIME_SERIES) {
+        let field = field?;
+        match (field.number, field.value) {
+            // Packed (what senders write) or one unpacked element: parsers must accept both.
+            (1, Value::Len(data, offset)) => refs += Refs::new(data, offset).try_fold(0, |n, r| r.map(|_| n + 1))?,
+            (1, Value::Varint(_)) => refs += 1,
+            (1, _) => return Err(field.wrong_type(LABELS_REFS, WIRE_VARINT)),
+            (2, _) => {
+                len_payload(&field, "io.prometheus.write.v2.TimeSeries.samples")?;
+                shape.samples += 1;
+            }
+            (3, _) => check_nested(
+                &field,
+                "io.prometheus.write.v2.TimeSeries.histograms",
+                "io.prometheus.write.v2.Histogram",
+            )?,
+            (4, _) => check_nested(
+                &field,
+                "io.prometheus.write.v2.TimeSeries.exemplars",
+                "io.prometheus.write.v2.Exemplar",
+            )?,
+            (5, _) => {
+                check_nested(
+                    &field,
+                    "io.prometheus.write.v2.TimeSeries.metadata",
+                    "io.prometheus.write.v2.Metadata",
+                )?;
+                shape.metadata += 1;
+            }
+            (6, Value::Varint(_)) => {}
+            (6, _) => return Err(field.wrong_type("io.prometheus.write.v2.TimeSeries.created_timestamp", WIRE_VARINT)),
+            _ => {}
+        }
+    }
+    if refs % 2 == 1 {
+        return Err(DecodeError::OddLabelRefs {
+            count: refs,
+            offset: base,
+        });
+    }
+    shape.labels += refs / 2;
+    Ok(())
+}
+
+fn check_nested(field: &Field<'_>, what: &'static str, message: &'static str) -> Result<(), DecodeError> {
+    let (data, offset) = len_payload(field, what)?;
+    check_message(data, offset, message)
+}
+
+/// The second pass: allocates the view at its measured size in `arena` and fills it. Every symbol must be
+/// UTF-8 and the first one empty (the spec requires it); every reference must name a symbol.
+pub fn decode_measured_v2<'a>(
+    arena: &'a Bump,
+    measured: MeasuredWriteRequestV2<'a>,
+) -> Result<WriteRequestV2Ref<'a>, DecodeError> {
+    let MeasuredWriteRequestV2 { body, shape } = measured;
+    let symbols: &'a mut [&'a str] = arena.alloc_slice_fill_copy(shape.symbols, "");
+    let mut slots = &mut *symbols;
+    let mut first_symbol = None;
+    for field in Fields::new(body, 0, REQUEST) {
+        let field = field?;
+        if field.number == 4 {
+            let (data, start) = len_payload(&field, "io.prometheus.write.v2.Request.symbols")?;
+            let symbol = std::str::from_utf8(data).map_err(|e| DecodeError::InvalidUtf8 {
+                field: "io.prometheus.write.v2.Request.symbols",
+                start,
+                offset: start + e.valid_up_to(),
+            })?;
+            first_symbol.get_or_insert((symbol, field.offset));
+            *next_slot(&mut slots, field.offset)? = symbol;
+        }
+    }
+    if let Some((first, offset)) = first_symbol
+        && !first.is_empty()
+    {
+        return Err(DecodeError::FirstSymbolNotEmpty {
+            offset,
+            len: first.len(),
+        });
+    }
+    let symbols: &'a [&'a str] = symbols;
+
+    let mut labels: &'a mut [LabelRef<'a>] =
+        arena.alloc_slice_fill_copy(shape.series.labels, LabelRef { name: "", value: "" });
+    let mut samples: &'a mut [Sample] = arena.alloc_slice_fill_copy(shape.series.samples, Sample { t: 0, v: 0.0 });
+    let mut timeseries = bumpalo::collections::Vec::with_capacity_in(shape.series.series, arena);
+    let mut out = WriteRequestV2Ref {
+        timeseries: &[],
+        metadata: 0,
+        created_timestamps: 0,
+        expanded_bytes: 0,
+    };
+    for field in Fields::new(body, 0, REQUEST) {
+        let field = field?;
+        if field.number != 5 {
+            continue;
+        }
+        let (raw, base) = len_payload(&field, "io.prometheus.write.v2.Request.timeseries")?;
+        let mut series = Series {
+            labels: std::mem::take(&mut labels),
+            samples: std::mem::take(&mut samples),
+            label_count: 0,
+            sample_count: 0,
+            exemplars: 0,
+            histograms: 0,
+        };
+        let mut expanded = V1_SERIES_OVERHEAD;
+        // A name reference waiting for its value: pairs may span packed runs and unpacked fields.
+        let mut name = None;
+        let mut push_ref = |series: &mut Series<'a>, r: (u64, usize)| -> Result<(), DecodeError> {
+            let symbol = resolve(symbols, r)?;
+            match name.take() {
+                None => name = Some(symbol),
+                Some(name) => {
+                    expanded = expanded.saturating_add(name.len() + symbol.len() + V1_LABEL_OVERHEAD);
+                    series.push_label(LabelRef { name, value: symbol }, r.1)?;
+                }
+            }
+            Ok(())
+        };
+        for field in Fields::new(raw, base, TIME_SERIES) {
+            let field = field?;
+            match (field.number, field.value) {
+                (1, Value::Len(data, offset)) => {
+                    for r in Refs::new(data, offset) {
+                        push_ref(&mut series, r?)?;
+                    }
+                }
+                (1, Value::Varint(index)) => push_ref(&mut series, (index, field.offset))?,
+                (2, _) => {
+                    let (data, offset) = len_payload(&field, "io.prometheus.write.v2.TimeSeries.samples")?;
+                    series.push_sample(decode_sample(data, offset)?, offset)?;
+                }
+                (3, _) => series.histograms = series.histograms.saturating_add(1),
+                (4, _) => series.exemplars = series.exemplars.saturating_add(1),
+                (5, _) => out.metadata += 1,
+                (6, Value::Varint(t)) => out.created_timestamps += usize::from(t != 0),
+                _ => {}
+            }
+        }
+        let samples_bytes = series.sample_count.saturating_mul(V1_SAMPLE_BYTES);
+        out.expanded_bytes = out
+            .expanded_bytes
+            .saturating_add(expanded)
+            .saturating_add(samples_bytes);
+        let (ts, labels_rest, samples_rest) = series.finish();
+        timeseries.push(ts);
+        labels = labels_rest;
+        samples = samples_rest;
+    }
+    out.timeseries = timeseries.into_bump_slice();
+    Ok(out)
+}
+
+/// One series being filled: the unfilled rest of the request's label and sample slices, and its counts.
+struct Series<'a> {
+    labels: &'a mut [LabelRef<'a>],
+    samples: &'a mut [Sample],
+    label_count: usize,
+    sample_count: usize,
+    exemplars: u32,
+    histograms: u32,
+}
+
+impl<'a> Series<'a> {
+    fn push_label(&mut self, label: LabelRef<'a>, at: usize) -> Result<(), DecodeError> {
+        let mut rest = &mut self.labels[self.label_count..];
+        *next_slot(&mut rest, at)? = label;
+        self.label_count += 1;
+        Ok(())
+    }
+
+    fn push_sample(&mut self, sample: Sample, at: usize) -> Result<(), DecodeError> {
+        let mut rest = &mut self.samples[self.sample_count..];
+        *next_slot(&mut rest, at)? = sample;
+        self.sample_count += 1;
+        Ok(())
+    }
+
+    /// The series' view and the rest of the slices for the next series.
+    fn finish(self) -> (TimeSeriesRef<'a>, &'a mut [LabelRef<'a>], &'a mut [Sample]) {
+        let (labels, labels_rest) = self.labels.split_at_mut(self.label_count);
+        let (samples, samples_rest) = self.samples.split_at_mut(self.sample_count);
+        let ts = TimeSeriesRef {
+            labels,
+            samples,
+            exemplars: self.exemplars,
+            histograms: self.histograms,
+            raw: &[],
+        };
+        (ts, labels_rest, samples_rest)
+    }
+}
+
+/// The symbol a reference names.
+fn resolve<'a>(symbols: &[&'a str], (index, offset): (u64, usize)) -> Result<&'a str, DecodeError> {
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| symbols.get(i).copied())
+        .ok_or(DecodeError::SymbolOutOfRange {
+            index,
+            symbols: symbols.len(),
+            offset,
+        })
+}
+
+fn decode_sample(buf: &[u8], base: usize) -> Result<Sample, DecodeError> {
+    let mut sample = Sample { t: 0, v: 0.0 };
+    for field in Fields::new(buf, base, SAMPLE) {
+        let field = field?;
+        match (field.number, field.value) {
+            (1, Value::Fixed64(bits)) => sample.v = f64::from_bits(bits),
+            (1, _) => return Err(field.wrong_type("io.prometheus.write.v2.Sample.value", WIRE_FIXED64)),
+            // int64 is a two's-complement varint: the cast is the protobuf conversion.
+            (2, Value::Varint(t)) => sample.t = t as i64,
+            (2, _) => return Err(field.wrong_type("io.prometheus.write.v2.Sample.timestamp", WIRE_VARINT)),
+            _ => {}
+        }
+    }
+    Ok(sample)
+}
+
+/// The varints of a packed `labels_refs` payload, each with its absolute offset.
+struct Refs<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> Refs<'a> {
+    fn new(buf: &'a [u8], base: usize) -> Self {
+        Self { buf, pos: 0, base }
+    }
+}
+
+impl Iterator for Refs<'_> {
+    type Item = Result<(u64, usize), DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let offset = self.base + self.pos;
+        let mut value = 0u64;
+        for i in 0..10 {
+            let Some(&byte) = self.buf.get(self.pos) else {
+                self.pos = self.buf.len();
+                return Some(Err(DecodeError::Truncated {
+                    message: TIME_SERIES,
+                    field: 1,
+                    what: "packed label reference",
+                    offset,
+                    needed: i + 1,
+                    available: i,
+                }));
+            };
+            self.pos += 1;
+            if i == 9 && byte > 1 {
+                break;
+            }
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Some(Ok((value, offset)));
+            }
+        }
+        self.pos = self.buf.len();
+        Some(Err(DecodeError::VarintOverflow {
+            message: TIME_SERIES,
+            what: "packed label reference",
+            offset,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

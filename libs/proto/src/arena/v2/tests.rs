@@ -1,0 +1,231 @@
+use super::*;
+use crate::prometheus;
+use crate::write_v2;
+use proptest::prelude::*;
+use prost::Message as _;
+
+/// A series as tests describe it: labels (name, value) and samples (timestamp, value).
+type Spec = (Vec<(String, String)>, Vec<(i64, f64)>);
+
+/// A 2.0 request of `series` (labels, samples), symbols interned in first-use order after "".
+fn v2_request(series: &[Spec]) -> write_v2::Request {
+    let mut symbols = vec![String::new()];
+    let mut intern = |s: &str| match symbols.iter().position(|x| x == s) {
+        Some(i) => i as u32,
+        None => {
+            symbols.push(s.to_owned());
+            (symbols.len() - 1) as u32
+        }
+    };
+    let timeseries = series
+        .iter()
+        .map(|(labels, samples)| write_v2::TimeSeries {
+            labels_refs: labels.iter().flat_map(|(n, v)| [intern(n), intern(v)]).collect(),
+            samples: samples
+                .iter()
+                .map(|&(timestamp, value)| write_v2::Sample { value, timestamp })
+                .collect(),
+            ..write_v2::TimeSeries::default()
+        })
+        .collect();
+    write_v2::Request { symbols, timeseries }
+}
+
+fn v1_request(series: &[Spec]) -> prometheus::WriteRequest {
+    prometheus::WriteRequest {
+        timeseries: series
+            .iter()
+            .map(|(labels, samples)| prometheus::TimeSeries {
+                labels: labels
+                    .iter()
+                    .map(|(name, value)| prometheus::Label {
+                        name: name.clone(),
+                        value: value.clone(),
+                    })
+                    .collect(),
+                samples: samples
+                    .iter()
+                    .map(|&(timestamp, value)| prometheus::Sample { value, timestamp })
+                    .collect(),
+                ..prometheus::TimeSeries::default()
+            })
+            .collect(),
+        ..prometheus::WriteRequest::default()
+    }
+}
+
+fn series_strategy() -> impl Strategy<Value = Vec<Spec>> {
+    let label = ("[a-z_]{0,6}", "\\PC{0,8}");
+    let sample = (any::<i64>(), any::<f64>());
+    prop::collection::vec(
+        (prop::collection::vec(label, 0..6), prop::collection::vec(sample, 0..4)),
+        0..8,
+    )
+}
+
+proptest! {
+    /// A 2.0 request built with prost decodes to the same labels and samples (bit for bit) as the
+    /// equivalent 1.0 request does with the 1.0 decoder.
+    #[test]
+    fn v2_decodes_like_the_equivalent_v1_request(series in series_strategy()) {
+        let v2 = v2_request(&series).encode_to_vec();
+        let v1 = v1_request(&series).encode_to_vec();
+        let (a2, a1) = (Bump::new(), Bump::new());
+        let got = decode_write_request_v2(&a2, &v2).unwrap();
+        let want = crate::arena::decode_write_request(&a1, &v1).unwrap();
+        prop_assert_eq!(got.timeseries.len(), want.timeseries.len());
+        let mut v1_bytes = 0;
+        for (g, w) in got.timeseries.iter().zip(want.timeseries) {
+            prop_assert_eq!(g.labels, w.labels);
+            prop_assert_eq!(g.samples.len(), w.samples.len());
+            for (gs, ws) in g.samples.iter().zip(w.samples) {
+                prop_assert!(gs.bit_eq(ws), "{:?} != {:?}", gs, ws);
+            }
+            prop_assert!(g.raw.is_empty());
+            v1_bytes += w.raw.len() + 6;
+        }
+        prop_assert!(got.expanded_bytes >= v1_bytes, "bound {} below {}", got.expanded_bytes, v1_bytes);
+    }
+}
+
+#[test]
+fn histograms_exemplars_metadata_and_created_timestamps_are_counted() {
+    let mut req = v2_request(&[(vec![("__name__".into(), "h".into())], vec![])]);
+    let ts = &mut req.timeseries[0];
+    ts.histograms = vec![write_v2::Histogram::default(); 2];
+    ts.exemplars = vec![write_v2::Exemplar {
+        labels_refs: vec![1, 2],
+        value: 1.0,
+        timestamp: 5,
+    }];
+    ts.metadata = Some(write_v2::Metadata {
+        r#type: write_v2::metadata::MetricType::Histogram as i32,
+        help_ref: 0,
+        unit_ref: 0,
+    });
+    ts.created_timestamp = 1000;
+    let body = req.encode_to_vec();
+    let arena = Bump::new();
+    let got = decode_write_request_v2(&arena, &body).unwrap();
+    let ts = &got.timeseries[0];
+    assert_eq!((ts.histograms, ts.exemplars), (2, 1));
+    assert_eq!((got.metadata, got.created_timestamps), (1, 1));
+    assert_eq!(
+        ts.labels,
+        &[LabelRef {
+            name: "__name__",
+            value: "h"
+        }]
+    );
+}
+
+#[test]
+fn unpacked_label_references_pair_across_fields() {
+    // symbols ["", "a", "b"]; series { labels_refs: 1 (unpacked), labels_refs: [2] (packed) }.
+    let body = [
+        0x22, 0, 0x22, 1, b'a', 0x22, 1, b'b', //
+        0x2a, 5, 0x08, 1, 0x0a, 1, 2,
+    ];
+    let arena = Bump::new();
+    let got = decode_write_request_v2(&arena, &body).unwrap();
+    assert_eq!(got.timeseries[0].labels, &[LabelRef { name: "a", value: "b" }]);
+}
+
+#[test]
+fn hostile_requests_get_precise_errors() {
+    let arena = Bump::new();
+    let cases: &[(&str, &[u8], DecodeError)] = &[
+        (
+            "reference past the symbol table",
+            // symbols [""]; series { labels_refs: [0, 7] }
+            &[0x22, 0, 0x2a, 4, 0x0a, 2, 0, 7],
+            DecodeError::SymbolOutOfRange {
+                index: 7,
+                symbols: 1,
+                offset: 7,
+            },
+        ),
+        (
+            "odd number of references",
+            &[0x22, 0, 0x2a, 5, 0x0a, 3, 0, 0, 0],
+            DecodeError::OddLabelRefs { count: 3, offset: 4 },
+        ),
+        (
+            "first symbol not empty",
+            &[0x22, 1, b'x', 0x2a, 0],
+            DecodeError::FirstSymbolNotEmpty { offset: 0, len: 1 },
+        ),
+        (
+            "truncated packed reference",
+            &[0x22, 0, 0x2a, 3, 0x0a, 1, 0x80],
+            DecodeError::Truncated {
+                message: TIME_SERIES,
+                field: 1,
+                what: "packed label reference",
+                offset: 6,
+                needed: 2,
+                available: 1,
+            },
+        ),
+        (
+            "truncated series",
+            &[0x22, 0, 0x2a, 9, 0x0a],
+            DecodeError::LengthOverflow {
+                message: REQUEST,
+                field: 5,
+                offset: 3,
+                len: 9,
+                available: 1,
+            },
+        ),
+        (
+            "symbol not utf-8",
+            &[0x22, 0, 0x22, 1, 0xff],
+            DecodeError::InvalidUtf8 {
+                field: "io.prometheus.write.v2.Request.symbols",
+                start: 4,
+                offset: 4,
+            },
+        ),
+        (
+            "a remote write 1.0 body",
+            // WriteRequest{timeseries{labels{name:"a"}}}
+            &[0x0a, 5, 0x0a, 3, 0x0a, 1, b'a'],
+            DecodeError::ReservedV2Field { field: 1, offset: 0 },
+        ),
+        (
+            "sample value as varint",
+            &[0x2a, 4, 0x12, 2, 0x08, 1],
+            DecodeError::WrongWireType {
+                what: "io.prometheus.write.v2.Sample.value",
+                offset: 4,
+                found: 0,
+                expected: 1,
+            },
+        ),
+    ];
+    for (name, body, want) in cases {
+        assert_eq!(decode_write_request_v2(&arena, body).unwrap_err(), *want, "case {name}");
+    }
+}
+
+#[test]
+fn a_request_of_empty_series_is_refused_before_allocating() {
+    // 100,000 empty series: 2 bytes each on the wire, 56 decoded.
+    let body: Vec<u8> = std::iter::repeat_n([0x2a, 0], 100_000).flatten().collect();
+    let err = measure_write_request_v2(&body).unwrap_err();
+    assert!(matches!(err, DecodeError::Degenerate { series: 100_000, .. }), "{err}");
+}
+
+#[test]
+fn one_long_symbol_referenced_often_is_reported_in_the_expanded_size() {
+    let long = "x".repeat(10_000);
+    let series: Vec<_> = (0..100)
+        .map(|_| (vec![("__name__".to_owned(), long.clone())], vec![(1, 1.0)]))
+        .collect();
+    let body = v2_request(&series).encode_to_vec();
+    let arena = Bump::new();
+    let got = decode_write_request_v2(&arena, &body).unwrap();
+    assert!(body.len() < 12_000, "{}", body.len());
+    assert!(got.expanded_bytes > 100 * 10_000, "{}", got.expanded_bytes);
+}
