@@ -4,6 +4,7 @@
 #
 #   cargo build --release -p heddle -p heddle-loadtest
 #   SERIES=100000 ROUNDS=10 loadtest/bench/single-process.sh
+#   PROTOCOL=rw2 SERIES=100000 ROUNDS=10 loadtest/bench/single-process.sh    # remote write 2.0 instead of 1.0
 #
 # BIN (default target/release, or $CARGO_TARGET_DIR/release) must hold both binaries.
 set -euo pipefail
@@ -11,6 +12,7 @@ SERIES=${SERIES:-100000}
 ROUNDS=${ROUNDS:-10}
 BATCH=${BATCH:-2000}
 CONCURRENCY=${CONCURRENCY:-4}
+PROTOCOL=${PROTOCOL:-rw1}
 BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 # The per-tenant ingestion rate limit (Mimir's default 10k samples/s) would measure the limiter, not heddle.
 LIMITS=${LIMITS:---distributor.ingestion-rate-limit=100000000 --distributor.ingestion-burst-size=100000000}
@@ -29,19 +31,20 @@ sleep 1
 idle_rss=$(rss_kib "$pid")
 cpu0=$(cpu_s "$pid")
 "$BIN/heddle-loadtest" push --url "http://127.0.0.1:$hp/api/v1/push" --series "$SERIES" --rounds "$ROUNDS" \
-    --batch-size "$BATCH" --concurrency "$CONCURRENCY" --progress-s 0 >"$dir/push.json"
+    --batch-size "$BATCH" --concurrency "$CONCURRENCY" --protocol "$PROTOCOL" --progress-s 0 >"$dir/push.json"
 cpu1=$(cpu_s "$pid")
 loaded_rss=$(rss_kib "$pid")
 start_ms=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start_ms"])' "$dir/push.json")
 "$BIN/heddle-loadtest" verify --read-url "http://127.0.0.1:$hp/prometheus" --series "$SERIES" --rounds "$ROUNDS" \
     --start-ms "$start_ms" >"$dir/verify.json"
 wal_bytes=$(du -sb "$dir/tsdb" | cut -f1)
-python3 - "$dir/push.json" "$dir/verify.json" "$idle_rss" "$loaded_rss" "$cpu0" "$cpu1" "$SERIES" "$wal_bytes" <<'PY'
+python3 - "$dir/push.json" "$dir/verify.json" "$idle_rss" "$loaded_rss" "$cpu0" "$cpu1" "$SERIES" "$wal_bytes" "$PROTOCOL" <<'PY'
 import json, sys
 push, verify = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 idle, loaded, cpu0, cpu1, series, wal = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
 samples = push["samples_acknowledged"]
 print(json.dumps({
+    "protocol": sys.argv[9],
     "series": series,
     "samples_acknowledged": samples,
     "samples_per_second": round(push["samples_per_second"]),
