@@ -63,20 +63,8 @@ async fn push(
     body: Body,
     start: tokio::time::Instant,
 ) -> (Response, u64) {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<usize>().ok());
-    let cfg = d.config();
     let mut reservation = d.inflight().reserve();
-    let read = read_body(
-        body,
-        declared,
-        cfg.max_recv_msg_size,
-        cfg.body_read_timeout,
-        &mut reservation,
-    );
-    let body = match read.await {
+    let body = match read_push_body(d, &headers, body, &mut reservation).await {
         Ok(body) => body,
         Err(e) => return (early_refusal(d, e, start), 0),
     };
@@ -164,6 +152,29 @@ fn remote_write_version(content_type: &str) -> Option<RemoteWriteVersion> {
         }
     }
     Some(version)
+}
+
+/// The body of a push (remote write or OTLP), read within the distributor's size and time limits, its
+/// bytes held in `reservation`.
+pub(crate) async fn read_push_body(
+    d: &Distributor,
+    headers: &HeaderMap,
+    body: Body,
+    reservation: &mut heddle_server::Reservation,
+) -> Result<Vec<u8>, PushError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse::<usize>().ok());
+    let cfg = d.config();
+    read_body(
+        body,
+        declared,
+        cfg.max_recv_msg_size,
+        cfg.body_read_timeout,
+        reservation,
+    )
+    .await
 }
 
 /// Reads the whole body, failing with 413 as soon as more than `limit` bytes have arrived, and with 503 when it

@@ -16,7 +16,7 @@ mod translate;
 
 use crate::distributor::{Distributor, Framing, RemoteWriteVersion};
 use crate::error::PushError;
-use crate::http::{early_refusal, read_body};
+use crate::http::{early_refusal, read_push_body};
 use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -53,20 +53,9 @@ pub(crate) async fn otlp_handler(
         Ok(c) => c,
         Err(e) => return early_refusal(&d, e, start),
     };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<usize>().ok());
     let cfg = d.config();
     let mut reservation = d.inflight().reserve();
-    let read = read_body(
-        body,
-        declared,
-        cfg.max_recv_msg_size,
-        cfg.body_read_timeout,
-        &mut reservation,
-    );
-    let body = match read.await {
+    let body = match read_push_body(&d, &headers, body, &mut reservation).await {
         Ok(body) => body,
         Err(e) => return early_refusal(&d, e, start),
     };
