@@ -177,39 +177,14 @@ pub(crate) fn unlimited_reservation() -> heddle_server::Reservation {
 /// symbol table in first-use order); a series listed in `histograms` also carries that many (empty) native
 /// histograms.
 pub(crate) fn v2_body(timeseries: &[TimeSeries], histograms: &[(usize, usize)]) -> Vec<u8> {
-    use heddle_proto::write_v2;
-    let mut symbols = vec![String::new()];
-    let mut intern = |s: &str| match symbols.iter().position(|x| x == s) {
-        Some(i) => i as u32,
-        None => {
-            symbols.push(s.to_owned());
-            (symbols.len() - 1) as u32
-        }
-    };
-    let timeseries = timeseries
-        .iter()
-        .enumerate()
-        .map(|(i, ts)| write_v2::TimeSeries {
-            labels_refs: ts
-                .labels
-                .iter()
-                .flat_map(|l| [intern(&l.name), intern(&l.value)])
-                .collect(),
-            samples: ts
-                .samples
-                .iter()
-                .map(|s| write_v2::Sample {
-                    value: s.value,
-                    timestamp: s.timestamp,
-                })
-                .collect(),
-            histograms: histograms
-                .iter()
-                .filter(|&&(series, _)| series == i)
-                .flat_map(|&(_, n)| vec![write_v2::Histogram::default(); n])
-                .collect(),
-            ..write_v2::TimeSeries::default()
-        })
-        .collect();
-    snappy(&write_v2::Request { symbols, timeseries }.encode_to_vec())
+    let mut request = heddle_testkit::codec::write_request_v2(&WriteRequest {
+        timeseries: timeseries.to_vec(),
+        ..WriteRequest::default()
+    });
+    for &(series, n) in histograms {
+        request.timeseries[series]
+            .histograms
+            .extend(vec![heddle_proto::write_v2::Histogram::default(); n]);
+    }
+    snappy(&request.encode_to_vec())
 }

@@ -388,15 +388,31 @@ fn utf8<'a>(field: &Field<'a>, what: &'static str) -> Result<&'a str, DecodeErro
 }
 
 fn decode_sample(buf: &[u8], base: usize) -> Result<Sample, DecodeError> {
+    decode_sample_of(
+        buf,
+        base,
+        SAMPLE,
+        ["prometheus.Sample.value", "prometheus.Sample.timestamp"],
+    )
+}
+
+/// A float sample (`value` = 1, double; `timestamp` = 2, int64: the same fields in remote write 1.0 and 2.0) of
+/// the message `kind`, whose two fields are named `names` in messages.
+pub(super) fn decode_sample_of(
+    buf: &[u8],
+    base: usize,
+    kind: &'static str,
+    names: [&'static str; 2],
+) -> Result<Sample, DecodeError> {
     let mut sample = Sample { t: 0, v: 0.0 };
-    for field in Fields::new(buf, base, SAMPLE) {
+    for field in Fields::new(buf, base, kind) {
         let field = field?;
         match (field.number, field.value) {
             (1, Value::Fixed64(bits)) => sample.v = f64::from_bits(bits),
-            (1, _) => return Err(field.wrong_type("prometheus.Sample.value", WIRE_FIXED64)),
+            (1, _) => return Err(field.wrong_type(names[0], WIRE_FIXED64)),
             // int64 is a two's-complement varint: the cast is the protobuf conversion.
             (2, Value::Varint(t)) => sample.t = t as i64,
-            (2, _) => return Err(field.wrong_type("prometheus.Sample.timestamp", WIRE_VARINT)),
+            (2, _) => return Err(field.wrong_type(names[1], WIRE_VARINT)),
             _ => {}
         }
     }

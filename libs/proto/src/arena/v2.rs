@@ -18,8 +18,10 @@
 //! - Histograms, exemplars and metadata are framing-checked and counted, not decoded; `created_timestamp` is
 //!   checked for its wire type and skipped.
 
-use super::decode::{DECODED_BYTES_ALLOWANCE, TimeSeriesRef, WriteRequestShape, len_payload, next_slot};
-use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_VARINT, check_message};
+use super::decode::{
+    DECODED_BYTES_ALLOWANCE, TimeSeriesRef, WriteRequestShape, decode_sample_of, len_payload, next_slot,
+};
+use super::wire::{Field, Fields, Value, WIRE_VARINT, check_message};
 use crate::error::DecodeError;
 use bumpalo::Bump;
 use heddle_model::{LabelRef, Sample};
@@ -354,19 +356,15 @@ fn resolve<'a>(symbols: &[&'a str], (index, offset): (u64, usize)) -> Result<&'a
 }
 
 fn decode_sample(buf: &[u8], base: usize) -> Result<Sample, DecodeError> {
-    let mut sample = Sample { t: 0, v: 0.0 };
-    for field in Fields::new(buf, base, SAMPLE) {
-        let field = field?;
-        match (field.number, field.value) {
-            (1, Value::Fixed64(bits)) => sample.v = f64::from_bits(bits),
-            (1, _) => return Err(field.wrong_type("io.prometheus.write.v2.Sample.value", WIRE_FIXED64)),
-            // int64 is a two's-complement varint: the cast is the protobuf conversion.
-            (2, Value::Varint(t)) => sample.t = t as i64,
-            (2, _) => return Err(field.wrong_type("io.prometheus.write.v2.Sample.timestamp", WIRE_VARINT)),
-            _ => {}
-        }
-    }
-    Ok(sample)
+    decode_sample_of(
+        buf,
+        base,
+        SAMPLE,
+        [
+            "io.prometheus.write.v2.Sample.value",
+            "io.prometheus.write.v2.Sample.timestamp",
+        ],
+    )
 }
 
 /// The varints of a packed `labels_refs` payload, each with its absolute offset.

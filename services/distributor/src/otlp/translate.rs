@@ -519,12 +519,7 @@ fn histogram_point(
     let ts = millis(p.time_unix_nano);
     let labels = point_labels(name, &p.attributes, base);
     let series = |suffix: &str, extra: Option<(&str, String)>, v: f64| {
-        let mut l = labels.clone();
-        l.insert("__name__".to_owned(), format!("{name}{suffix}"));
-        if let Some((k, val)) = extra {
-            l.insert(k.to_owned(), val);
-        }
-        one_sample(l, ts, value_or_stale(p.flags, v))
+        component(name, &labels, suffix, extra, ts, value_or_stale(p.flags, v))
     };
     let mut cumulative = 0u64;
     for (bound, count) in p.explicit_bounds.iter().zip(&p.bucket_counts) {
@@ -546,12 +541,7 @@ fn summary_point(name: &str, p: &SummaryDataPoint, base: &BTreeMap<String, Strin
     let ts = millis(p.time_unix_nano);
     let labels = point_labels(name, &p.attributes, base);
     let series = |suffix: &str, extra: Option<(&str, String)>, v: f64| {
-        let mut l = labels.clone();
-        l.insert("__name__".to_owned(), format!("{name}{suffix}"));
-        if let Some((k, val)) = extra {
-            l.insert(k.to_owned(), val);
-        }
-        one_sample(l, ts, value_or_stale(p.flags, v))
+        component(name, &labels, suffix, extra, ts, value_or_stale(p.flags, v))
     };
     for q in &p.quantile_values {
         out.request
@@ -563,6 +553,24 @@ fn summary_point(name: &str, p: &SummaryDataPoint, base: &BTreeMap<String, Strin
 }
 
 /// A series of one sample; `labels` is sorted by name (a `BTreeMap`), as the write path requires.
+/// One series of a histogram or summary point: `name` with `suffix` (`_bucket`, `_sum`...), the point's
+/// `labels` plus `extra` (`le`, `quantile`).
+fn component(
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    suffix: &str,
+    extra: Option<(&str, String)>,
+    ts: i64,
+    v: f64,
+) -> TimeSeries {
+    let mut l = labels.clone();
+    l.insert("__name__".to_owned(), format!("{name}{suffix}"));
+    if let Some((k, val)) = extra {
+        l.insert(k.to_owned(), val);
+    }
+    one_sample(l, ts, v)
+}
+
 fn one_sample(labels: BTreeMap<String, String>, timestamp: i64, value: f64) -> TimeSeries {
     TimeSeries {
         labels: labels.into_iter().map(|(name, value)| Label { name, value }).collect(),
