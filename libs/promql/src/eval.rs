@@ -33,7 +33,9 @@ impl Grid {
     }
 
     pub fn range(start: i64, end: i64, step: i64) -> Self {
-        let len = usize::try_from((end - start) / step).unwrap_or(0) + 1;
+        // `end - start` can pass i64 at the edges of time: the distance is taken unsigned.
+        let steps = end.abs_diff(start) / step.unsigned_abs().max(1);
+        let len = usize::try_from(steps).unwrap_or(usize::MAX).saturating_add(1);
         Self { start, step, len }
     }
 

@@ -552,12 +552,29 @@ impl Planner<'_> {
                 Matcher::new(kind, m.name.clone(), m.value.clone()).map_err(|e| PromqlError::BadData(e.to_string()))?,
             );
         }
-        self.index.insert(node_key(vs), self.selections.len());
-        self.selections.push(Selection {
-            matchers,
-            start: first.saturating_sub(offset).saturating_sub(reach),
-            end: last.saturating_sub(offset),
-        });
+        let (start, end) = (
+            first.saturating_sub(offset).saturating_sub(reach),
+            last.saturating_sub(offset),
+        );
+        // The same series over the same span (`x / x`, `rate(x[5m]) / rate(x[5m] offset 0s)`) are fetched once.
+        let same = |m: &[Matcher]| {
+            m.len() == matchers.len()
+                && m.iter()
+                    .zip(&matchers)
+                    .all(|(a, b)| a.kind() == b.kind() && a.name() == b.name() && a.value() == b.value())
+        };
+        let at = match self
+            .selections
+            .iter()
+            .position(|s| s.start == start && s.end == end && same(&s.matchers))
+        {
+            Some(i) => i,
+            None => {
+                self.selections.push(Selection { matchers, start, end });
+                self.selections.len() - 1
+            }
+        };
+        self.index.insert(node_key(vs), at);
         Ok(())
     }
 }

@@ -380,6 +380,12 @@ fn a_range_query_selects_each_selector_once_over_the_span_its_steps_read() {
             (85 * MIN, 200 * MIN),
         ]
     );
+    let q = Query::new("a / a + rate(a[1m]) / rate(a[1m])", QueryTime::Instant(MIN), &opts).unwrap();
+    assert_eq!(
+        q.selections().len(),
+        2,
+        "the same series over the same span are fetched once"
+    );
 }
 
 /// Expressions whose range evaluation must agree with instant evaluation at every step.

@@ -10,9 +10,11 @@
 use crate::error::QuerierError;
 use crate::querier::{Querier, SeriesSamples};
 use crate::select::timeout_error;
-use futures::future::{Either, try_join_all};
+use futures::future::Either;
+use futures::{StreamExt, TryStreamExt};
 use heddle_model::TenantId;
 use heddle_promql::{PromqlError, Query, QueryOptions, QueryTime, Series, Stats, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A query's answer with what it cost.
@@ -81,11 +83,18 @@ impl Querier {
             }
             // Mimir moves `start` to the limit; Heddle moves it to the first step at or after the limit, so
             // the steps answered are the ones asked for.
-            QueryTime::Range { start, end, step } if start < min_t => QueryTime::Range {
-                start: start + (min_t - start + step - 1) / step * step,
-                end,
-                step,
-            },
+            QueryTime::Range { start, end, step } if start < min_t => {
+                let start = start + (min_t - start + step - 1) / step * step;
+                if start > end {
+                    // No step of the range is after the limit.
+                    return Ok(Answer {
+                        value: Value::Matrix(Vec::new()),
+                        stats: Stats::default(),
+                        timings: Timings::default(),
+                    });
+                }
+                QueryTime::Range { start, end, step }
+            }
             other => other,
         };
 
@@ -103,21 +112,32 @@ impl Querier {
         })?;
 
         let queued = tokio::time::Instant::now();
-        let _slot = match tokio::time::timeout_at(deadline, self.query_slots.acquire()).await {
+        // Owned, and moved into the evaluation: a client that leaves does not free its slot while its query
+        // still evaluates.
+        let slot = match tokio::time::timeout_at(deadline, Arc::clone(&self.query_slots).acquire_owned()).await {
             Ok(slot) => slot.map_err(|_| QuerierError::Internal("the query slots are closed".into()))?,
             Err(_) => return Err(timed_out()),
         };
         let fetching = tokio::time::Instant::now();
         let limiter = self.limiter(tenant);
-        let fetches = query.selections().iter().map(|sel| {
-            let start = sel.start.max(min_t);
-            if start > sel.end {
-                Either::Left(futures::future::ready(Ok(Vec::new())))
-            } else {
-                Either::Right(self.select_limited(&limiter, start, sel.end, &sel.matchers))
-            }
-        });
-        let fetched = match tokio::time::timeout_at(deadline, try_join_all(fetches)).await {
+        // Collected first: the futures are created now and polled by the stream a few at a time.
+        let fetches: Vec<_> = query
+            .selections()
+            .iter()
+            .map(|sel| {
+                let start = sel.start.max(min_t);
+                if start > sel.end {
+                    Either::Left(futures::future::ready(Ok(Vec::new())))
+                } else {
+                    Either::Right(self.select_limited(&limiter, start, sel.end, &sel.matchers))
+                }
+            })
+            .collect();
+        // A few at a time: a query of thousands of selectors must not open thousands of streams at once.
+        let fetching_all = futures::stream::iter(fetches)
+            .buffered(MAX_CONCURRENT_SELECTIONS)
+            .try_collect::<Vec<_>>();
+        let fetched = match tokio::time::timeout_at(deadline, fetching_all).await {
             Ok(fetched) => fetched?,
             Err(_) => return Err(timed_out()),
         };
@@ -127,9 +147,12 @@ impl Querier {
             .map(|selection| selection.into_iter().map(series).collect())
             .collect();
         // Evaluation is CPU work as long as the query is big: off the runtime, bounded by the engine's deadline.
-        let result = tokio::task::spawn_blocking(move || query.evaluate(fetched, &opts))
-            .await
-            .map_err(|e| QuerierError::Internal(format!("query evaluation failed: {e}")))?;
+        let result = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            query.evaluate(fetched, &opts)
+        })
+        .await
+        .map_err(|e| QuerierError::Internal(format!("query evaluation failed: {e}")))?;
         let (value, stats) = result.map_err(|e| match e {
             PromqlError::TooManySamples { limit } => {
                 self.metrics.refused_query(heddle_model::error_id::MAX_QUERY_SAMPLES);
@@ -155,18 +178,12 @@ impl Querier {
     }
 }
 
+/// Selections of one query fetched at once; the rest wait for one of them to finish.
+const MAX_CONCURRENT_SELECTIONS: usize = 16;
+
 fn series(s: SeriesSamples) -> Series {
     Series {
         labels: s.labels,
         samples: s.samples,
-    }
-}
-
-/// Milliseconds since the epoch by the wall clock.
-pub(crate) fn now_ms() -> i64 {
-    let now = std::time::SystemTime::now();
-    match now.duration_since(std::time::UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
-        Err(_) => 0,
     }
 }

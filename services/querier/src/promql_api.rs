@@ -5,7 +5,6 @@
 //! query itself runs in [`crate::engine`], and its answer is written by [`crate::promql_json`].
 
 use crate::api::json_response;
-use crate::engine::now_ms;
 use crate::error::QuerierError;
 use crate::params::{Form, MAX_TIME_MS, MIN_TIME_MS, parse_time};
 use crate::promql_json::query_body;
@@ -13,6 +12,7 @@ use crate::querier::Querier;
 use axum::http::StatusCode;
 use axum::response::Response;
 use heddle_model::TenantId;
+use heddle_model::{Clock, SystemClock};
 use heddle_promql::{PromqlError, QueryTime};
 use serde_json::json;
 use std::time::Duration;
@@ -28,7 +28,7 @@ pub(crate) async fn query(
     form: &Form,
     started: tokio::time::Instant,
 ) -> Result<Response, QuerierError> {
-    let now = now_ms();
+    let now = SystemClock.now_ms();
     let time = match form.get("time") {
         None | Some("") => now,
         Some(v) => parse_time(v).ok_or_else(|| {
@@ -67,7 +67,8 @@ pub(crate) async fn query_range(
             "zero or negative query resolution step widths are not accepted. Try a positive integer",
         ));
     }
-    if (end - start) / step > MAX_POINTS_PER_SERIES {
+    // Unsigned: `end - start` passes i64 between the extreme times `parse_time` accepts.
+    if end.abs_diff(start) / step.unsigned_abs() > MAX_POINTS_PER_SERIES.unsigned_abs() {
         return Err(bad_data(
             "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution \
              (?step=XX)",
@@ -82,7 +83,7 @@ pub(crate) async fn query_range(
             QueryTime::Range { start, end, step },
             timeout,
             started,
-            now_ms(),
+            SystemClock.now_ms(),
         )
         .await?;
     Ok(json_body(query_body(&answer, wants_stats(form))))

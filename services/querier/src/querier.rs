@@ -44,7 +44,7 @@ pub struct Querier {
     /// Per-tenant limits (the fetch limits of a query, its length and lookback).
     pub(crate) overrides: Arc<Overrides>,
     /// One permit per PromQL query evaluated at once (`querier.max_concurrent`).
-    pub(crate) query_slots: Semaphore,
+    pub(crate) query_slots: Arc<Semaphore>,
     /// What `status/buildinfo` reports.
     pub(crate) build: BuildInfo,
     pub(crate) metrics: Metrics,
@@ -80,7 +80,7 @@ impl Querier {
             replicas,
             store: None,
             overrides: Arc::new(Overrides::new(Limits::default())),
-            query_slots: Semaphore::new(cfg.max_concurrent),
+            query_slots: Arc::new(Semaphore::new(cfg.max_concurrent)),
             build: BuildInfo::default(),
             metrics: Metrics::new(registry),
             cfg,
