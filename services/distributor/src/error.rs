@@ -50,6 +50,12 @@ pub enum PushError {
          batches or raise `distributor.max_decompressed_size` (--distributor.max-decompressed-size)"
     )]
     GzipTooLarge { limit: usize },
+    #[error(
+        "err-heddle-decompressed-too-large: the OTLP request's series, with every resource and point label written \
+         out, take more than {limit} bytes; send smaller batches or raise `distributor.max_decompressed_size` \
+         (--distributor.max-decompressed-size)"
+    )]
+    OtlpTooLarge { limit: usize },
     #[error("err-heddle-invalid-otlp: request body is not a valid OTLP ExportMetricsServiceRequest: {detail}")]
     InvalidOtlp { detail: String },
     #[error(
@@ -149,7 +155,7 @@ impl PushError {
             PushError::OtlpUnsupportedContentEncoding { .. } => error_id::UNSUPPORTED_CONTENT_ENCODING,
             PushError::OtlpUnsupportedContentType { .. } => error_id::UNSUPPORTED_CONTENT_TYPE,
             PushError::CorruptGzip { .. } => error_id::CORRUPT_GZIP,
-            PushError::GzipTooLarge { .. } => error_id::DECOMPRESSED_TOO_LARGE,
+            PushError::GzipTooLarge { .. } | PushError::OtlpTooLarge { .. } => error_id::DECOMPRESSED_TOO_LARGE,
             PushError::InvalidOtlp { .. } => error_id::INVALID_OTLP,
             PushError::InvalidProtobuf { .. } => error_id::INVALID_PROTOBUF,
             PushError::DegenerateRequest { .. } => error_id::DEGENERATE_WRITE_REQUEST,
@@ -180,6 +186,7 @@ impl PushError {
             | PushError::CorruptSnappy { .. }
             | PushError::CorruptGzip { .. }
             | PushError::GzipTooLarge { .. }
+            | PushError::OtlpTooLarge { .. }
             | PushError::InvalidOtlp { .. }
             | PushError::InvalidProtobuf { .. }
             | PushError::DegenerateRequest { .. }

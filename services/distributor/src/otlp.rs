@@ -82,15 +82,21 @@ async fn export(
     reservation: Reservation,
     start: tokio::time::Instant,
 ) -> Result<Response, PushError> {
-    let translated = translate::translate(&request, &d.config().otel_promote_resource_attributes);
+    let limit = d.config().max_decompressed_size;
+    let translated = translate::translate(&request, &d.config().otel_promote_resource_attributes, limit);
     drop(request);
+    if translated.too_large() {
+        return Err(PushError::OtlpTooLarge { limit });
+    }
     let mut rejected = translated.refused_points;
     let mut messages = translated.messages;
     if translated.request.timeseries.is_empty() {
         // Nothing to push (an empty request, or every point refused): counted here; `push_framed` counts the rest.
         d.record_answered_early(StatusCode::OK, start);
     } else {
+        // The translation goes once it is encoded: only one copy of the series is held during the push.
         let encoded = translated.request.encode_to_vec();
+        drop(translated.request);
         let outcome = d
             .push_framed(tenant, RemoteWriteVersion::V1, &encoded, Framing::Plain, reservation)
             .await?;

@@ -46,9 +46,32 @@ pub(crate) struct Translated {
     pub(crate) refused_points: i64,
     /// Why, one message per kind of refusal and metric, at most [`MAX_REFUSAL_MESSAGES`].
     pub(crate) messages: Vec<String>,
+    /// Bytes of label text and samples the series hold so far, and the most they may: the labels of a
+    /// resource are copied onto every series of each of its points, so a small request can expand a
+    /// thousandfold. Translation stops at the first series past the limit.
+    bytes: usize,
+    limit: usize,
 }
 
 impl Translated {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the series passed the limit: the request is refused whole.
+    pub(crate) fn too_large(&self) -> bool {
+        self.bytes > self.limit
+    }
+
+    fn push(&mut self, series: TimeSeries) {
+        let labels: usize = series.labels.iter().map(|l| l.name.len() + l.value.len() + 4).sum();
+        self.bytes = self.bytes.saturating_add(labels + 24);
+        self.request.timeseries.push(series);
+    }
+
     fn refuse(&mut self, points: usize, message: String) {
         self.refused_points += i64::try_from(points).unwrap_or(i64::MAX);
         if self.messages.len() < MAX_REFUSAL_MESSAGES && !self.messages.contains(&message) {
@@ -57,15 +80,19 @@ impl Translated {
     }
 }
 
-/// Translates `req`; `promote` lists the resource attributes also copied onto every series as labels.
-pub(crate) fn translate(req: &ExportMetricsServiceRequest, promote: &[String]) -> Translated {
-    let mut out = Translated::default();
+/// Translates `req`; `promote` lists the resource attributes also copied onto every series as labels. Stops
+/// once the series take more than `limit` bytes ([`Translated::too_large`]).
+pub(crate) fn translate(req: &ExportMetricsServiceRequest, promote: &[String], limit: usize) -> Translated {
+    let mut out = Translated::new(limit);
     for rm in &req.resource_metrics {
         let resource: &[KeyValue] = rm.resource.as_ref().map_or(&[], |r| &r.attributes);
         let base = resource_labels(resource, promote);
         let first = out.request.timeseries.len();
         for sm in &rm.scope_metrics {
             for metric in &sm.metrics {
+                if out.too_large() {
+                    return out;
+                }
                 translate_metric(metric, &base, &mut out);
             }
         }
@@ -76,7 +103,7 @@ pub(crate) fn translate(req: &ExportMetricsServiceRequest, promote: &[String]) -
         if let Some(ts) = latest
             && let Some(labels) = target_info_labels(resource)
         {
-            out.request.timeseries.push(one_sample(labels, ts, 1.0));
+            out.push(one_sample(labels, ts, 1.0));
         }
     }
     out
@@ -402,6 +429,9 @@ fn translate_metric(
         Data::Gauge(g) => {
             let name = metric_name(&metric.name, &metric.unit, Kind::Gauge);
             for p in &g.data_points {
+                if out.too_large() {
+                    return;
+                }
                 number_point(&name, p, base, out);
             }
         }
@@ -417,6 +447,9 @@ fn translate_metric(
             };
             let name = metric_name(&metric.name, &metric.unit, kind);
             for p in &s.data_points {
+                if out.too_large() {
+                    return;
+                }
                 number_point(&name, p, base, out);
             }
         }
@@ -426,6 +459,9 @@ fn translate_metric(
         Data::Histogram(h) => {
             let name = metric_name(&metric.name, &metric.unit, Kind::Histogram);
             for p in &h.data_points {
+                if out.too_large() {
+                    return;
+                }
                 histogram_point(&metric.name, &name, p, base, out);
             }
         }
@@ -440,6 +476,9 @@ fn translate_metric(
         Data::Summary(s) => {
             let name = metric_name(&metric.name, &metric.unit, Kind::Summary);
             for p in &s.data_points {
+                if out.too_large() {
+                    return;
+                }
                 summary_point(&name, p, base, out);
             }
         }
@@ -492,9 +531,7 @@ fn number_point(name: &str, p: &NumberDataPoint, base: &BTreeMap<String, String>
         }
     };
     let labels = point_labels(name, &p.attributes, base);
-    out.request
-        .timeseries
-        .push(one_sample(labels, millis(p.time_unix_nano), value_or_stale(p.flags, v)));
+    out.push(one_sample(labels, millis(p.time_unix_nano), value_or_stale(p.flags, v)));
 }
 
 fn histogram_point(
@@ -523,18 +560,17 @@ fn histogram_point(
     };
     let mut cumulative = 0u64;
     for (bound, count) in p.explicit_bounds.iter().zip(&p.bucket_counts) {
+        if out.too_large() {
+            return;
+        }
         cumulative = cumulative.saturating_add(*count);
-        out.request
-            .timeseries
-            .push(series("_bucket", Some(("le", float_text(*bound))), cumulative as f64));
+        out.push(series("_bucket", Some(("le", float_text(*bound))), cumulative as f64));
     }
-    out.request
-        .timeseries
-        .push(series("_bucket", Some(("le", "+Inf".to_owned())), p.count as f64));
+    out.push(series("_bucket", Some(("le", "+Inf".to_owned())), p.count as f64));
     if let Some(sum) = p.sum {
-        out.request.timeseries.push(series("_sum", None, sum));
+        out.push(series("_sum", None, sum));
     }
-    out.request.timeseries.push(series("_count", None, p.count as f64));
+    out.push(series("_count", None, p.count as f64));
 }
 
 fn summary_point(name: &str, p: &SummaryDataPoint, base: &BTreeMap<String, String>, out: &mut Translated) {
@@ -544,12 +580,13 @@ fn summary_point(name: &str, p: &SummaryDataPoint, base: &BTreeMap<String, Strin
         component(name, &labels, suffix, extra, ts, value_or_stale(p.flags, v))
     };
     for q in &p.quantile_values {
-        out.request
-            .timeseries
-            .push(series("", Some(("quantile", float_text(q.quantile))), q.value));
+        if out.too_large() {
+            return;
+        }
+        out.push(series("", Some(("quantile", float_text(q.quantile))), q.value));
     }
-    out.request.timeseries.push(series("_sum", None, p.sum));
-    out.request.timeseries.push(series("_count", None, p.count as f64));
+    out.push(series("_sum", None, p.sum));
+    out.push(series("_count", None, p.count as f64));
 }
 
 /// A series of one sample; `labels` is sorted by name (a `BTreeMap`), as the write path requires.

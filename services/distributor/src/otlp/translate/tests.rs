@@ -173,7 +173,7 @@ fn resource_to_job_instance_and_target_info() {
         resource,
         vec![metric("temp", "", gauge(21.5, attrs(&[("room", "kitchen")])))],
     );
-    let got = lines(&translate(&req, &["host.name".to_owned()]));
+    let got = lines(&translate(&req, &["host.name".to_owned()], usize::MAX));
     assert_eq!(
         got,
         vec![
@@ -194,7 +194,7 @@ fn job_without_namespace_and_no_target_info_without_other_attributes() {
         vec![metric("up", "", gauge(1.0, vec![]))],
     );
     assert_eq!(
-        lines(&translate(&req, &[])),
+        lines(&translate(&req, &[], usize::MAX)),
         vec![format!(r#"{{__name__="up",job="api"}} 1@{T_MS}"#)]
     );
 }
@@ -252,7 +252,7 @@ fn attribute_values_and_collisions() {
     ];
     let req = request(vec![], vec![metric("m", "", gauge(1.0, a))]);
     assert_eq!(
-        lines(&translate(&req, &[])),
+        lines(&translate(&req, &[], usize::MAX)),
         vec![format!(
             r#"{{__name__="m",a_b="dot;underscore",arr="[\"x\\\"y\",1]",bytes="aGkhPw==",dbl="0.25",flag="true",int="-7",map="{{\"k\":\"v\"}}"}} 1@{T_MS}"#
         )]
@@ -271,7 +271,7 @@ fn sums_by_monotonicity_and_temporality() {
             metric("deltas", "", sum(9.0, true, Delta)),
         ],
     );
-    let t = translate(&req, &[]);
+    let t = translate(&req, &[], usize::MAX);
     assert_eq!(
         lines(&t),
         vec![
@@ -321,7 +321,7 @@ fn explicit_histograms() {
             metric("bare", "", hist(vec![no_sum])),
         ],
     );
-    let t = translate(&req, &[]);
+    let t = translate(&req, &[], usize::MAX);
     let n = "http_server_duration_seconds";
     assert_eq!(
         lines(&t),
@@ -346,7 +346,7 @@ fn explicit_histograms() {
         aggregation_temporality: AggregationTemporality::Delta as i32,
     });
     let req = request(vec![], vec![metric("bad", "", hist(vec![bad])), metric("d", "", delta)]);
-    let t = translate(&req, &[]);
+    let t = translate(&req, &[], usize::MAX);
     assert!(t.request.timeseries.is_empty());
     assert_eq!(t.refused_points, 2);
     assert!(
@@ -391,7 +391,7 @@ fn summaries() {
     );
     let n = "rpc_latency_milliseconds";
     assert_eq!(
-        lines(&translate(&req, &[])),
+        lines(&translate(&req, &[], usize::MAX)),
         vec![
             format!(r#"{{__name__="{n}",quantile="0.5"}} 0.4@{T_MS}"#),
             format!(r#"{{__name__="{n}",quantile="0.99"}} 0.9@{T_MS}"#),
@@ -414,7 +414,7 @@ fn exponential_histograms_are_refused() {
             }),
         )],
     );
-    let t = translate(&req, &[]);
+    let t = translate(&req, &[], usize::MAX);
     assert!(t.request.timeseries.is_empty(), "no target_info without points either");
     assert_eq!(t.refused_points, 3);
     assert!(
@@ -459,7 +459,7 @@ fn no_recorded_value_is_a_staleness_marker() {
         ],
     );
     assert_eq!(
-        lines(&translate(&req, &[])),
+        lines(&translate(&req, &[], usize::MAX)),
         vec![
             format!(r#"{{__name__="g"}} stale@{T_MS}"#),
             format!(r#"{{__name__="g"}} stale@{T_MS}"#),
@@ -486,7 +486,7 @@ fn target_info_takes_the_latest_timestamp_and_points_without_value_are_refused()
             }),
         )],
     );
-    let t = translate(&req, &[]);
+    let t = translate(&req, &[], usize::MAX);
     assert_eq!(
         lines(&t),
         vec![
@@ -509,7 +509,7 @@ fn empty_names_and_int_values() {
             metric("i", "", Data::Gauge(Gauge { data_points: vec![int] })),
         ],
     );
-    let t = translate(&req, &[]);
+    let t = translate(&req, &[], usize::MAX);
     assert_eq!(lines(&t), vec![format!(r#"{{__name__="i"}} 42@{T_MS}"#)]);
     assert_eq!(t.refused_points, 1);
     assert_eq!(t.messages, vec!["a metric has an empty name".to_owned()]);
@@ -542,4 +542,23 @@ fn base64_matches_the_standard_alphabet() {
     ] {
         assert_eq!(base64(input), want, "{input:?}");
     }
+}
+
+#[test]
+fn a_resource_label_copied_onto_many_points_stops_the_translation_at_the_limit() {
+    // 1 KiB of service name on 10,000 points: 10 MiB of label text from a request of a few hundred KiB.
+    let points: Vec<NumberDataPoint> = (0..10_000).map(|i| number(f64::from(i), vec![])).collect();
+    let big = "s".repeat(1024);
+    let req = request(
+        attrs(&[("service.name", big.as_str())]),
+        vec![metric("m", "", Data::Gauge(Gauge { data_points: points }))],
+    );
+    let t = translate(&req, &[], 1 << 20);
+    assert!(t.too_large());
+    assert!(
+        t.request.timeseries.len() < 1100,
+        "{} series built",
+        t.request.timeseries.len()
+    );
+    assert!(!translate(&req, &[], 64 << 20).too_large());
 }
