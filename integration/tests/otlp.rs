@@ -215,3 +215,126 @@ async fn the_opentelemetry_python_sdk_pushes_to_heddle() {
         assert!((v - value).abs() < 1e-9, "{name}{extra:?}: {v}, want {value}");
     }
 }
+
+/// Records the same instruments into an in-memory reader, encodes them with the SDK's own OTLP encoder and
+/// sends the one request twice: as protobuf to tenant `protobuf`, and as JSON to tenant `json`, the JSON
+/// written by Google's `json_format` (proto3's mapping: 64-bit integers as strings, camelCase names, enums as
+/// integers asked for, as OTLP requires). Prints each answer's status, content type and body.
+const TWIN_SENDER: &str = r#"
+import sys, urllib.request
+from google.protobuf import json_format
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+from opentelemetry.metrics import Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.resources import Resource
+
+reader = InMemoryMetricReader()
+resource = Resource.create({"service.name": "twin", "service.instance.id": "pod-1"})
+provider = MeterProvider(resource=resource, metric_readers=[reader])
+meter = provider.get_meter("heddle-otlp-json-test")
+orders = meter.create_counter("orders", unit="{order}")
+orders.add(3, {"region": "eu"})
+orders.add(5, {"region": "us"})
+queue = meter.create_up_down_counter("queue.depth")
+queue.add(9)
+queue.add(-2)
+meter.create_observable_gauge(
+    "room.temperature", unit="Cel", callbacks=[lambda options: [Observation(-4.25, {"room": "cold"})]]
+)
+duration = meter.create_histogram("request.duration", unit="s")
+for v in (0.1, 0.3, 2.0, 7.5):
+    duration.record(v, {"route": "/a"})
+request = encode_metrics(reader.get_metrics_data())
+provider.shutdown()
+
+def send(tenant, content_type, body):
+    req = urllib.request.Request(sys.argv[1], data=body, method="POST", headers={
+        "Content-Type": content_type, "X-Scope-OrgID": tenant})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        print(tenant, resp.status, resp.headers["Content-Type"], resp.read().decode("latin-1"))
+
+send("protobuf", "application/x-protobuf", request.SerializeToString())
+send("json", "application/json", json_format.MessageToJson(request, use_integers_for_enums=True).encode())
+"#;
+
+/// OTLP JSON and protobuf carrying the same export store the same series and samples.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_json_stores_what_its_protobuf_twin_stores() {
+    let Some(python) = otel_python() else {
+        return;
+    };
+    let heddle = tokio::task::spawn_blocking(|| {
+        HeddleProcess::start(HeddleOptions {
+            multitenancy: true,
+            ..HeddleOptions::default()
+        })
+    })
+    .await
+    .expect("join")
+    .expect("start heddle");
+    let lo = now_ms() - 60_000;
+    let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
+    let sent = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .args(["-c", TWIN_SENDER, &endpoint])
+            .output()
+            .expect("run the python sender")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&sent.stdout);
+    assert!(
+        sent.status.success(),
+        "sender failed: {}\n{}\nheddle:\n{}",
+        sent.status,
+        String::from_utf8_lossy(&sent.stderr),
+        heddle.log_tail(30)
+    );
+    // The protobuf answer is an empty ExportMetricsServiceResponse (no bytes); the JSON one is `{}`.
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["protobuf 200 application/x-protobuf ", "json 200 application/json {}"],
+        "{stdout}"
+    );
+
+    let http = http_client(Duration::from_secs(30)).expect("client");
+    let hi = now_ms() + 60_000;
+    let mut stored = Vec::new();
+    for tenant in ["protobuf", "json"] {
+        let reader = ReadClient::new(http.clone(), &heddle.prometheus_url(), Some(tenant));
+        let got = reader
+            .read(ReadMode::Samples, vec![query(lo, hi, vec![eq("job", "twin")])])
+            .await
+            .expect("remote read")
+            .remove(0);
+        stored.push(got);
+    }
+    let names: BTreeSet<&str> = stored[0].iter().filter_map(|s| s.labels.get("__name__")).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "orders_total",
+            "queue_depth",
+            "request_duration_seconds_bucket",
+            "request_duration_seconds_count",
+            "request_duration_seconds_sum",
+            "room_temperature_celsius",
+            "target_info",
+        ]),
+        "{:?}",
+        stored[0]
+    );
+    // 2 orders, queue, temperature, 16 buckets, sum, count, target_info.
+    assert_eq!(stored[0].len(), 23, "{:?}", stored[0]);
+    assert_eq!(stored[1], stored[0], "JSON stored differently from protobuf");
+    let value = |name: &str| {
+        stored[1]
+            .iter()
+            .find(|s| s.labels.get("__name__") == Some(name))
+            .map(|s| s.samples[0].v)
+    };
+    assert_eq!(value("queue_depth"), Some(7.0));
+    assert_eq!(value("room_temperature_celsius"), Some(-4.25));
+    assert_eq!(value("request_duration_seconds_count"), Some(4.0));
+}

@@ -51,7 +51,7 @@ catalogue! {
         "remote write bodies must be snappy block-compressed (`Content-Encoding: snappy`); OTLP bodies gzip or not compressed";
     /// Content-Type is not a remote write 1.0 or 2.0 protobuf (or, on the OTLP endpoint, not OTLP protobuf).
     UNSUPPORTED_CONTENT_TYPE = "err-heddle-unsupported-content-type", 415, Request,
-        "the content type is not a message Heddle accepts (`application/x-protobuf`, with `proto=prometheus.WriteRequest` or `proto=io.prometheus.write.v2.Request` for remote write; OTLP protobuf on `/otlp/v1/metrics`)";
+        "the content type is not a message Heddle accepts (`application/x-protobuf`, with `proto=prometheus.WriteRequest` or `proto=io.prometheus.write.v2.Request` for remote write; OTLP protobuf or JSON on `/otlp/v1/metrics`)";
     /// The body is not snappy block format.
     CORRUPT_SNAPPY = "err-heddle-corrupt-snappy", 400, Request,
         "the body is not valid snappy block format (framed snappy is not remote write)";
@@ -63,7 +63,7 @@ catalogue! {
         "the OTLP body says `Content-Encoding: gzip` but is not valid gzip";
     /// The (decompressed) OTLP body is not a valid `ExportMetricsServiceRequest`.
     INVALID_OTLP = "err-heddle-invalid-otlp", 400, Request,
-        "the OTLP body is not a valid `opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest`";
+        "the OTLP body is not a valid `opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest` in protobuf or OTLP JSON (the message names the field, or the line and column)";
     /// The decoded request would be many times larger than its bytes: it is mostly empty labels or series.
     DEGENERATE_WRITE_REQUEST = "err-heddle-degenerate-write-request", 400, Request,
         "the request decodes to more than 8 bytes per byte of input (16 for remote write 2.0): it is mostly empty labels or empty series";

@@ -40,7 +40,7 @@ pub enum PushError {
     OtlpUnsupportedContentEncoding { encoding: String },
     #[error(
         "err-heddle-unsupported-content-type: content type {content_type:?} is not supported on /otlp/v1/metrics: \
-         send OTLP protobuf (Content-Type: application/x-protobuf); OTLP JSON is not supported"
+         send OTLP protobuf (Content-Type: application/x-protobuf) or OTLP JSON (Content-Type: application/json)"
     )]
     OtlpUnsupportedContentType { content_type: String },
     #[error("err-heddle-corrupt-gzip: request body is not valid gzip: {detail}")]

@@ -1,22 +1,23 @@
 //! `POST /otlp/v1/metrics` (Mimir's path): OTLP/HTTP metrics, translated to Prometheus series and pushed
 //! through the same stages as remote write.
 //!
-//! The body is an `ExportMetricsServiceRequest` in protobuf (`application/x-protobuf`), gzip-compressed or not.
-//! OTLP JSON is refused with 415: the `opentelemetry-proto` crate's serde mapping is not the OTLP JSON
-//! encoding (it does not read 64-bit integers sent as strings, for one), and a half-right JSON reader would
-//! misread data silently. [`translate`] turns the request into a remote write 1.0 `WriteRequest`, which
-//! [`Distributor::push_framed`] validates, limits, shards and forwards like any other push: one write path,
+//! The body is an `ExportMetricsServiceRequest` in protobuf (`application/x-protobuf`) or OTLP JSON
+//! (`application/json`: proto3's JSON mapping with OTLP's exceptions, trace and span ids in hex and enums as
+//! integers, read by `opentelemetry-proto`'s serde mapping, which also takes 64-bit integers as strings or
+//! numbers), gzip-compressed or not. [`translate`] turns the request into a remote write 1.0 `WriteRequest`,
+//! which [`Distributor::push_framed`] validates, limits, shards and forwards like any other push: one write path,
 //! one set of limits.
 //!
-//! The answer is OTLP's: 200 with an `ExportMetricsServiceResponse` whose `partial_success` counts the data
-//! points refused (by the translation, such as delta sums, or by validation and ingesters, one per Prometheus
-//! sample) and says why; 400 (malformed body), 413, 415, 429 and 5xx with a text message otherwise.
+//! Answers are OTLP's, in the request's encoding: 200 with an `ExportMetricsServiceResponse` whose
+//! `partial_success` counts the data points refused (by the translation, such as delta sums, or by validation
+//! and ingesters, one per Prometheus sample) and says why; otherwise 400 (malformed body), 413, 415, 429 or 5xx
+//! with a `google.rpc.Status` whose message names what was wrong.
 
 mod translate;
 
 use crate::distributor::{Distributor, Framing, RemoteWriteVersion};
 use crate::error::PushError;
-use crate::http::{early_refusal, read_push_body};
+use crate::http::read_push_body;
 use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -32,6 +33,13 @@ use std::sync::Arc;
 /// How much of a gzip body is inflated at a time, each piece reserved in the in-flight budget first.
 const INFLATE_STEP: usize = 64 * 1024;
 
+/// The body's message encoding, from `Content-Type`; the answer uses the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Protobuf,
+    Json,
+}
+
 /// The body's compression, from `Content-Encoding`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Compression {
@@ -46,31 +54,49 @@ pub(crate) async fn otlp_handler(
     body: Body,
 ) -> Response {
     let start = tokio::time::Instant::now();
+    // A body whose encoding is not known is answered in protobuf, OTLP's default.
+    let answer_in = encoding(&headers).unwrap_or(Encoding::Protobuf);
     let Some(Extension(tenant)) = tenant else {
-        return early_refusal(&d, PushError::NoTenant, start);
+        return early_refusal(&d, PushError::NoTenant, start, answer_in);
     };
-    let compression = match check_headers(&headers, d.config().max_recv_msg_size) {
-        Ok(c) => c,
-        Err(e) => return early_refusal(&d, e, start),
+    let (encoding, compression) = match check_headers(&headers, d.config().max_recv_msg_size) {
+        Ok(checked) => checked,
+        Err(e) => return early_refusal(&d, e, start, answer_in),
     };
     let cfg = d.config();
     let mut reservation = d.inflight().reserve();
     let body = match read_push_body(&d, &headers, body, &mut reservation).await {
         Ok(body) => body,
-        Err(e) => return early_refusal(&d, e, start),
+        Err(e) => return early_refusal(&d, e, start, encoding),
     };
-    let request = match decode(&body, compression, cfg.max_decompressed_size, &mut reservation) {
+    let request = match decode(
+        &body,
+        encoding,
+        compression,
+        cfg.max_decompressed_size,
+        &mut reservation,
+    ) {
         Ok(request) => request,
         Err(e) => {
             // Refused after the body was read in full: the connection stays usable.
             d.record_early_refusal(&e, start);
-            return e.into_response();
+            return refusal(&e, encoding);
         }
     };
     drop(body);
-    export(&d, &tenant, request, reservation, start)
+    export(&d, &tenant, request, encoding, reservation, start)
         .await
-        .unwrap_or_else(IntoResponse::into_response)
+        .unwrap_or_else(|e| refusal(&e, encoding))
+}
+
+/// A refusal before the body was read in full: counted, and the connection closed so the rest of the body is
+/// not read.
+fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::Instant, encoding: Encoding) -> Response {
+    d.record_early_refusal(&e, start);
+    let mut r = refusal(&e, encoding);
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 /// Decodes, translates and pushes one export request; the refusals of the translation and of the write path
@@ -79,6 +105,7 @@ async fn export(
     d: &Distributor,
     tenant: &TenantId,
     request: ExportMetricsServiceRequest,
+    encoding: Encoding,
     reservation: Reservation,
     start: tokio::time::Instant,
 ) -> Result<Response, PushError> {
@@ -102,7 +129,12 @@ async fn export(
             .await?;
         if outcome.failure.is_some() {
             // Some series lack a quorum: the sender must retry the whole request, as remote write's would.
-            return Ok(outcome.into_response());
+            let status = outcome.status();
+            return Ok(answer(
+                status,
+                &RpcStatus::new(grpc_code(status), outcome.body()),
+                encoding,
+            ));
         }
         rejected += i64::try_from(outcome.rejections.len()).unwrap_or(i64::MAX);
         messages.extend(outcome.rejections.into_iter().map(|r| r.message));
@@ -111,7 +143,11 @@ async fn export(
         rejected_data_points: rejected,
         error_message: join_messages(&messages),
     });
-    Ok(protobuf_response(ExportMetricsServiceResponse { partial_success }))
+    Ok(answer(
+        StatusCode::OK,
+        &ExportMetricsServiceResponse { partial_success },
+        encoding,
+    ))
 }
 
 /// The messages, one per line, capped at [`crate::MAX_RESPONSE_BODY`] bytes.
@@ -130,16 +166,95 @@ fn join_messages(messages: &[String]) -> String {
     out
 }
 
-fn protobuf_response(msg: ExportMetricsServiceResponse) -> Response {
-    let mut r = (StatusCode::OK, msg.encode_to_vec()).into_response();
+/// `google.rpc.Status`, the body OTLP/HTTP gives every 4xx and 5xx answer (`details` is never filled).
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+impl RpcStatus {
+    fn new(code: tonic::Code, message: String) -> Self {
+        Self {
+            code: code as i32,
+            message: message.trim_end().to_owned(),
+        }
+    }
+}
+
+/// An OTLP message in protobuf or its JSON mapping.
+trait OtlpMessage: prost::Message {
+    fn to_json(&self) -> serde_json::Value;
+}
+
+impl OtlpMessage for RpcStatus {
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "code": self.code, "message": self.message })
+    }
+}
+
+impl OtlpMessage for ExportMetricsServiceResponse {
+    /// proto3's JSON mapping: an absent `partialSuccess` is left out, and the int64 count is a string.
+    fn to_json(&self) -> serde_json::Value {
+        match &self.partial_success {
+            None => serde_json::json!({}),
+            Some(p) => serde_json::json!({
+                "partialSuccess": {
+                    "rejectedDataPoints": p.rejected_data_points.to_string(),
+                    "errorMessage": p.error_message,
+                }
+            }),
+        }
+    }
+}
+
+fn answer(status: StatusCode, msg: &impl OtlpMessage, encoding: Encoding) -> Response {
+    let (content_type, body) = match encoding {
+        Encoding::Protobuf => ("application/x-protobuf", msg.encode_to_vec()),
+        Encoding::Json => ("application/json", msg.to_json().to_string().into_bytes()),
+    };
+    let mut r = (status, body).into_response();
     r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-protobuf"));
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
+/// `e` as OTLP answers it: its HTTP status, and a `google.rpc.Status` with its message.
+fn refusal(e: &PushError, encoding: Encoding) -> Response {
+    answer(e.status(), &RpcStatus::new(e.grpc_code(), e.to_string()), encoding)
+}
+
+/// The gRPC code of an HTTP status, as OTLP/gRPC would have answered.
+fn grpc_code(status: StatusCode) -> tonic::Code {
+    match status {
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::PAYLOAD_TOO_LARGE => tonic::Code::ResourceExhausted,
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => {
+            tonic::Code::Unavailable
+        }
+        s if s.is_client_error() => tonic::Code::InvalidArgument,
+        _ => tonic::Code::Internal,
+    }
+}
+
+/// The message encoding `Content-Type` names, if it is one OTLP/HTTP defines.
+fn encoding(headers: &HeaderMap) -> Option<Encoding> {
+    let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    if media.eq_ignore_ascii_case("application/x-protobuf") {
+        Some(Encoding::Protobuf)
+    } else if media.eq_ignore_ascii_case("application/json") {
+        Some(Encoding::Json)
+    } else {
+        None
+    }
+}
+
 /// Checks what can refuse a request before its body is read: Content-Length against `max_recv` (413),
-/// Content-Encoding (gzip or none, else 415), Content-Type (`application/x-protobuf`, else 415).
-fn check_headers(headers: &HeaderMap, max_recv: usize) -> Result<Compression, PushError> {
+/// Content-Encoding (gzip or none, else 415), Content-Type (`application/x-protobuf` or `application/json`,
+/// else 415).
+fn check_headers(headers: &HeaderMap, max_recv: usize) -> Result<(Encoding, Compression), PushError> {
     if let Some(len) = headers.get(header::CONTENT_LENGTH)
         && let Some(len) = len.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())
         && len > max_recv as u64
@@ -164,23 +279,23 @@ fn check_headers(headers: &HeaderMap, max_recv: usize) -> Result<Compression, Pu
             }
         }
     };
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .map(|ct| ct.to_str().unwrap_or("<not ascii>"))
-        .unwrap_or("");
-    let media = content_type.split(';').next().unwrap_or("").trim();
-    if !media.eq_ignore_ascii_case("application/x-protobuf") {
+    let Some(encoding) = encoding(headers) else {
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .map(|ct| ct.to_str().unwrap_or("<not ascii>"))
+            .unwrap_or("");
         return Err(PushError::OtlpUnsupportedContentType {
             content_type: content_type.to_owned(),
         });
-    }
-    Ok(compression)
+    };
+    Ok((encoding, compression))
 }
 
 /// The export request in `body`: inflated first when gzip, at most `max_decompressed` bytes, each step of
 /// the inflated copy reserved before it is allocated.
 fn decode(
     body: &[u8],
+    encoding: Encoding,
     compression: Compression,
     max_decompressed: usize,
     reservation: &mut Reservation,
@@ -193,7 +308,60 @@ fn decode(
             &inflated[..]
         }
     };
-    ExportMetricsServiceRequest::decode(raw).map_err(|e| PushError::InvalidOtlp { detail: e.to_string() })
+    match encoding {
+        Encoding::Protobuf => {
+            ExportMetricsServiceRequest::decode(raw).map_err(|e| PushError::InvalidOtlp { detail: e.to_string() })
+        }
+        // serde_json stops at 128 levels of nesting, so a deeply nested body is an error, not a stack overflow.
+        Encoding::Json => {
+            let request = serde_json::from_slice(raw).map_err(|e| PushError::InvalidOtlp { detail: e.to_string() })?;
+            check_json_oneofs(&request)?;
+            Ok(request)
+        }
+    }
+}
+
+/// The serde mapping reads a oneof (a metric's data, a number point's value) as a flattened `Option`, which
+/// serde leaves `None` when the field is malformed instead of failing. A JSON metric without data or a number
+/// point without a value is therefore refused as malformed, not dropped in silence.
+fn check_json_oneofs(request: &ExportMetricsServiceRequest) -> Result<(), PushError> {
+    use opentelemetry_proto::tonic::metrics::v1::{DataPointFlags, metric::Data};
+    let metrics = request
+        .resource_metrics
+        .iter()
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics);
+    for m in metrics {
+        let points = match &m.data {
+            None => {
+                return Err(PushError::InvalidOtlp {
+                    detail: format!(
+                        "metric {:?} has no gauge, sum, histogram, exponentialHistogram or summary that could be \
+                         read (missing or malformed)",
+                        m.name
+                    ),
+                });
+            }
+            Some(Data::Gauge(g)) => &g.data_points,
+            Some(Data::Sum(s)) => &s.data_points,
+            Some(_) => continue,
+        };
+        // A point flagged "no recorded value" (a staleness marker) has no value to read.
+        let no_recorded_value = DataPointFlags::NoRecordedValueMask as u32;
+        if points
+            .iter()
+            .any(|p| p.value.is_none() && p.flags & no_recorded_value == 0)
+        {
+            return Err(PushError::InvalidOtlp {
+                detail: format!(
+                    "metric {:?} has a data point without an asDouble or asInt that could be read (missing or \
+                     malformed)",
+                    m.name
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn gunzip(body: &[u8], limit: usize, reservation: &mut Reservation) -> Result<Vec<u8>, PushError> {

@@ -126,6 +126,25 @@ async fn post(app: &axum::Router, headers: &[(&str, &str)], body: Vec<u8>) -> (S
 }
 
 const PROTOBUF: (&str, &str) = ("content-type", "application/x-protobuf");
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+/// The request of [`export_request`] in OTLP JSON, as `opentelemetry-proto`'s serde mapping writes it.
+fn json_request(metrics: &[Metric]) -> Vec<u8> {
+    let request = ExportMetricsServiceRequest::decode(&export_request(metrics.to_vec())[..]).unwrap();
+    serde_json::to_vec(&request).unwrap()
+}
+
+/// The code and message of a refusal's `google.rpc.Status`, in protobuf or JSON.
+fn rpc_status(body: &[u8], json: bool) -> (i32, String) {
+    if json {
+        let v: serde_json::Value = serde_json::from_slice(body).expect("the answer is JSON");
+        let code = v["code"].as_i64().expect("code") as i32;
+        (code, v["message"].as_str().expect("message").to_owned())
+    } else {
+        let status = RpcStatus::decode(body).expect("the answer is a google.rpc.Status");
+        (status.code, status.message)
+    }
+}
 
 /// The stored series as `{labels} value@ts` lines.
 fn stored(fake: &FakeIngester) -> Vec<String> {
@@ -266,12 +285,51 @@ async fn statuses() {
     type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<u8>, Behavior, StatusCode, &'a str);
     let cases: Vec<Case<'_>> = vec![
         (
-            "json is not supported",
-            vec![("content-type", "application/json")],
+            "text is not an OTLP encoding",
+            vec![("content-type", "text/plain")],
             b"{}".to_vec(),
             Behavior::Accept,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "OTLP JSON is not supported",
+            "send OTLP protobuf (Content-Type: application/x-protobuf) or OTLP JSON",
+        ),
+        (
+            "malformed json",
+            vec![JSON],
+            br#"{"resourceMetrics": [{"scopeMetrics": 7}]}"#.to_vec(),
+            Behavior::Accept,
+            StatusCode::BAD_REQUEST,
+            "err-heddle-invalid-otlp: request body is not a valid OTLP ExportMetricsServiceRequest: invalid type: \
+             integer `7`, expected a sequence at line 1 column 39",
+        ),
+        (
+            "json with a negative count",
+            vec![JSON],
+            br#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"h","histogram":{"dataPoints":[{"count":"-1"}]}}]}]}]}"#
+                .to_vec(),
+            Behavior::Accept,
+            StatusCode::BAD_REQUEST,
+            r#"metric "h" has no gauge, sum, histogram, exponentialHistogram or summary that could be read"#,
+        ),
+        (
+            "json point with a malformed value",
+            vec![JSON],
+            br#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"g","gauge":{"dataPoints":[{"asInt":"1.5"}]}}]}]}]}"#
+                .to_vec(),
+            Behavior::Accept,
+            StatusCode::BAD_REQUEST,
+            r#"metric "g" has a data point without an asDouble or asInt that could be read"#,
+        ),
+        (
+            "json rate limited",
+            vec![JSON],
+            json_request(
+                &(0..6)
+                    .map(|i| counter(&format!("m{i}"), 1.0, AggregationTemporality::Cumulative))
+                    .collect::<Vec<_>>(),
+            ),
+            Behavior::Accept,
+            StatusCode::TOO_MANY_REQUESTS,
+            "err-heddle-ingestion-rate-limited",
         ),
         (
             "no content type",
@@ -349,13 +407,159 @@ async fn statuses() {
             ..Limits::default()
         };
         let s = setup(behavior, limits);
-        let (status, _, answer) = post(&s.app, &headers, body).await;
+        let json = headers.contains(&JSON);
+        let (status, h, answer) = post(&s.app, &headers, body).await;
         let text = String::from_utf8_lossy(&answer);
         assert_eq!(status, want, "case {name}: {text}");
-        assert!(text.contains(part), "case {name}: {part:?} not in {text:?}");
+        let want_type = if json {
+            "application/json"
+        } else {
+            "application/x-protobuf"
+        };
+        assert_eq!(h["content-type"], want_type, "case {name}");
+        let (code, message) = rpc_status(&answer, json);
+        assert!(message.contains(part), "case {name}: {part:?} not in {message:?}");
+        let want_code = match want {
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::PAYLOAD_TOO_LARGE => tonic::Code::ResourceExhausted,
+            StatusCode::SERVICE_UNAVAILABLE => tonic::Code::Unavailable,
+            _ => tonic::Code::InvalidArgument,
+        };
+        assert_eq!(code, want_code as i32, "case {name}");
         let line = format!("heddle_distributor_requests_total{{status=\"{}\"}} 1", want.as_u16());
         assert!(exposition(&s.registry).contains(&line), "case {name}: {line}");
     }
+}
+
+/// OTLP JSON as a sender writes it by hand, with proto3's JSON mapping: 64-bit integers as strings or numbers,
+/// enums as integers, unknown fields ignored. It is stored exactly as the same request in protobuf.
+#[tokio::test]
+async fn json_is_stored_as_its_protobuf_twin() {
+    let t = NOW_NS.to_string();
+    let json = format!(
+        r#"{{"resourceMetrics":[{{
+            "resource":{{"attributes":[
+                {{"key":"service.name","value":{{"stringValue":"api"}}}},
+                {{"key":"service.instance.id","value":{{"stringValue":"pod-1"}}}},
+                {{"key":"host.name","value":{{"stringValue":"node-a"}}}}]}},
+            "scopeMetrics":[{{"scope":{{"name":"lib","version":"1"}},"metrics":[
+                {{"name":"http.requests","sum":{{"aggregationTemporality":2,"isMonotonic":true,
+                    "dataPoints":[{{"timeUnixNano":"{t}","asInt":"7","attributes":[
+                        {{"key":"code","value":{{"intValue":"200"}}}}]}}]}}}},
+                {{"name":"memory.usage","unit":"By","gauge":{{"dataPoints":[
+                    {{"timeUnixNano":{t},"asDouble":1024.5}}]}}}},
+                {{"name":"rpc.duration","unit":"s","histogram":{{"aggregationTemporality":2,"dataPoints":[
+                    {{"timeUnixNano":"{t}","count":"3","sum":0.7,"bucketCounts":["1",2],"explicitBounds":[0.25],
+                      "someFutureField":{{"x":1}}}}]}}}}
+            ]}}]
+        }}]}}"#
+    );
+    let mut with_int = counter("http.requests", 0.0, AggregationTemporality::Cumulative);
+    if let Some(Data::Sum(sum)) = &mut with_int.data {
+        sum.data_points[0].value = Some(number_data_point::Value::AsInt(7));
+        sum.data_points[0].attributes = vec![KeyValue {
+            key: "code".into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::IntValue(200)),
+            }),
+            ..KeyValue::default()
+        }];
+    }
+    let protobuf = export_request(vec![
+        with_int,
+        metric(
+            "memory.usage",
+            "By",
+            Data::Gauge(Gauge {
+                data_points: vec![point(1024.5)],
+            }),
+        ),
+        metric(
+            "rpc.duration",
+            "s",
+            Data::Histogram(Histogram {
+                data_points: vec![HistogramDataPoint {
+                    time_unix_nano: NOW_NS,
+                    count: 3,
+                    sum: Some(0.7),
+                    bucket_counts: vec![1, 2],
+                    explicit_bounds: vec![0.25],
+                    ..HistogramDataPoint::default()
+                }],
+                aggregation_temporality: AggregationTemporality::Cumulative as i32,
+            }),
+        ),
+    ]);
+    let from_protobuf = setup(Behavior::Accept, Limits::default());
+    let (status, _, _) = post(&from_protobuf.app, &[PROTOBUF], protobuf).await;
+    assert_eq!(status, StatusCode::OK);
+    let want = stored(&from_protobuf.fake);
+    assert_eq!(want.len(), 7, "{want:?}");
+    for (name, headers, body) in [
+        ("plain", vec![JSON], json.clone().into_bytes()),
+        (
+            "gzip",
+            vec![
+                ("content-type", "application/json; charset=utf-8"),
+                ("content-encoding", "gzip"),
+            ],
+            gzip(json.as_bytes()),
+        ),
+    ] {
+        let s = setup(Behavior::Accept, Limits::default());
+        let (status, h, answer) = post(&s.app, &headers, body).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "case {name}: {}",
+            String::from_utf8_lossy(&answer)
+        );
+        assert_eq!(h["content-type"], "application/json", "case {name}");
+        assert_eq!(answer, b"{}", "case {name}: no partial success");
+        assert_eq!(stored(&s.fake), want, "case {name}");
+    }
+}
+
+/// A JSON request with refused points answers `partialSuccess` in JSON, its int64 count as a string.
+#[tokio::test]
+async fn json_partial_success() {
+    let s = setup(Behavior::Accept, Limits::default());
+    let body = json_request(&[
+        counter("kept", 1.0, AggregationTemporality::Cumulative),
+        counter("d", 1.0, AggregationTemporality::Delta),
+    ]);
+    let (status, _, answer) = post(&s.app, &[JSON], body).await;
+    assert_eq!(status, StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_slice(&answer).expect("JSON answer");
+    assert_eq!(v["partialSuccess"]["rejectedDataPoints"], "1", "{v}");
+    assert!(
+        v["partialSuccess"]["errorMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("delta")),
+        "{v}"
+    );
+    assert_eq!(s.fake.pushed_series().len(), 2, "kept_total and target_info");
+}
+
+/// JSON nested deeper than serde_json's limit of 128 levels is refused, not a stack overflow.
+#[tokio::test]
+async fn deeply_nested_json_is_refused() {
+    // 200 levels, gzipped to fit the test's body limit.
+    let depth = 200;
+    let mut value = String::from(r#"{"stringValue":"x"}"#);
+    value = format!(
+        "{}{value}{}",
+        r#"{"arrayValue":{"values":["#.repeat(depth),
+        "]}}".repeat(depth)
+    );
+    let body = format!(r#"{{"resourceMetrics":[{{"resource":{{"attributes":[{{"key":"deep","value":{value}}}]}}}}]}}"#);
+    let s = setup(Behavior::Accept, Limits::default());
+    let app = s.app.clone();
+    let headers = [JSON, ("content-encoding", "gzip")];
+    let (status, _, answer) = post(&app, &headers, gzip(body.as_bytes())).await;
+    let (_, message) = rpc_status(&answer, true);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{message}");
+    assert!(message.contains("recursion limit exceeded"), "{message}");
+    assert!(s.fake.pushed_series().is_empty());
 }
 
 /// An OTLP request nested deeper than prost's recursion limit (attribute values within arrays) is refused,
@@ -408,7 +612,28 @@ proptest! {
             prop_assert!(status == StatusCode::OK, "{status} {}", String::from_utf8_lossy(&answer));
         } else {
             prop_assert_eq!(status, StatusCode::BAD_REQUEST);
-            prop_assert!(String::from_utf8_lossy(&answer).contains("err-heddle-invalid-otlp"));
+            prop_assert!(rpc_status(&answer, false).1.contains("err-heddle-invalid-otlp"));
+        }
+    }
+
+    /// Valid JSON requests cut short or with a byte changed never panic the endpoint: each is stored (200) or
+    /// refused with 400 naming the line and column of the fault.
+    #[test]
+    fn mutated_json_never_panics(cut in 0usize..2000, at in 0usize..2000, byte in any::<u8>()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let s = setup(Behavior::Accept, Limits::default());
+        let mut body = json_request(&[
+            counter("a", 1.0, AggregationTemporality::Cumulative),
+            metric("g", "s", Data::Gauge(Gauge { data_points: vec![point(2.5)] })),
+        ]);
+        let len = body.len();
+        body[at % len] = byte;
+        body.truncate(cut % (len + 1));
+        let (status, _, answer) = rt.block_on(post(&s.app, &[JSON], body));
+        if status != StatusCode::OK {
+            prop_assert_eq!(status, StatusCode::BAD_REQUEST);
+            let (_, message) = rpc_status(&answer, true);
+            prop_assert!(message.contains("err-heddle-invalid-otlp") && message.contains(" column "), "{}", message);
         }
     }
 }
