@@ -3,15 +3,21 @@
 //! Decodes a realistic request (2,000 node-exporter-like series of 7 labels and one sample each, encoded by
 //! prost, so canonical) and a non-canonical one (the same series, each label carrying an unknown field), and
 //! prints, for the measure pass, the fill pass and the whole decode, the input rate in MB/s (decompressed
-//! bytes) and the cost per sample. Prints rates; asserts nothing about speed.
+//! bytes) and the cost per sample. The same series as a remote write 2.0 request (labels as references into
+//! a symbol table) get the same three rows. Prints rates; asserts nothing about speed.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use bumpalo::Bump;
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
-use heddle_proto::{decode_measured, decode_write_request, measure_write_request};
+use heddle_proto::write_v2;
+use heddle_proto::{
+    decode_measured, decode_measured_v2, decode_write_request, decode_write_request_v2, measure_write_request,
+    measure_write_request_v2,
+};
 use prost::Message;
+use std::collections::HashMap;
 
 const SERIES: usize = 2_000;
 /// Each figure is the fastest of [`WINDOWS`] windows of [`WINDOW`] (after one warm-up window): on a shared
@@ -86,6 +92,66 @@ fn with_unknown_label_fields(req: &WriteRequest) -> Vec<u8> {
     body
 }
 
+/// `req` as a remote write 2.0 request: strings interned in first-use order after `""`, as senders do.
+fn v2_request(req: &WriteRequest) -> write_v2::Request {
+    let mut symbols = vec![String::new()];
+    let mut index = HashMap::from([(String::new(), 0u32)]);
+    let mut intern = |s: &str| {
+        *index.entry(s.to_owned()).or_insert_with(|| {
+            symbols.push(s.to_owned());
+            (symbols.len() - 1) as u32
+        })
+    };
+    let timeseries = req
+        .timeseries
+        .iter()
+        .map(|ts| write_v2::TimeSeries {
+            labels_refs: ts
+                .labels
+                .iter()
+                .flat_map(|l| [intern(&l.name), intern(&l.value)])
+                .collect(),
+            samples: ts
+                .samples
+                .iter()
+                .map(|s| write_v2::Sample {
+                    value: s.value,
+                    timestamp: s.timestamp,
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect();
+    write_v2::Request { symbols, timeseries }
+}
+
+fn bench_v2(row: &str, body: &[u8]) {
+    let samples = {
+        let arena = Bump::new();
+        let req = decode_write_request_v2(&arena, body).expect("the request decodes");
+        req.timeseries.iter().map(|t| t.samples.len()).sum::<usize>()
+    };
+    let measure = time(|| {
+        black_box(measure_write_request_v2(black_box(body)).expect("measure"));
+    });
+    report(row, "measure", body.len(), samples, measure);
+
+    let mut arena = Bump::new();
+    let measured = measure_write_request_v2(body).expect("measure");
+    let fill = time(|| {
+        arena.reset();
+        black_box(decode_measured_v2(&arena, black_box(measured)).expect("fill"));
+    });
+    report(row, "fill", body.len(), samples, fill);
+
+    let mut arena = Bump::new();
+    let whole = time(|| {
+        arena.reset();
+        black_box(decode_write_request_v2(&arena, black_box(body)).expect("decode"));
+    });
+    report(row, "decode", body.len(), samples, whole);
+}
+
 /// The fastest mean time per run of `f` over [`WINDOWS`] windows.
 fn time(mut f: impl FnMut()) -> Duration {
     let mut best = Duration::MAX;
@@ -150,6 +216,9 @@ fn main() {
         canonical.len() / SERIES,
         unknown.len()
     );
+    let v2 = v2_request(&req).encode_to_vec();
+    println!("the same as remote write 2.0: {} bytes", v2.len());
     bench("canonical", &canonical);
+    bench_v2("2.0", &v2);
     bench("non-canon", &unknown);
 }

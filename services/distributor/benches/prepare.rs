@@ -4,7 +4,8 @@
 //! the arena stages (decode, validate, shard) many times, sharded onto (a) one fixed replica, the
 //! single-process shape, and (b) a ring of 3 ACTIVE ingesters x 128 tokens with replication factor 3.
 //! The ring case is also run with every series re-encoded (it carries an empty-valued label, which is removed
-//! the way an HA replica label is). Prints ns per series for each stage; asserts nothing about speed.
+//! the way an HA replica label is), and the same series sent as remote write 2.0 are timed in process and on the
+//! ring. Prints ns per series for each stage; asserts nothing about speed.
 
 use bumpalo::Bump;
 use heddle_distributor::IngesterReplicas;
@@ -128,14 +129,25 @@ fn per_series(d: Duration) -> f64 {
     d.as_nanos() as f64 / (SERIES * ROUNDS) as f64
 }
 
-fn bench(name: &str, stages: &Stages, ring: &IngesterReplicas, body: &[u8]) {
+/// The remote write version of a body.
+#[derive(Clone, Copy)]
+enum Version {
+    V1,
+    V2,
+}
+
+fn bench(name: &str, stages: &Stages, ring: &IngesterReplicas, body: &[u8], version: Version) {
     let mut arena = Bump::new();
     let (mut decode, mut validate, mut shard) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut copies = 0;
     for _ in 0..ROUNDS {
         arena.reset();
         let t0 = Instant::now();
-        let series = stages.decode(&arena, body).expect("decodes");
+        let series = match version {
+            Version::V1 => stages.decode(&arena, body),
+            Version::V2 => stages.decode_v2(&arena, body),
+        }
+        .expect("decodes");
         let t1 = Instant::now();
         let valid = stages.validate(&arena, series);
         let t2 = Instant::now();
@@ -160,6 +172,12 @@ fn bench(name: &str, stages: &Stages, ring: &IngesterReplicas, body: &[u8]) {
 fn main() {
     let body = request(false);
     let rewritten = request(true);
+    // The same series as remote write 2.0: labels as references into one symbol table.
+    let body_v2 = {
+        let raw = snap::raw::Decoder::new().decompress_vec(&body).expect("snappy");
+        let req = WriteRequest::decode(raw.as_slice()).expect("1.0 request");
+        heddle_testkit::codec::encode_write_request_v2(&req).expect("2.0 request")
+    };
     let stages = Stages::new(TenantId::new("team-a").expect("tenant"), NOW_MS);
     let fixed = FixedReplicas::single("ingester-0", client());
     // The single process: its ingester takes the decoded series as a batch instead of an encoded body.
@@ -169,11 +187,13 @@ fn main() {
     );
     let ring = ring();
     // Warm up (arena growth, client pool), then alternate the two shapes.
-    bench("warm-up", &stages, &fixed, &body);
+    bench("warm-up", &stages, &fixed, &body, Version::V1);
     for _ in 0..2 {
-        bench("fixed, 1 replica", &stages, &fixed, &body);
-        bench("in process, batch", &stages, &in_process, &body);
-        bench("ring, 3 ingesters, RF 3", &stages, &ring, &body);
-        bench("ring, RF 3, all rewritten", &stages, &ring, &rewritten);
+        bench("fixed, 1 replica", &stages, &fixed, &body, Version::V1);
+        bench("in process, batch", &stages, &in_process, &body, Version::V1);
+        bench("in process, batch, 2.0", &stages, &in_process, &body_v2, Version::V2);
+        bench("ring, 3 ingesters, RF 3", &stages, &ring, &body, Version::V1);
+        bench("ring, RF 3, 2.0", &stages, &ring, &body_v2, Version::V2);
+        bench("ring, RF 3, all rewritten", &stages, &ring, &rewritten, Version::V1);
     }
 }

@@ -29,7 +29,7 @@ use heddle_model::{LabelRef, Sample};
 /// `WriteRequest.timeseries` and `TimeSeries.labels`: field 1, length-delimited.
 pub(super) const TAG_1_LEN: u8 = 1 << 3 | 2;
 /// `TimeSeries.samples` and `Label.value`: field 2, length-delimited.
-const TAG_2_LEN: u8 = 2 << 3 | 2;
+pub(super) const TAG_2_LEN: u8 = 2 << 3 | 2;
 /// `Sample.value`: field 1, fixed64.
 const TAG_VALUE: u8 = 1 << 3 | 1;
 /// `Sample.timestamp`: field 2, varint.
@@ -39,7 +39,7 @@ const TAG_TIMESTAMP: u8 = 2 << 3;
 /// reports an error (truncated, or overflowing 64 bits), so it accepts exactly the varints the walker does,
 /// with the same values (non-minimal encodings included).
 #[inline(always)]
-fn varint(buf: &[u8]) -> Option<(u64, usize)> {
+pub(super) fn varint(buf: &[u8]) -> Option<(u64, usize)> {
     match *buf {
         [b, ..] if b < 0x80 => Some((u64::from(b), 1)),
         // Two bytes: a series' length prefix (128 bytes to 16 KiB).
@@ -176,9 +176,10 @@ fn label<'a>(payload: &[u8], base: usize, cut: &impl Fn(usize, usize) -> Option<
     rest.is_empty().then_some(label)
 }
 
-/// A canonical `Sample` payload: `[0x09 fixed64 value] [0x10 varint timestamp]`, either or both absent.
+/// A canonical `Sample` payload: `[0x09 fixed64 value] [0x10 varint timestamp]`, either or both absent. The
+/// remote write 2.0 `Sample` starts with the same two fields.
 #[inline(always)]
-fn sample(payload: &[u8]) -> Option<Sample> {
+pub(super) fn sample(payload: &[u8]) -> Option<Sample> {
     let mut sample = Sample { t: 0, v: 0.0 };
     let mut rest = payload;
     if let [TAG_VALUE, tail @ ..] = rest {

@@ -5,7 +5,8 @@
 //! UTF-8 once, keeps them as `&'a str` slices of the body, and resolves each series' references into the
 //! same [`LabelRef`] run a 1.0 series has, so validation, sharding and forwarding see one representation.
 //!
-//! Two passes, as for 1.0 ([`super::decode`]): [`measure_write_request_v2`] checks the framing and counts
+//! Each series is read first by the fast path for the shape senders write ([`canonical`]), then, if that
+//! declines, by the general field walker. Two passes, as for 1.0 ([`super::decode`]): [`measure_write_request_v2`] checks the framing and counts
 //! symbols, series, label pairs and samples, so the caller can reserve the exact size of the view before it is
 //! allocated; [`decode_measured_v2`] fills it.
 //!
@@ -17,6 +18,8 @@
 //!   1.0; the caller must hold it against its own size limit before copying any label text.
 //! - Histograms, exemplars and metadata are framing-checked and counted, not decoded; `created_timestamp` is
 //!   checked for its wire type and skipped.
+
+mod canonical;
 
 use super::decode::{
     DECODED_BYTES_ALLOWANCE, TimeSeriesRef, WriteRequestShape, decode_sample_of, len_payload, next_slot,
@@ -148,12 +151,19 @@ pub fn measure_write_request_v2(body: &[u8]) -> Result<MeasuredWriteRequestV2<'_
 }
 
 fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Result<(), DecodeError> {
+    if let Some((refs, samples)) = canonical::count_series(raw)
+        && refs % 2 == 0
+    {
+        shape.labels += refs / 2;
+        shape.samples += samples;
+        return Ok(());
+    }
     let mut refs = 0usize;
     for field in Fields::new(raw, base, TIME_SERIES) {
         let field = field?;
         match (field.number, field.value) {
             // Packed (what senders write) or one unpacked element: parsers must accept both.
-            (1, Value::Len(data, offset)) => refs += Refs::new(data, offset).try_fold(0, |n, r| r.map(|_| n + 1))?,
+            (1, Value::Len(data, offset)) => refs += count_refs(data, offset)?,
             (1, Value::Varint(_)) => refs += 1,
             (1, _) => return Err(field.wrong_type(LABELS_REFS, WIRE_VARINT)),
             (2, _) => {
@@ -200,56 +210,115 @@ fn check_nested(field: &Field<'_>, what: &'static str, message: &'static str) ->
 
 /// The second pass: allocates the view at its measured size in `arena` and fills it. Every symbol must be
 /// UTF-8 and the first one empty (the spec requires it); every reference must name a symbol.
+///
+/// Senders write the symbol table before the series (field order), so one walk usually does: each series is
+/// decoded as soon as the whole table is known. Series that come before the last symbol are decoded by a
+/// second walk.
 pub fn decode_measured_v2<'a>(
     arena: &'a Bump,
     measured: MeasuredWriteRequestV2<'a>,
 ) -> Result<WriteRequestV2Ref<'a>, DecodeError> {
     let MeasuredWriteRequestV2 { body, shape } = measured;
     let symbols: &'a mut [&'a str] = arena.alloc_slice_fill_copy(shape.symbols, "");
-    let mut slots = &mut *symbols;
+    let mut fill = Fill {
+        labels: arena.alloc_slice_fill_copy(shape.series.labels, LabelRef { name: "", value: "" }),
+        samples: arena.alloc_slice_fill_copy(shape.series.samples, Sample { t: 0, v: 0.0 }),
+        timeseries: bumpalo::collections::Vec::with_capacity_in(shape.series.series, arena),
+        out: WriteRequestV2Ref {
+            timeseries: &[],
+            metadata: 0,
+            created_timestamps: 0,
+            expanded_bytes: 0,
+        },
+    };
+    let mut filled = 0;
     let mut first_symbol = None;
+    // Series decoded by the first walk, and whether one had to wait for the second.
+    let (mut decoded, mut deferred) = (0, false);
     for field in Fields::new(body, 0, REQUEST) {
         let field = field?;
-        if field.number == 4 {
-            let (data, start) = len_payload(&field, "io.prometheus.write.v2.Request.symbols")?;
-            let symbol = std::str::from_utf8(data).map_err(|e| DecodeError::InvalidUtf8 {
-                field: "io.prometheus.write.v2.Request.symbols",
-                start,
-                offset: start + e.valid_up_to(),
-            })?;
-            first_symbol.get_or_insert((symbol, field.offset));
-            *next_slot(&mut slots, field.offset)? = symbol;
+        match field.number {
+            4 => {
+                let (data, start) = len_payload(&field, "io.prometheus.write.v2.Request.symbols")?;
+                let symbol = std::str::from_utf8(data).map_err(|e| DecodeError::InvalidUtf8 {
+                    field: "io.prometheus.write.v2.Request.symbols",
+                    start,
+                    offset: start + e.valid_up_to(),
+                })?;
+                first_symbol.get_or_insert((symbol, field.offset));
+                *symbols
+                    .get_mut(filled)
+                    .ok_or(DecodeError::ShapeChanged { offset: field.offset })? = symbol;
+                filled += 1;
+            }
+            5 if !deferred && filled == shape.symbols => {
+                if decoded == 0 {
+                    check_first_symbol(first_symbol)?;
+                }
+                fill.series(&*symbols, &field)?;
+                decoded += 1;
+            }
+            5 => deferred = true,
+            _ => {}
         }
     }
-    if let Some((first, offset)) = first_symbol
-        && !first.is_empty()
-    {
-        return Err(DecodeError::FirstSymbolNotEmpty {
+    check_first_symbol(first_symbol)?;
+    if deferred {
+        let series = Fields::new(body, 0, REQUEST).filter(|f| f.as_ref().is_ok_and(|f| f.number == 5));
+        for field in series.skip(decoded) {
+            fill.series(&*symbols, &field?)?;
+        }
+    }
+    let mut out = fill.out;
+    out.timeseries = fill.timeseries.into_bump_slice();
+    Ok(out)
+}
+
+/// The spec requires `symbols[0]` to be the empty string.
+fn check_first_symbol(first: Option<(&str, usize)>) -> Result<(), DecodeError> {
+    match first {
+        Some((first, offset)) if !first.is_empty() => Err(DecodeError::FirstSymbolNotEmpty {
             offset,
             len: first.len(),
-        });
+        }),
+        _ => Ok(()),
     }
-    let symbols: &'a [&'a str] = symbols;
+}
 
-    let mut labels: &'a mut [LabelRef<'a>] =
-        arena.alloc_slice_fill_copy(shape.series.labels, LabelRef { name: "", value: "" });
-    let mut samples: &'a mut [Sample] = arena.alloc_slice_fill_copy(shape.series.samples, Sample { t: 0, v: 0.0 });
-    let mut timeseries = bumpalo::collections::Vec::with_capacity_in(shape.series.series, arena);
-    let mut out = WriteRequestV2Ref {
-        timeseries: &[],
-        metadata: 0,
-        created_timestamps: 0,
-        expanded_bytes: 0,
-    };
-    for field in Fields::new(body, 0, REQUEST) {
-        let field = field?;
-        if field.number != 5 {
-            continue;
+/// The view being filled: the unfilled rest of the request's label and sample slices, the series so far, and
+/// the counts of what 2.0 adds.
+struct Fill<'a> {
+    labels: &'a mut [LabelRef<'a>],
+    samples: &'a mut [Sample],
+    timeseries: bumpalo::collections::Vec<'a, TimeSeriesRef<'a>>,
+    out: WriteRequestV2Ref<'a>,
+}
+
+impl<'a> Fill<'a> {
+    /// Decodes the `timeseries` entry `field`, its label references resolved through `symbols`.
+    fn series(&mut self, symbols: &[&'a str], field: &Field<'a>) -> Result<(), DecodeError> {
+        let (raw, base) = len_payload(field, "io.prometheus.write.v2.Request.timeseries")?;
+        if let Some(filled) = canonical::fill_series(raw, symbols, self.labels, self.samples) {
+            let (labels, labels_rest) = std::mem::take(&mut self.labels).split_at_mut(filled.labels);
+            let (samples, samples_rest) = std::mem::take(&mut self.samples).split_at_mut(filled.samples);
+            (self.labels, self.samples) = (labels_rest, samples_rest);
+            let expanded = V1_SERIES_OVERHEAD
+                .saturating_add(filled.text)
+                .saturating_add(filled.labels.saturating_mul(V1_LABEL_OVERHEAD))
+                .saturating_add(filled.samples.saturating_mul(V1_SAMPLE_BYTES));
+            self.out.expanded_bytes = self.out.expanded_bytes.saturating_add(expanded);
+            self.timeseries.push(TimeSeriesRef {
+                labels,
+                samples,
+                exemplars: 0,
+                histograms: 0,
+                raw: &[],
+            });
+            return Ok(());
         }
-        let (raw, base) = len_payload(&field, "io.prometheus.write.v2.Request.timeseries")?;
         let mut series = Series {
-            labels: std::mem::take(&mut labels),
-            samples: std::mem::take(&mut samples),
+            labels: std::mem::take(&mut self.labels),
+            samples: std::mem::take(&mut self.samples),
             label_count: 0,
             sample_count: 0,
             exemplars: 0,
@@ -284,23 +353,23 @@ pub fn decode_measured_v2<'a>(
                 }
                 (3, _) => series.histograms = series.histograms.saturating_add(1),
                 (4, _) => series.exemplars = series.exemplars.saturating_add(1),
-                (5, _) => out.metadata += 1,
-                (6, Value::Varint(t)) => out.created_timestamps += usize::from(t != 0),
+                (5, _) => self.out.metadata += 1,
+                (6, Value::Varint(t)) => self.out.created_timestamps += usize::from(t != 0),
                 _ => {}
             }
         }
         let samples_bytes = series.sample_count.saturating_mul(V1_SAMPLE_BYTES);
-        out.expanded_bytes = out
+        self.out.expanded_bytes = self
+            .out
             .expanded_bytes
             .saturating_add(expanded)
             .saturating_add(samples_bytes);
         let (ts, labels_rest, samples_rest) = series.finish();
-        timeseries.push(ts);
-        labels = labels_rest;
-        samples = samples_rest;
+        self.timeseries.push(ts);
+        self.labels = labels_rest;
+        self.samples = samples_rest;
+        Ok(())
     }
-    out.timeseries = timeseries.into_bump_slice();
-    Ok(out)
 }
 
 /// One series being filled: the unfilled rest of the request's label and sample slices, and its counts.
@@ -356,6 +425,9 @@ fn resolve<'a>(symbols: &[&'a str], (index, offset): (u64, usize)) -> Result<&'a
 }
 
 fn decode_sample(buf: &[u8], base: usize) -> Result<Sample, DecodeError> {
+    if let Some(sample) = super::canonical::sample(buf) {
+        return Ok(sample);
+    }
     decode_sample_of(
         buf,
         base,
@@ -365,6 +437,18 @@ fn decode_sample(buf: &[u8], base: usize) -> Result<Sample, DecodeError> {
             "io.prometheus.write.v2.Sample.timestamp",
         ],
     )
+}
+
+/// The number of varints in a packed `labels_refs` payload: the bytes without the continuation bit, each the
+/// last byte of one varint. A payload whose last varint is cut short gets [`Refs`]' error; an overlong varint
+/// is counted here and refused by the fill pass, which decodes each one.
+fn count_refs(data: &[u8], offset: usize) -> Result<usize, DecodeError> {
+    if data.last().is_some_and(|&b| b >= 0x80)
+        && let Some(Err(e)) = Refs::new(data, offset).find(Result::is_err)
+    {
+        return Err(e);
+    }
+    Ok(data.iter().filter(|&&b| b < 0x80).count())
 }
 
 /// The varints of a packed `labels_refs` payload, each with its absolute offset.
@@ -388,6 +472,18 @@ impl Iterator for Refs<'_> {
             return None;
         }
         let offset = self.base + self.pos;
+        // One or two bytes: every reference into a table of up to 16,384 symbols.
+        match self.buf[self.pos..] {
+            [b, ..] if b < 0x80 => {
+                self.pos += 1;
+                return Some(Ok((u64::from(b), offset)));
+            }
+            [b0, b1, ..] if b1 < 0x80 => {
+                self.pos += 2;
+                return Some(Ok((u64::from(b0 & 0x7f) | u64::from(b1) << 7, offset)));
+            }
+            _ => {}
+        }
         let mut value = 0u64;
         for i in 0..10 {
             let Some(&byte) = self.buf.get(self.pos) else {

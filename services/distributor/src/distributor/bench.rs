@@ -61,14 +61,28 @@ impl Stages {
         }
     }
 
-    /// Stage 1: the snappy `body` decoded into `arena`, without an in-flight limit.
+    /// Stage 1: the snappy remote write 1.0 `body` decoded into `arena`, without an in-flight limit.
     pub fn decode<'a>(&self, arena: &'a Bump, body: &[u8]) -> Result<&'a [TimeSeriesRef<'a>], PushError> {
+        self.decode_as(arena, body, super::RemoteWriteVersion::V1)
+    }
+
+    /// Stage 1 for a remote write 2.0 `body`.
+    pub fn decode_v2<'a>(&self, arena: &'a Bump, body: &[u8]) -> Result<&'a [TimeSeriesRef<'a>], PushError> {
+        self.decode_as(arena, body, super::RemoteWriteVersion::V2)
+    }
+
+    fn decode_as<'a>(
+        &self,
+        arena: &'a Bump,
+        body: &[u8],
+        version: super::RemoteWriteVersion,
+    ) -> Result<&'a [TimeSeriesRef<'a>], PushError> {
         let budget = InflightBytes::new(0, Default::default(), Default::default());
         decode::decode(
             arena,
             body,
             decode::Framing::Snappy,
-            super::RemoteWriteVersion::V1,
+            version,
             usize::MAX,
             &mut budget.reserve(),
         )

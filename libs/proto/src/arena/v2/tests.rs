@@ -86,6 +86,61 @@ proptest! {
         }
         prop_assert!(got.expanded_bytes >= v1_bytes, "bound {} below {}", got.expanded_bytes, v1_bytes);
     }
+
+    /// The fast path and the general walker decode the same series alike: each series of a request is given
+    /// an unknown field (number 15), which the fast path declines, so the general walker reads it.
+    #[test]
+    fn fast_and_general_paths_agree(series in series_strategy()) {
+        let req = v2_request(&series);
+        let fast = req.encode_to_vec();
+        let mut general = Vec::new();
+        for s in &req.symbols {
+            general.extend(write_v2::Request { symbols: vec![s.clone()], timeseries: vec![] }.encode_to_vec());
+        }
+        for ts in &req.timeseries {
+            let mut raw = ts.encode_to_vec();
+            raw.extend([15 << 3, 1]);
+            general.push(0x2a);
+            prost::encoding::encode_varint(raw.len() as u64, &mut general);
+            general.extend(raw);
+        }
+        let (a, b) = (Bump::new(), Bump::new());
+        let want = decode_write_request_v2(&a, &fast).unwrap();
+        let got = decode_write_request_v2(&b, &general).unwrap();
+        prop_assert_eq!(got.timeseries.len(), want.timeseries.len());
+        for (g, w) in got.timeseries.iter().zip(want.timeseries) {
+            prop_assert_eq!(g.labels, w.labels);
+            prop_assert_eq!(g.samples.len(), w.samples.len());
+            for (gs, ws) in g.samples.iter().zip(w.samples) {
+                prop_assert!(gs.bit_eq(ws), "{:?} != {:?}", gs, ws);
+            }
+        }
+        prop_assert_eq!(got.expanded_bytes, want.expanded_bytes);
+    }
+
+    /// Series written before, between or after the symbols (repeated fields may come in any order) decode to
+    /// what the usual order (symbols first) decodes to.
+    #[test]
+    fn symbols_after_series_decode_the_same(series in series_strategy(), cut in any::<prop::sample::Index>()) {
+        let req = v2_request(&series);
+        let usual = req.encode_to_vec();
+        let k = cut.index(req.symbols.len() + 1);
+        let part = |symbols: &[String], timeseries: &[write_v2::TimeSeries]| {
+            write_v2::Request { symbols: symbols.to_vec(), timeseries: timeseries.to_vec() }.encode_to_vec()
+        };
+        let mut reordered = part(&req.symbols[..k], &[]);
+        reordered.extend(part(&[], &req.timeseries));
+        reordered.extend(part(&req.symbols[k..], &[]));
+        let (a, b) = (Bump::new(), Bump::new());
+        let want = decode_write_request_v2(&a, &usual).unwrap();
+        let got = decode_write_request_v2(&b, &reordered).unwrap();
+        prop_assert_eq!(got.timeseries.len(), want.timeseries.len());
+        for (g, w) in got.timeseries.iter().zip(want.timeseries) {
+            prop_assert_eq!(g.labels, w.labels);
+            prop_assert_eq!(g.samples.len(), w.samples.len());
+        }
+        prop_assert_eq!(got.expanded_bytes, want.expanded_bytes);
+    }
 }
 
 #[test]
@@ -165,6 +220,18 @@ fn hostile_requests_get_precise_errors() {
                 offset: 6,
                 needed: 2,
                 available: 1,
+            },
+        ),
+        (
+            "overlong packed reference",
+            // symbols [""]; series { labels_refs: [0, <11-byte varint>] }
+            &[
+                0x22, 0, 0x2a, 14, 0x0a, 12, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01,
+            ],
+            DecodeError::VarintOverflow {
+                message: TIME_SERIES,
+                what: "packed label reference",
+                offset: 7,
             },
         ),
         (
