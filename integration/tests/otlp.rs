@@ -1,7 +1,8 @@
 //! A real OpenTelemetry sender pushes to heddle's `/otlp/v1/metrics`: the Python SDK with its OTLP/HTTP
 //! protobuf exporter (gzip) sends a counter, an observable gauge and a histogram from a resource with
 //! `service.name`, `service.instance.id` and one more attribute; the translated series are read back through
-//! `/prometheus/api/v1/series` and remote read.
+//! `/prometheus/api/v1/series` and remote read. The same export as protobuf and as OTLP JSON stores the same
+//! series, and the load generator's OTLP mode pushes and verifies.
 //!
 //! Needs a Python with `opentelemetry-sdk` and `opentelemetry-exporter-otlp-proto-http`: `HEDDLE_OTEL_PYTHON`,
 //! else `$HOME/.cache/heddle-tools/otel-venv/bin/python` (`scripts/test` installs both). Without it the test is
@@ -9,7 +10,7 @@
 
 use heddle_model::Labels;
 use heddle_testkit::{
-    HeddleOptions, HeddleProcess, ReadClient, ReadMode, eq, http_client, now_ms, query, wait_until_async,
+    HeddleOptions, HeddleProcess, ReadClient, ReadMode, eq, http_client, now_ms, query, run_loadtest, wait_until_async,
 };
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -337,4 +338,44 @@ async fn otlp_json_stores_what_its_protobuf_twin_stores() {
     assert_eq!(value("queue_depth"), Some(7.0));
     assert_eq!(value("room_temperature_celsius"), Some(-4.25));
     assert_eq!(value("request_duration_seconds_count"), Some(4.0));
+}
+
+/// `heddle-loadtest push --protocol otlp` sends its series as OTLP gauges (gzip protobuf), and `verify`
+/// finds every sample through remote read: the translation stores exactly the generated series.
+#[test]
+fn the_load_generator_pushes_otlp_and_verifies() {
+    let heddle = HeddleProcess::start(HeddleOptions::default()).expect("start heddle");
+    let common = ["--series=400", "--metrics=9", "--rounds=3"].map(String::from);
+    let mut push = vec![
+        "push".to_owned(),
+        format!("--url={}/otlp/v1/metrics", heddle.url()),
+        "--protocol=otlp".to_owned(),
+        "--batch-size=150".to_owned(),
+        "--progress-s=0".to_owned(),
+    ];
+    push.extend(common.iter().cloned());
+    let out = run_loadtest(&push, Duration::from_secs(120)).expect("heddle-loadtest push");
+    let summary: serde_json::Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("push printed no JSON ({e}): {}\n{}", out.stdout, out.stderr));
+    assert!(
+        out.status.success() && summary["errors"] == 0 && summary["samples_acknowledged"] == 1200,
+        "push failed: {summary}\n{}\n{}",
+        out.stderr,
+        heddle.log_tail(30)
+    );
+    assert!(summary["wire_bytes"].as_u64().is_some_and(|b| b > 0), "{summary}");
+    let mut verify = vec![
+        "verify".to_owned(),
+        format!("--read-url={}", heddle.prometheus_url()),
+        format!("--start-ms={}", summary["start_ms"]),
+    ];
+    verify.extend(common.iter().cloned());
+    let out = run_loadtest(&verify, Duration::from_secs(120)).expect("heddle-loadtest verify");
+    let report: serde_json::Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("verify printed no JSON ({e}): {}\n{}", out.stdout, out.stderr));
+    assert!(
+        report["verified"] == true && report["samples_found"] == 1200,
+        "verify: {report}\n{}",
+        heddle.log_tail(30)
+    );
 }

@@ -5,6 +5,7 @@
 #   cargo build --release -p heddle -p heddle-loadtest
 #   SERIES=100000 ROUNDS=10 loadtest/bench/single-process.sh
 #   PROTOCOL=rw2 SERIES=100000 ROUNDS=10 loadtest/bench/single-process.sh    # remote write 2.0 instead of 1.0
+#   PROTOCOL=otlp SERIES=100000 ROUNDS=10 loadtest/bench/single-process.sh   # OTLP/HTTP protobuf, gzip
 #
 # BIN (default target/release, or $CARGO_TARGET_DIR/release) must hold both binaries.
 set -euo pipefail
@@ -30,7 +31,9 @@ start_heddle "$dir"
 sleep 1
 idle_rss=$(rss_kib "$pid")
 cpu0=$(cpu_s "$pid")
-"$BIN/heddle-loadtest" push --url "http://127.0.0.1:$hp/api/v1/push" --series "$SERIES" --rounds "$ROUNDS" \
+path=/api/v1/push
+[ "$PROTOCOL" = otlp ] && path=/otlp/v1/metrics
+"$BIN/heddle-loadtest" push --url "http://127.0.0.1:$hp$path" --series "$SERIES" --rounds "$ROUNDS" \
     --batch-size "$BATCH" --concurrency "$CONCURRENCY" --protocol "$PROTOCOL" --progress-s 0 >"$dir/push.json"
 cpu1=$(cpu_s "$pid")
 loaded_rss=$(rss_kib "$pid")
@@ -48,6 +51,7 @@ print(json.dumps({
     "series": series,
     "samples_acknowledged": samples,
     "samples_per_second": round(push["samples_per_second"]),
+    "wire_bytes_per_sample": round(push["wire_bytes_per_sample"], 2),
     "push_latency_ms": push["latency_ms"],
     "heddle_cpu_seconds": round(cpu1 - cpu0, 3),
     "cpu_seconds_per_million_samples": round((cpu1 - cpu0) / samples * 1e6, 3),

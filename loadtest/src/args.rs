@@ -130,13 +130,14 @@ pub struct PushArgs {
     /// Seconds between progress lines on stderr (0 = none).
     #[arg(long, default_value_t = 1)]
     pub progress_s: u64,
-    /// Remote write version to send: `rw1` (`prometheus.WriteRequest`) or `rw2`
-    /// (`io.prometheus.write.v2.Request`, labels in a symbol table), to compare the receiver's cost of each.
+    /// Protocol to send: `rw1` (`prometheus.WriteRequest`), `rw2` (`io.prometheus.write.v2.Request`, labels
+    /// in a symbol table) or `otlp` (OTLP/HTTP protobuf, gzip, to a `/otlp/v1/metrics` URL), to compare the
+    /// receiver's cost of each.
     #[arg(long, value_enum, default_value_t = Protocol::Rw1)]
     pub protocol: Protocol,
 }
 
-/// Remote write version `push` sends.
+/// The protocol `push` sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum Protocol {
     /// Remote write 1.0.
@@ -144,6 +145,10 @@ pub enum Protocol {
     Rw1,
     /// Remote write 2.0 (float samples).
     Rw2,
+    /// OTLP/HTTP metrics, protobuf and gzip as the OpenTelemetry Collector sends them: each series a gauge
+    /// point, `job` and `instance` as the resource's `service.name` and `service.instance.id`, so the
+    /// translation stores exactly the generated series.
+    Otlp,
 }
 
 impl PushArgs {

@@ -8,7 +8,8 @@ use crate::args::{Protocol, PushArgs};
 use crate::retry::{Attempt, Backoff, classify};
 use crate::stats::{Latencies, LatencySummary};
 use heddle_testkit::codec::{encode_write_request, encode_write_request_v2};
-use heddle_testkit::{RemoteWriteProtocol, SeriesGen, http_client, push_body_as};
+use heddle_testkit::otlp::{encode_otlp_request, push_otlp};
+use heddle_testkit::{PushOutcome, RemoteWriteProtocol, SeriesGen, TestkitError, http_client, push_body_as};
 use serde::Serialize;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -27,6 +28,10 @@ pub struct PushReport {
     pub samples_sent: u64,
     /// Samples in requests answered 2xx.
     pub samples_acknowledged: u64,
+    /// Request body bytes as sent (compressed), once per request, not per retry.
+    pub wire_bytes: u64,
+    /// `wire_bytes` per sample sent.
+    pub wire_bytes_per_sample: f64,
     /// HTTP attempts, retries included.
     pub requests: u64,
     /// Requests that finally failed (4xx other than 429, or retries exhausted).
@@ -47,6 +52,7 @@ pub struct PushReport {
 #[derive(Debug, Default)]
 struct Counters {
     sent: AtomicU64,
+    wire_bytes: AtomicU64,
     acked: AtomicU64,
     requests: AtomicU64,
     errors: AtomicU64,
@@ -135,9 +141,12 @@ pub async fn run_push(args: &PushArgs) -> Result<PushReport, LoadtestError> {
     let duration = started.elapsed().as_secs_f64();
     let acked = counters.acked.load(Relaxed);
     let latency_ms = counters.total.lock().unwrap_or_else(PoisonError::into_inner).summary();
+    let (sent, wire_bytes) = (counters.sent.load(Relaxed), counters.wire_bytes.load(Relaxed));
     Ok(PushReport {
-        samples_sent: counters.sent.load(Relaxed),
+        samples_sent: sent,
         samples_acknowledged: acked,
+        wire_bytes,
+        wire_bytes_per_sample: if sent > 0 { wire_bytes as f64 / sent as f64 } else { 0.0 },
         requests: counters.requests.load(Relaxed),
         errors: counters.errors.load(Relaxed),
         retries: counters.retries.load(Relaxed),
@@ -154,29 +163,28 @@ pub async fn run_push(args: &PushArgs) -> Result<PushReport, LoadtestError> {
 async fn send_batch(target: &Target, counters: &Counters, batch: Range<usize>, round: u32) {
     let samples = batch.len() as u64;
     let request = target.generator.write_request(batch.clone(), round..round + 1);
-    let (protocol, encoded) = match target.protocol {
-        Protocol::Rw1 => (RemoteWriteProtocol::V1, encode_write_request(&request)),
-        Protocol::Rw2 => (RemoteWriteProtocol::V2, encode_write_request_v2(&request)),
+    let encoded = match target.protocol {
+        Protocol::Rw1 => encode_write_request(&request),
+        Protocol::Rw2 => encode_write_request_v2(&request),
+        Protocol::Otlp => encode_otlp_request(&request),
     };
     let body = match encoded {
         Ok(b) => b,
         Err(e) => return counters.error(&format!("series {batch:?} round {round}: {e}")),
     };
     counters.sent.fetch_add(samples, Relaxed);
+    counters.wire_bytes.fetch_add(body.len() as u64, Relaxed);
     let mut retry = 0;
     loop {
         counters.requests.fetch_add(1, Relaxed);
         let t0 = Instant::now();
-        let res = push_body_as(
-            &target.client,
-            &target.url,
-            target.tenant.as_deref(),
-            protocol,
-            body.clone(),
-        )
-        .await;
+        let res = send(target, body.clone()).await;
         counters.record_latency(t0.elapsed());
         let (attempt, detail) = match res {
+            // An OTLP 200 whose partial success refused points: those points are lost, as a 4xx would lose them.
+            Ok(out) if target.protocol == Protocol::Otlp && out.status == 200 && !out.body.is_empty() => {
+                (Attempt::Permanent, format!("status 200: {}", out.body.trim()))
+            }
             Ok(out) => (
                 classify(out.status, out.retry_after),
                 format!("status {}: {}", out.status, out.body.trim()),
@@ -204,6 +212,16 @@ async fn send_batch(target: &Target, counters: &Counters, batch: Range<usize>, r
                 }
             },
         }
+    }
+}
+
+/// One attempt of `body` in the target's protocol.
+async fn send(target: &Target, body: Vec<u8>) -> Result<PushOutcome, TestkitError> {
+    let tenant = target.tenant.as_deref();
+    match target.protocol {
+        Protocol::Rw1 => push_body_as(&target.client, &target.url, tenant, RemoteWriteProtocol::V1, body).await,
+        Protocol::Rw2 => push_body_as(&target.client, &target.url, tenant, RemoteWriteProtocol::V2, body).await,
+        Protocol::Otlp => push_otlp(&target.client, &target.url, tenant, body).await,
     }
 }
 

@@ -112,18 +112,22 @@ pub async fn push_body_as(
         detail: error_chain(&e),
     })?;
     let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
+    let retry_after = retry_after(resp.headers());
     let body = resp.text().await.unwrap_or_default();
     Ok(PushOutcome {
         status,
         body,
         retry_after,
     })
+}
+
+/// The `Retry-After` header, when given in seconds.
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
 }
 
 /// Encodes and sends `req`; see [`push_body`].

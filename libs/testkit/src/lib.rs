@@ -2,7 +2,7 @@
 //!
 //! Owns: the process harness that builds and runs the `heddle` binary ([`HeddleProcess`], [`ManagedProcess`],
 //! [`cargo_bin`], [`free_port`], [`wait_until`]); deterministic node-exporter-like data ([`SeriesGen`]); the wire
-//! codecs of remote write and remote read ([`codec`]); HTTP clients for both ([`push`], [`ReadClient`]); an
+//! codecs of remote write and remote read ([`codec`]) and an OTLP sender ([`otlp`]); HTTP clients for both ([`push`], [`ReadClient`]); an
 //! independent XOR chunk reader/writer ([`xor`]) so chunks served by heddle are checked without trusting heddle's
 //! own encoder; an in-memory stand-in server ([`MockReceiver`]); throwaway certificates for TLS tests
 //! ([`TestPki`]); and proptest strategies ([`strategies`]).
@@ -21,6 +21,7 @@ mod generate;
 mod heddle;
 mod http;
 mod mock;
+pub mod otlp;
 mod port;
 mod process;
 pub mod promtool;
