@@ -104,15 +104,7 @@ pub(crate) fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::I
 /// (`application/x-protobuf` with no `proto` or a known one, or absent, else 415). Returns the remote write
 /// version the content type names (1.0 when absent).
 fn check_headers(headers: &HeaderMap, cfg: &DistributorConfig) -> Result<RemoteWriteVersion, PushError> {
-    if let Some(len) = headers.get(header::CONTENT_LENGTH)
-        && let Some(len) = len.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())
-        && len > cfg.max_recv_msg_size as u64
-    {
-        return Err(PushError::BodyTooLarge {
-            size: len,
-            limit: cfg.max_recv_msg_size,
-        });
-    }
+    check_declared_length(headers, cfg.max_recv_msg_size)?;
     if let Some(enc) = headers.get(header::CONTENT_ENCODING) {
         let text = enc.to_str().unwrap_or("<not ascii>").trim();
         if !text.eq_ignore_ascii_case("snappy") {
@@ -152,6 +144,20 @@ fn remote_write_version(content_type: &str) -> Option<RemoteWriteVersion> {
         }
     }
     Some(version)
+}
+
+/// Refuses a push whose `Content-Length` is over `max_recv` bytes (413) before any of its body is read.
+pub(crate) fn check_declared_length(headers: &HeaderMap, max_recv: usize) -> Result<(), PushError> {
+    if let Some(len) = headers.get(header::CONTENT_LENGTH)
+        && let Some(len) = len.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())
+        && len > max_recv as u64
+    {
+        return Err(PushError::BodyTooLarge {
+            size: len,
+            limit: max_recv,
+        });
+    }
+    Ok(())
 }
 
 /// The body of a push (remote write or OTLP), read within the distributor's size and time limits, its

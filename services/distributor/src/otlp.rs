@@ -17,7 +17,8 @@ mod translate;
 
 use crate::distributor::{Distributor, Framing, RemoteWriteVersion};
 use crate::error::PushError;
-use crate::http::read_push_body;
+use crate::http::{check_declared_length, read_push_body};
+use crate::outcome::join_capped;
 use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -141,29 +142,19 @@ async fn export(
     }
     let partial_success = (rejected > 0).then(|| ExportMetricsPartialSuccess {
         rejected_data_points: rejected,
-        error_message: join_messages(&messages),
+        error_message: join_capped(
+            messages.iter().map(String::as_str),
+            messages.len(),
+            crate::MAX_RESPONSE_BODY,
+        )
+        .trim_end()
+        .to_owned(),
     });
     Ok(answer(
         StatusCode::OK,
         &ExportMetricsServiceResponse { partial_success },
         encoding,
     ))
-}
-
-/// The messages, one per line, capped at [`crate::MAX_RESPONSE_BODY`] bytes.
-fn join_messages(messages: &[String]) -> String {
-    let mut out = String::new();
-    for (i, m) in messages.iter().enumerate() {
-        if i > 0 && out.len() + m.len() + 1 > crate::MAX_RESPONSE_BODY {
-            out.push_str(&format!("\nand {} more", messages.len() - i));
-            break;
-        }
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(m);
-    }
-    out
 }
 
 /// `google.rpc.Status`, the body OTLP/HTTP gives every 4xx and 5xx answer (`details` is never filled).
@@ -255,15 +246,7 @@ fn encoding(headers: &HeaderMap) -> Option<Encoding> {
 /// Content-Encoding (gzip or none, else 415), Content-Type (`application/x-protobuf` or `application/json`,
 /// else 415).
 fn check_headers(headers: &HeaderMap, max_recv: usize) -> Result<(Encoding, Compression), PushError> {
-    if let Some(len) = headers.get(header::CONTENT_LENGTH)
-        && let Some(len) = len.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())
-        && len > max_recv as u64
-    {
-        return Err(PushError::BodyTooLarge {
-            size: len,
-            limit: max_recv,
-        });
-    }
+    check_declared_length(headers, max_recv)?;
     let compression = match headers.get(header::CONTENT_ENCODING) {
         None => Compression::None,
         Some(enc) => {

@@ -81,7 +81,7 @@ impl PushOutcome {
 
 /// Joins messages with newlines until `cap` bytes, then says how many were left out. A single message longer
 /// than the cap is still shown whole (it is bounded by construction).
-fn join_capped<'a>(messages: impl Iterator<Item = &'a str>, total: usize, cap: usize) -> String {
+pub(crate) fn join_capped<'a>(messages: impl Iterator<Item = &'a str>, total: usize, cap: usize) -> String {
     let mut out = String::new();
     for (shown, m) in messages.enumerate() {
         if shown > 0 && out.len() + m.len() + 1 > cap {
