@@ -5,6 +5,7 @@
 #
 #   cargo build --release -p heddle -p heddle-loadtest
 #   SERIES=100000 ROUNDS=20 OUT=out/profile loadtest/bench/profile.sh
+#   PROTOCOL=rw2 ...   # or otlp: the protocol heddle-loadtest push sends (default rw1)
 #
 # OUT receives perf.data, top.txt (self time per symbol) and, with inferno, flame.svg.
 set -euo pipefail
@@ -12,6 +13,7 @@ SERIES=${SERIES:-100000}
 ROUNDS=${ROUNDS:-20}
 BATCH=${BATCH:-2000}
 CONCURRENCY=${CONCURRENCY:-4}
+PROTOCOL=${PROTOCOL:-rw1}
 FREQ=${FREQ:-499}
 OUT=${OUT:-out/profile}
 BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release}
@@ -32,11 +34,13 @@ cleanup() {
 trap cleanup EXIT
 start_heddle "$dir"
 sleep 1
-perf record -q -e cpu-clock -F "$FREQ" --call-graph dwarf,32768 -p "$pid" -o "$OUT/perf.data" 2>"$OUT/perf-record.log" &
+perf record -q -e cpu-clock -F "$FREQ" ${CALL_GRAPH---call-graph dwarf,32768} -p "$pid" -o "$OUT/perf.data" 2>"$OUT/perf-record.log" &
 perf_pid=$!
 sleep 1
-"$BIN/heddle-loadtest" push --url "http://127.0.0.1:$hp/api/v1/push" --series "$SERIES" --rounds "$ROUNDS" \
-    --batch-size "$BATCH" --concurrency "$CONCURRENCY" --progress-s 0 >"$OUT/push.json"
+path=/api/v1/push
+[ "$PROTOCOL" = otlp ] && path=/otlp/v1/metrics
+"$BIN/heddle-loadtest" push --url "http://127.0.0.1:$hp$path" --series "$SERIES" --rounds "$ROUNDS" \
+    --batch-size "$BATCH" --concurrency "$CONCURRENCY" --protocol "$PROTOCOL" --progress-s 0 >"$OUT/push.json"
 kill -INT "$perf_pid"; wait "$perf_pid" || true; perf_pid=
 perf report -i "$OUT/perf.data" --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' \
     | grep -E '^ +[0-9]' | head -60 >"$OUT/top.txt" || true  # head closes the pipe early

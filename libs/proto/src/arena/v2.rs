@@ -112,7 +112,25 @@ pub fn measure_write_request_v2(body: &[u8]) -> Result<MeasuredWriteRequestV2<'_
         },
         ..WriteRequestV2Shape::default()
     };
-    for field in Fields::new(body, 0, REQUEST) {
+    // The leading run of well-formed symbols and canonical series, then the general walker for the rest.
+    let mut rest = body;
+    loop {
+        if let Some((_, tail)) = canonical::field(rest, canonical::TAG_SYMBOL) {
+            shape.symbols += 1;
+            rest = tail;
+        } else if let Some((series, tail)) = canonical::field(rest, canonical::TAG_SERIES)
+            && let Some((refs, samples)) = canonical::count_series(series)
+            && refs % 2 == 0
+        {
+            shape.series.labels += refs / 2;
+            shape.series.samples += samples;
+            shape.series.series += 1;
+            rest = tail;
+        } else {
+            break;
+        }
+    }
+    for field in Fields::new(rest, body.len() - rest.len(), REQUEST) {
         let field = field?;
         match field.number {
             4 => {
@@ -235,7 +253,29 @@ pub fn decode_measured_v2<'a>(
     let mut first_symbol = None;
     // Series decoded by the first walk, and whether one had to wait for the second.
     let (mut decoded, mut deferred) = (0, false);
-    for field in Fields::new(body, 0, REQUEST) {
+    // The leading run of UTF-8 symbols and, once the table is complete, canonical series.
+    let mut rest = body;
+    loop {
+        if let Some((data, tail)) = canonical::field(rest, canonical::TAG_SYMBOL)
+            && let Ok(symbol) = std::str::from_utf8(data)
+            && let Some(slot) = symbols.get_mut(filled)
+        {
+            first_symbol.get_or_insert((symbol, body.len() - rest.len()));
+            *slot = symbol;
+            filled += 1;
+            rest = tail;
+        } else if filled == shape.symbols
+            && let Some((series, tail)) = canonical::field(rest, canonical::TAG_SERIES)
+            && check_first_symbol(first_symbol).is_ok()
+            && fill.canonical_series(&*symbols, series)
+        {
+            decoded += 1;
+            rest = tail;
+        } else {
+            break;
+        }
+    }
+    for field in Fields::new(rest, body.len() - rest.len(), REQUEST) {
         let field = field?;
         match field.number {
             4 => {
@@ -295,25 +335,33 @@ struct Fill<'a> {
 }
 
 impl<'a> Fill<'a> {
+    /// Decodes the series `raw` on the fast path; `false` (nothing taken) when the fast path declines it.
+    fn canonical_series(&mut self, symbols: &[&'a str], raw: &[u8]) -> bool {
+        let Some(filled) = canonical::fill_series(raw, symbols, self.labels, self.samples) else {
+            return false;
+        };
+        let (labels, labels_rest) = std::mem::take(&mut self.labels).split_at_mut(filled.labels);
+        let (samples, samples_rest) = std::mem::take(&mut self.samples).split_at_mut(filled.samples);
+        (self.labels, self.samples) = (labels_rest, samples_rest);
+        let expanded = V1_SERIES_OVERHEAD
+            .saturating_add(filled.text)
+            .saturating_add(filled.labels.saturating_mul(V1_LABEL_OVERHEAD))
+            .saturating_add(filled.samples.saturating_mul(V1_SAMPLE_BYTES));
+        self.out.expanded_bytes = self.out.expanded_bytes.saturating_add(expanded);
+        self.timeseries.push(TimeSeriesRef {
+            labels,
+            samples,
+            exemplars: 0,
+            histograms: 0,
+            raw: &[],
+        });
+        true
+    }
+
     /// Decodes the `timeseries` entry `field`, its label references resolved through `symbols`.
     fn series(&mut self, symbols: &[&'a str], field: &Field<'a>) -> Result<(), DecodeError> {
         let (raw, base) = len_payload(field, "io.prometheus.write.v2.Request.timeseries")?;
-        if let Some(filled) = canonical::fill_series(raw, symbols, self.labels, self.samples) {
-            let (labels, labels_rest) = std::mem::take(&mut self.labels).split_at_mut(filled.labels);
-            let (samples, samples_rest) = std::mem::take(&mut self.samples).split_at_mut(filled.samples);
-            (self.labels, self.samples) = (labels_rest, samples_rest);
-            let expanded = V1_SERIES_OVERHEAD
-                .saturating_add(filled.text)
-                .saturating_add(filled.labels.saturating_mul(V1_LABEL_OVERHEAD))
-                .saturating_add(filled.samples.saturating_mul(V1_SAMPLE_BYTES));
-            self.out.expanded_bytes = self.out.expanded_bytes.saturating_add(expanded);
-            self.timeseries.push(TimeSeriesRef {
-                labels,
-                samples,
-                exemplars: 0,
-                histograms: 0,
-                raw: &[],
-            });
+        if self.canonical_series(symbols, raw) {
             return Ok(());
         }
         let mut series = Series {

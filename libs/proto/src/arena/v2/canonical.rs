@@ -6,6 +6,9 @@
 //! Sample        [0x09 fixed64 value] [0x10 varint timestamp]
 //! ```
 //!
+//! The request itself is read the same way while it is a run of one-byte-keyed `symbols` (0x22) and
+//! `timeseries` (0x2a) fields; the general walker takes over at the first other byte.
+//!
 //! Anything else in a series (unpacked or repeated references, exemplars, histograms, metadata, a created
 //! timestamp, an unknown field) and anything malformed (a length past the end, an overlong varint, a
 //! reference past the symbol table) makes these functions answer `None`, and the caller reads the same
@@ -13,6 +16,20 @@
 
 use super::super::canonical::{TAG_1_LEN, TAG_2_LEN, length_delimited, sample, varint};
 use heddle_model::{LabelRef, Sample};
+
+/// `Request.symbols`: field 4, length-delimited.
+pub(super) const TAG_SYMBOL: u8 = 4 << 3 | 2;
+/// `Request.timeseries`: field 5, length-delimited.
+pub(super) const TAG_SERIES: u8 = 5 << 3 | 2;
+
+/// A request field at the start of `buf` with the key `tag` (one byte) and its payload: `(payload, rest)`.
+#[inline(always)]
+pub(super) fn field(buf: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
+    match buf {
+        [t, tail @ ..] if *t == tag => length_delimited(tail),
+        _ => None,
+    }
+}
 
 /// Counts the label references and samples of a canonical series, checking that each length fits and that
 /// the packed references end on a varint's last byte.
