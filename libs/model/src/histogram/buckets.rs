@@ -4,16 +4,24 @@
 use super::{Span, is_custom_buckets_schema};
 
 /// A bucket count: `i64` for integer histograms (absolute, not delta), `f64` for float ones.
-pub trait Count: Copy + PartialEq + std::ops::Add<Output = Self> + std::fmt::Debug {
+pub trait Count: Copy + PartialEq + std::fmt::Debug {
     const ZERO: Self;
+    /// The sum of two counts; integer counts wrap (as in Go) so that corrupt data cannot panic.
+    fn plus(self, other: Self) -> Self;
 }
 
 impl Count for i64 {
     const ZERO: Self = 0;
+    fn plus(self, other: Self) -> Self {
+        self.wrapping_add(other)
+    }
 }
 
 impl Count for f64 {
     const ZERO: Self = 0.0;
+    fn plus(self, other: Self) -> Self {
+        self + other
+    }
 }
 
 /// The bucket index of each bucket the spans describe, in order. Indices are `i64` so that corrupt offsets
@@ -28,7 +36,8 @@ pub(crate) fn indices(spans: &[Span]) -> impl Iterator<Item = i64> + '_ {
 }
 
 /// Builds spans and counts from `(index, count)` pairs with increasing indices; a gap of up to `fill` indices
-/// between two buckets is filled with empty buckets instead of starting a new span.
+/// between two buckets is filled with empty buckets instead of starting a new span. Indices that do not
+/// increase (only an invalid histogram has them) start a span with a negative offset.
 fn from_indexed<T: Count>(buckets: impl IntoIterator<Item = (i64, T)>, fill: i64) -> (Vec<Span>, Vec<T>) {
     let mut spans: Vec<Span> = Vec::new();
     let mut counts = Vec::new();
@@ -36,7 +45,7 @@ fn from_indexed<T: Count>(buckets: impl IntoIterator<Item = (i64, T)>, fill: i64
     for (idx, count) in buckets {
         let gap = idx - end;
         match spans.last_mut() {
-            Some(last) if gap <= fill => {
+            Some(last) if (0..=fill).contains(&gap) => {
                 counts.extend(std::iter::repeat_n(T::ZERO, gap as usize));
                 last.length += gap as u32 + 1;
             }
@@ -73,7 +82,7 @@ pub(crate) fn reduce<T: Count>(spans: &[Span], counts: &[T], from: i32, to: i32)
     for (idx, count) in indices(spans).zip(counts.iter().copied()) {
         let target = reduced_index(idx, from, to);
         match merged.last_mut() {
-            Some((last, sum)) if *last == target => *sum = *sum + count,
+            Some((last, sum)) if *last == target => *sum = sum.plus(count),
             _ => merged.push((target, count)),
         }
     }
