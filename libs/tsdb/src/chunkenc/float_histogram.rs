@@ -245,16 +245,24 @@ impl FloatHistogramChunk {
         if h.zero_count < self.st.zero_count.value() {
             return Appendable::No(CounterReset);
         }
-        let values = |fields: &[XorField]| fields.iter().map(XorField::value).collect::<Vec<_>>();
-        let positive = expand_counter(
+        let side = |chunk_spans: &[Span], chunk: &[XorField], spans: &[Span], buckets: &[f64]| {
+            if chunk_spans == spans {
+                // The common case, without allocating: same buckets, so only a count going down matters.
+                let down = chunk.iter().zip(buckets).any(|(a, b)| a.value() > *b);
+                return (!down).then_some((false, false));
+            }
+            let values: Vec<f64> = chunk.iter().map(XorField::value).collect();
+            expand_counter(chunk_spans, &values, spans, buckets)
+        };
+        let positive = side(
             &self.layout.positive_spans,
-            &values(&self.st.positive),
+            &self.st.positive,
             &h.positive_spans,
             &h.positive_buckets,
         );
-        let negative = expand_counter(
+        let negative = side(
             &self.layout.negative_spans,
-            &values(&self.st.negative),
+            &self.st.negative,
             &h.negative_spans,
             &h.negative_buckets,
         );

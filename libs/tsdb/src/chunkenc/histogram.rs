@@ -275,17 +275,27 @@ impl HistogramChunk {
         if h.zero_count < self.st.zero_count {
             return Appendable::No(CounterReset);
         }
-        let positive = expand_counter(
+        let side = |chunk_spans: &[Span], chunk: &[i64], spans: &[Span], buckets: &[i64]| {
+            if chunk_spans == spans {
+                // The common case, without allocating: same buckets, so only a count going down matters.
+                let down = absolute_from_deltas(chunk)
+                    .zip(absolute_from_deltas(buckets))
+                    .any(|(a, b)| a > b);
+                return (!down).then_some((false, false));
+            }
+            expand_counter(chunk_spans, &absolute(chunk), spans, &absolute(buckets))
+        };
+        let positive = side(
             &self.layout.positive_spans,
-            &absolute(&self.st.positive),
+            &self.st.positive,
             &h.positive_spans,
-            &absolute(&h.positive_buckets),
+            &h.positive_buckets,
         );
-        let negative = expand_counter(
+        let negative = side(
             &self.layout.negative_spans,
-            &absolute(&self.st.negative),
+            &self.st.negative,
             &h.negative_spans,
-            &absolute(&h.negative_buckets),
+            &h.negative_buckets,
         );
         match (positive, negative) {
             (Some((pf, pb)), Some((nf, nb))) => Appendable::Yes {
