@@ -136,13 +136,16 @@ impl FloatHistogramChunk {
         h: &FloatHistogram,
         prev: Option<&Self>,
     ) -> Result<HistogramAppend<Self>, ChunkError> {
-        check_shape(
-            h.schema,
-            &h.positive_spans,
-            h.positive_buckets.len(),
-            &h.negative_spans,
-            h.negative_buckets.len(),
-        )?;
+        // A stale marker's buckets are never written, so only other samples must fit their spans.
+        if !is_stale_nan(h.sum) {
+            check_shape(
+                h.schema,
+                &h.positive_spans,
+                h.positive_buckets.len(),
+                &h.negative_spans,
+                h.negative_buckets.len(),
+            )?;
+        }
         if self.num == u16::MAX {
             return Err(ChunkError::Full { samples: self.num });
         }
