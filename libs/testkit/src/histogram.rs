@@ -441,6 +441,50 @@ mod tests {
         }
 
         #[test]
+        fn reference_reads_custom_bucket_chunks(
+            raw_bounds in proptest::collection::vec(prop_oneof![0u64..40_000_000, any::<u64>()], 1..12),
+            steps in proptest::collection::vec((any::<u64>(), 1i64..100_000), 1..50),
+        ) {
+            // Bounds that are multiples of 0.001 (stored as varbits) and arbitrary finite floats (64 bits).
+            let mut bounds: Vec<f64> = raw_bounds
+                .iter()
+                .map(|b| if *b < 40_000_000 { *b as f64 / 1000.0 } else { f64::from_bits(*b) })
+                .filter(|b| b.is_finite())
+                .collect();
+            bounds.sort_by(f64::total_cmp);
+            bounds.dedup();
+            prop_assume!(!bounds.is_empty());
+            let n = bounds.len() + 1;
+            let mut counts = vec![0i64; n];
+            let mut chunk = FloatHistogramChunk::new();
+            let mut int = HistogramChunk::new();
+            let mut t = 0;
+            for (r, dt) in steps {
+                t += dt;
+                counts[(r % n as u64) as usize] += 1 + (r >> 32) as i64 % 4;
+                let h = Histogram {
+                    schema: CUSTOM_BUCKETS_SCHEMA,
+                    count: counts.iter().sum::<i64>() as u64,
+                    sum: (r % 1000) as f64,
+                    positive_spans: vec![Span::new(0, n as u32)],
+                    positive_buckets: deltas_from_absolute(&counts),
+                    custom_values: bounds.clone(),
+                    ..Histogram::default()
+                };
+                prop_assert!(matches!(int.append(t, &h, None).unwrap(), HistogramAppend::Appended));
+                prop_assert!(matches!(chunk.append(t, &h.to_float(), None).unwrap(), HistogramAppend::Appended));
+            }
+            let reference = decode_histogram_chunk(int.bytes()).unwrap();
+            prop_assert!(reference.iter().all(|(_, h)| h.custom_values == bounds));
+            prop_assert_eq!(by_bits(&reference, |h| h.sum), by_bits(&decode_histograms(int.bytes()).unwrap(), |h| h.sum));
+            let reference = decode_float_histogram_chunk(chunk.bytes()).unwrap();
+            prop_assert_eq!(
+                by_bits(&reference, |h| h.sum),
+                by_bits(&decode_float_histograms(chunk.bytes()).unwrap(), |h| h.sum)
+            );
+        }
+
+        #[test]
         fn reference_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let _ = decode_histogram_chunk(&bytes);
             let _ = decode_float_histogram_chunk(&bytes);
