@@ -7,6 +7,7 @@
 //! carry. Bucket operations (compaction, resolution reduction, iteration) work on absolute counts, so both kinds
 //! share them ([`buckets`]).
 
+mod bounds;
 mod buckets;
 mod float;
 #[cfg(test)]

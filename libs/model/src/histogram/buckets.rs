@@ -1,6 +1,7 @@
 //! Bucket operations on absolute counts, shared by integer and float histograms: walking spans, compaction,
 //! resolution reduction and iteration with bucket bounds.
 
+use super::bounds::SCHEMA_8_FRACTIONS;
 use super::{Span, is_custom_buckets_schema};
 
 /// A bucket count: `i64` for integer histograms (absolute, not delta), `f64` for float ones.
@@ -183,8 +184,9 @@ fn custom_bound(bounds: &[f64], idx: i64) -> f64 {
         .unwrap_or(f64::INFINITY)
 }
 
-/// Upper bound of exponential bucket `idx`: 2^(idx * 2^-schema). The last bucket below the one counting
-/// infinities ends at `f64::MAX` rather than at 2^1024, as in Prometheus.
+/// Upper bound of exponential bucket `idx`: 2^(idx * 2^-schema), from Prometheus' table of fractions for schemas
+/// 0 to 8 (see [`super::bounds`]). The last bucket below the one counting infinities ends at `f64::MAX` rather
+/// than at 2^1024, as in Prometheus.
 pub(crate) fn exponential_bound(idx: i64, schema: i32) -> f64 {
     if schema < 0 {
         let exp = idx.saturating_mul(1i64 << -schema);
@@ -193,11 +195,13 @@ pub(crate) fn exponential_bound(idx: i64, schema: i32) -> f64 {
         }
         return ldexp(1.0, exp);
     }
-    // bound = frac * 2^exp with frac in [0.5, 1), like Go's math.Frexp, so the top bucket is recognised
-    // exactly.
-    let per_octave = 1i64 << schema;
+    let per_octave = 1i64 << schema.min(62);
     let frac_idx = idx.rem_euclid(per_octave);
-    let frac = 0.5 * (frac_idx as f64 / per_octave as f64).exp2();
+    let frac = match usize::try_from(frac_idx << (8 - schema).max(0)) {
+        Ok(i) if schema <= 8 => SCHEMA_8_FRACTIONS[i],
+        // Schemas above 8 are reserved: no valid histogram has them, so there is no table to agree with.
+        _ => 0.5 * (frac_idx as f64 / per_octave as f64).exp2(),
+    };
     let exp = idx.div_euclid(per_octave) + 1;
     if frac_idx == 0 && exp == 1025 {
         return f64::MAX;

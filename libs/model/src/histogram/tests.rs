@@ -299,7 +299,17 @@ fn bucket_bounds() {
         vec![(f64::NEG_INFINITY, 0.5, 1), (2.0, 10.0, 3), (10.0, f64::INFINITY, 3)]
     );
     assert_eq!(exponential_bound(1, -2), 16.0);
-    assert_eq!(exponential_bound(1, 3), 2f64.powf(1.0 / 8.0));
+    // Prometheus' table, not 2^(1/2) rounded in f64 (one ulp above).
+    assert_eq!(exponential_bound(1, 1), 2.0 * 0.7071067811865475);
+    assert_eq!(exponential_bound(-1, 3), 0.9170040432046711);
+    assert_eq!(exponential_bound(9, 3), 4.0 * 0.5452538663326288);
+    // Every schema's fractions are every 2^(8 - schema)-th of schema 8's, and increase.
+    for schema in 0..=8 {
+        let n = 1i64 << schema;
+        let fracs: Vec<f64> = (0..n).map(|i| exponential_bound(i - n, schema)).collect();
+        assert!(fracs.windows(2).all(|w| w[0] < w[1]), "schema {schema}");
+        assert!(fracs.iter().all(|f| (0.5..1.0).contains(f)), "schema {schema}");
+    }
     assert_eq!(exponential_bound(1024, 0), f64::MAX, "the bucket below +Inf's");
     assert_eq!(exponential_bound(256, -2), f64::MAX);
     assert_eq!(exponential_bound(i64::MAX, 8), f64::INFINITY);
