@@ -1,4 +1,4 @@
-//! Heddle's data model: tenant ids, label sets, samples, label matchers, the series hash that shards
+//! Heddle's data model: tenant ids, label sets, samples, native histograms, label matchers, the series hash that shards
 //! series onto the ring, and the injectable wall [`Clock`].
 //!
 //! This crate owns the vocabulary every other crate speaks, including the catalogue of error ids
@@ -10,6 +10,7 @@ pub mod civil;
 mod clock;
 pub mod error_id;
 mod hash;
+pub mod histogram;
 mod labels;
 mod matcher;
 mod sample;
@@ -18,6 +19,7 @@ mod tenant;
 pub use batch::{BatchFull, SeriesBatch};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use hash::{FNV32A_OFFSET, fnv32a_add, series_token, series_token_seeded, tenant_token_seed};
+pub use histogram::{CounterResetHint, FloatHistogram, Histogram, HistogramError, Span};
 pub use labels::{
     Label, LabelRef, Labels, LabelsError, METRIC_NAME, is_valid_label_name, is_valid_metric_name, quoted, series_text,
 };

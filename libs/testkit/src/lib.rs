@@ -4,8 +4,9 @@
 //! [`cargo_bin`], [`free_port`], [`wait_until`]); deterministic node-exporter-like data ([`SeriesGen`]); the wire
 //! codecs of remote write and remote read ([`codec`]) and an OTLP sender ([`otlp`]); HTTP clients for both ([`push`], [`ReadClient`]); an
 //! independent XOR chunk reader/writer ([`xor`]) so chunks served by heddle are checked without trusting heddle's
-//! own encoder; an in-memory stand-in server ([`MockReceiver`]); throwaway certificates for TLS tests
-//! ([`TestPki`]); and proptest strategies ([`strategies`]).
+//! own encoder, and one of native histogram chunks ([`histogram`]); an in-memory stand-in server
+//! ([`MockReceiver`]); throwaway certificates for TLS tests ([`TestPki`]); and proptest strategies
+//! ([`strategies`]).
 //!
 //! It does not know heddle's internals: everything here talks to the public contracts (flags, HTTP paths, wire
 //! formats) of DESIGN.md §3.
@@ -19,6 +20,7 @@ mod endpoints;
 mod error;
 mod generate;
 mod heddle;
+pub mod histogram;
 mod http;
 mod mock;
 pub mod otlp;

@@ -191,20 +191,24 @@ impl XorEncoder {
 
 /// Reads bits most-significant first; running out of bits is an error, never a panic.
 #[derive(Debug)]
-struct BitReader<'a> {
+pub(crate) struct BitReader<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
-impl BitReader<'_> {
-    fn read_bit(&mut self) -> Option<bool> {
+impl<'a> BitReader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes, pos: 0 }
+    }
+
+    pub(crate) fn read_bit(&mut self) -> Option<bool> {
         let byte = self.bytes.get(self.pos / 8)?;
         let bit = (byte >> (7 - self.pos % 8)) & 1 == 1;
         self.pos += 1;
         Some(bit)
     }
 
-    fn read_bits(&mut self, n: u8) -> Option<u64> {
+    pub(crate) fn read_bits(&mut self, n: u8) -> Option<u64> {
         let mut v = 0u64;
         for _ in 0..n {
             v = (v << 1) | u64::from(self.read_bit()?);
@@ -241,10 +245,7 @@ pub fn decode_xor_chunk(chunk: &[u8]) -> Result<Vec<Sample>, TestkitError> {
         return Err(err(format!("{} bytes, shorter than the 2-byte header", chunk.len())));
     };
     let count = usize::from(u16::from_be_bytes([hi, lo]));
-    let mut r = BitReader {
-        bytes: &chunk[2..],
-        pos: 0,
-    };
+    let mut r = BitReader::new(&chunk[2..]);
     let mut out = Vec::with_capacity(count);
     let (mut t, mut t_delta, mut v_bits) = (0i64, 0i64, 0u64);
     let (mut leading, mut trailing) = (0u8, 0u8);

@@ -1,14 +1,26 @@
-//! Chunk encodings. Only Prometheus' XOR float chunk exists here; histogram chunks are out of scope.
+//! Chunk encodings: Prometheus' XOR float chunk and its integer and float native histogram chunks.
 //!
 //! The bytes are exactly those Prometheus writes (since 3.0), so chunks move unchanged between the head,
 //! `chunks_head/` files, blocks and remote-read responses.
 
 mod bstream;
+mod float_histogram;
+mod histogram;
+mod histogram_meta;
+mod varbit;
 mod xor;
 
 #[cfg(test)]
+mod histogram_tests;
+#[cfg(test)]
 mod tests;
 
+pub use float_histogram::{FloatHistogramChunk, FloatHistogramIter, decode_float_histograms};
+pub use histogram::{Appendable, HistogramAppend, HistogramChunk, HistogramIter, decode_histograms};
+pub use histogram_meta::{
+    CounterResetHeader, HISTOGRAM_CHUNK_MIN_SAMPLES, HISTOGRAM_CHUNK_TARGET_BYTES, HISTOGRAM_HEADER_LEN,
+    HistogramChunkCutter,
+};
 pub use xor::{XOR_HEADER_LEN, XorChunk, XorIter, decode_xor};
 
 /// Chunk encoding byte, as stored in chunk files and remote-read responses.

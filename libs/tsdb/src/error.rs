@@ -31,6 +31,18 @@ pub enum ChunkError {
         /// Significant bit count read.
         sig: u8,
     },
+    /// A histogram chunk whose layout has a schema no reader knows.
+    #[error("histogram chunk with unknown schema {schema}")]
+    UnknownHistogramSchema {
+        /// The schema read.
+        schema: i32,
+    },
+    /// A histogram that no histogram chunk can hold as given.
+    #[error("histogram cannot be appended: {reason}")]
+    HistogramShape {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The 16-bit sample count is exhausted.
     #[error("chunk full: it already holds {samples} samples")]
     Full {

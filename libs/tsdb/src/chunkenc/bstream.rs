@@ -103,6 +103,11 @@ impl<'a> BitReader<'a> {
         self.pos
     }
 
+    /// Bits left to read.
+    pub(crate) fn remaining(&self) -> usize {
+        self.len - self.pos
+    }
+
     /// The 64 bits from the current position, without consuming them: the first [`PEEK_BITS`] are the stream's
     /// (zero past its end), the rest zero or the stream's.
     #[inline(always)]
