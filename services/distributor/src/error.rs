@@ -56,6 +56,12 @@ pub enum PushError {
          (--distributor.max-decompressed-size)"
     )]
     OtlpTooLarge { limit: usize },
+    #[error(
+        "err-heddle-request-too-large: the OTLP request may take up to {bound} bytes once decoded, more than the \
+         distributor's in-flight limit of {limit} bytes for all requests \
+         (`distributor.instance_limits.max_inflight_push_requests_bytes`); send smaller batches"
+    )]
+    OtlpDecodedTooLarge { bound: usize, limit: usize },
     #[error("err-heddle-invalid-otlp: request body is not a valid OTLP ExportMetricsServiceRequest: {detail}")]
     InvalidOtlp { detail: String },
     #[error(
@@ -145,7 +151,7 @@ impl PushError {
     /// The stable id that starts the message.
     pub fn id(&self) -> &'static str {
         match self {
-            PushError::BodyTooLarge { .. } => error_id::REQUEST_TOO_LARGE,
+            PushError::BodyTooLarge { .. } | PushError::OtlpDecodedTooLarge { .. } => error_id::REQUEST_TOO_LARGE,
             PushError::UnsupportedContentEncoding { .. } => error_id::UNSUPPORTED_CONTENT_ENCODING,
             PushError::UnsupportedContentType { .. } => error_id::UNSUPPORTED_CONTENT_TYPE,
             PushError::DecompressedTooLarge { .. } | PushError::ExpandedTooLarge { .. } => {
@@ -172,7 +178,7 @@ impl PushError {
     /// HTTP status for the remote-write response.
     pub fn status(&self) -> StatusCode {
         match self {
-            PushError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            PushError::BodyTooLarge { .. } | PushError::OtlpDecodedTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             // 5xx, not 408: Prometheus drops a batch refused with a 4xx, and a slow body is the network's doing.
             PushError::BodyReadTimeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             // As Mimir: the distributor protects itself, the sender backs off and retries.
@@ -201,7 +207,9 @@ impl PushError {
     /// gRPC code for callers that speak gRPC (same meaning as [`PushError::status`]).
     pub fn grpc_code(&self) -> tonic::Code {
         match self {
-            PushError::BodyTooLarge { .. } | PushError::RateLimited { .. } => tonic::Code::ResourceExhausted,
+            PushError::BodyTooLarge { .. } | PushError::OtlpDecodedTooLarge { .. } | PushError::RateLimited { .. } => {
+                tonic::Code::ResourceExhausted
+            }
             PushError::NoTenant => tonic::Code::Internal,
             PushError::BodyReadTimeout { .. } | PushError::InflightBytes { .. } => tonic::Code::Unavailable,
             _ => tonic::Code::InvalidArgument,

@@ -13,6 +13,7 @@
 //! and ingesters, one per Prometheus sample) and says why; otherwise 400 (malformed body), 413, 415, 429 or 5xx
 //! with a `google.rpc.Status` whose message names what was wrong.
 
+mod measure;
 mod translate;
 
 use crate::distributor::{Distributor, Framing, RemoteWriteVersion};
@@ -70,13 +71,11 @@ pub(crate) async fn otlp_handler(
         Ok(body) => body,
         Err(e) => return early_refusal(&d, e, start, encoding),
     };
-    let request = match decode(
-        &body,
-        encoding,
-        compression,
-        cfg.max_decompressed_size,
-        &mut reservation,
-    ) {
+    let limits = DecodeLimits {
+        decompressed: cfg.max_decompressed_size,
+        inflight: d.inflight().limit(),
+    };
+    let request = match decode(&body, encoding, compression, limits, &mut reservation) {
         Ok(request) => request,
         Err(e) => {
             // Refused after the body was read in full: the connection stays usable.
@@ -275,22 +274,45 @@ fn check_headers(headers: &HeaderMap, max_recv: usize) -> Result<(Encoding, Comp
 }
 
 /// The export request in `body`: inflated first when gzip, at most `max_decompressed` bytes, each step of
-/// the inflated copy reserved before it is allocated.
+/// the inflated copy reserved before it is allocated, and a bound of the decoded request's memory reserved
+/// before it is decoded ([`measure`]).
+/// What bounds the decoding of one request.
+#[derive(Debug, Clone, Copy)]
+struct DecodeLimits {
+    /// `distributor.max_decompressed_size`.
+    decompressed: usize,
+    /// The in-flight budget of all requests (0: none); a request whose decoded bound exceeds it can never be
+    /// decoded, so it is refused for good (413) rather than told to retry (503).
+    inflight: usize,
+}
+
 fn decode(
     body: &[u8],
     encoding: Encoding,
     compression: Compression,
-    max_decompressed: usize,
+    limits: DecodeLimits,
     reservation: &mut Reservation,
 ) -> Result<ExportMetricsServiceRequest, PushError> {
     let inflated;
     let raw = match compression {
         Compression::None => body,
         Compression::Gzip => {
-            inflated = gunzip(body, max_decompressed, reservation)?;
+            inflated = gunzip(body, limits.decompressed, reservation)?;
             &inflated[..]
         }
     };
+    // Decoded OTLP can be many times its wire size: what it may take is held in the budget before decoding.
+    let bound = match encoding {
+        Encoding::Protobuf => measure::decoded_bound(raw),
+        Encoding::Json => measure::json_bound(raw),
+    };
+    if limits.inflight > 0 && bound > limits.inflight {
+        return Err(PushError::OtlpDecodedTooLarge {
+            bound,
+            limit: limits.inflight,
+        });
+    }
+    reservation.grow(bound)?;
     match encoding {
         Encoding::Protobuf => {
             ExportMetricsServiceRequest::decode(raw).map_err(|e| PushError::InvalidOtlp { detail: e.to_string() })
@@ -347,6 +369,7 @@ fn check_json_oneofs(request: &ExportMetricsServiceRequest) -> Result<(), PushEr
     Ok(())
 }
 
+/// Inflates `body` into at most `limit` bytes; every byte of the buffer's capacity is reserved first.
 fn gunzip(body: &[u8], limit: usize, reservation: &mut Reservation) -> Result<Vec<u8>, PushError> {
     // MultiGzDecoder: a gzip body may be several members (concatenated gzip files), as HTTP allows.
     let mut decoder = flate2::read::MultiGzDecoder::new(body);
@@ -356,8 +379,13 @@ fn gunzip(body: &[u8], limit: usize, reservation: &mut Reservation) -> Result<Ve
             return Err(PushError::GzipTooLarge { limit });
         }
         let step = INFLATE_STEP.min(limit + 1 - out.len());
-        reservation.grow(step)?;
         let at = out.len();
+        if at + step > out.capacity() {
+            // Grow as Vec would (doubling), reserving the new capacity before allocating it.
+            let capacity = (at + step).max(out.capacity().saturating_mul(2)).min(limit + 1);
+            reservation.grow(capacity - out.capacity())?;
+            out.reserve_exact(capacity - at);
+        }
         out.resize(at + step, 0);
         let n = read_some(&mut decoder, &mut out[at..])?;
         out.truncate(at + n);

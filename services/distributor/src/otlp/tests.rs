@@ -100,14 +100,25 @@ struct Setup {
 }
 
 fn setup(behavior: Behavior, limits: Limits) -> Setup {
+    setup_with_inflight(
+        behavior,
+        limits,
+        DistributorConfig::default()
+            .instance_limits
+            .max_inflight_push_requests_bytes,
+    )
+}
+
+fn setup_with_inflight(behavior: Behavior, limits: Limits, inflight: usize) -> Setup {
     let fake = fake(behavior);
     let mut registry = Registry::default();
-    let cfg = DistributorConfig {
+    let mut cfg = DistributorConfig {
         max_recv_msg_size: MAX_RECV,
         max_decompressed_size: MAX_DECOMPRESSED,
         otel_promote_resource_attributes: vec!["host.name".to_owned()],
         ..DistributorConfig::default()
     };
+    cfg.instance_limits.max_inflight_push_requests_bytes = inflight;
     let d = Distributor::new(cfg, limits, Arc::new(single(fake.clone())), &mut registry).with_clock(manual_clock());
     let app = crate::router(Arc::new(d)).layer(Extension(tenant()));
     Setup { app, fake, registry }
@@ -428,6 +439,34 @@ async fn statuses() {
         let line = format!("heddle_distributor_requests_total{{status=\"{}\"}} 1", want.as_u16());
         assert!(exposition(&s.registry).contains(&line), "case {name}: {line}");
     }
+}
+
+/// A request of empty data points (two bytes each on the wire, a hundred-odd once decoded) whose decoded
+/// bound exceeds the whole in-flight budget is refused for good (413), before prost allocates any of it; an
+/// ordinary request under the same budget is stored.
+#[tokio::test]
+async fn a_request_that_would_decode_past_the_inflight_budget_is_refused() {
+    let inflight = 256 * 1024;
+    let mut points = counter("g", 1.0, AggregationTemporality::Cumulative);
+    if let Some(Data::Sum(sum)) = &mut points.data {
+        sum.data_points = vec![NumberDataPoint::default(); 3000];
+    }
+    let s = setup_with_inflight(Behavior::Accept, Limits::default(), inflight);
+    let headers = [PROTOBUF, ("content-encoding", "gzip")];
+    let (status, _, answer) = post(&s.app, &headers, gzip(&export_request(vec![points]))).await;
+    let (_, message) = rpc_status(&answer, false);
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{message}");
+    assert!(
+        message.starts_with("err-heddle-request-too-large: the OTLP request may take up to")
+            && message.contains(&format!("in-flight limit of {inflight} bytes")),
+        "{message}"
+    );
+    assert!(s.fake.pushed_series().is_empty());
+
+    let ordinary = export_request(vec![counter("a", 1.0, AggregationTemporality::Cumulative)]);
+    let (status, _, answer) = post(&s.app, &[PROTOBUF], ordinary).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&answer));
+    assert_eq!(s.fake.pushed_series().len(), 2);
 }
 
 /// OTLP JSON as a sender writes it by hand, with proto3's JSON mapping: 64-bit integers as strings or numbers,
