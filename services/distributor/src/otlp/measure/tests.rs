@@ -175,6 +175,16 @@ fn metric() -> impl Strategy<Value = Metric> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
+    /// Random bytes never panic the walk, and whatever prost decodes from them stays within the bound (plus
+    /// a kilobyte for the error prost builds when it refuses them).
+    #[test]
+    fn arbitrary_bytes_are_walked_safely(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
+        let bound = decoded_bound(&bytes);
+        let _ = json_bound(&bytes);
+        let peak = peak_of(|| ExportMetricsServiceRequest::decode(&bytes[..]));
+        prop_assert!(peak <= bound.max(1024), "decoding took {} bytes, bound {}", peak, bound);
+    }
+
     /// Whatever a request holds, decoding it (protobuf or JSON) never allocates more than the bound.
     #[test]
     fn the_bound_holds(metrics in prop::collection::vec(metric(), 0..6), attributes in attributes()) {
