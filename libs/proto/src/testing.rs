@@ -8,10 +8,11 @@
 use crate::client::{IngesterClient, QueryStream};
 use crate::convert::{labels_to_proto, matchers_from_proto};
 use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    QueryStreamResponse, SeriesError, SeriesRequest, SeriesResponse,
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, MetricsMetadataRequest,
+    MetricsMetadataResponse, PushResponse, QueryRequest, QueryStreamResponse, SeriesError, SeriesRequest,
+    SeriesResponse,
 };
-use crate::prometheus::{Chunk, ChunkedSeries, LabelMatcher, Labels as ProtoLabels, WriteRequest};
+use crate::prometheus::{Chunk, ChunkedSeries, LabelMatcher, Labels as ProtoLabels, MetricMetadata, WriteRequest};
 use bytes::Bytes;
 use futures::StreamExt;
 use heddle_model::{Labels, Matcher, TenantId};
@@ -74,6 +75,7 @@ pub enum Call {
     LabelNames(TenantId, LabelNamesRequest),
     LabelValues(TenantId, LabelValuesRequest),
     Series(TenantId, SeriesRequest),
+    MetricsMetadata(TenantId, MetricsMetadataRequest),
 }
 
 impl Call {
@@ -84,7 +86,8 @@ impl Call {
             | Self::QueryStream(t, _)
             | Self::LabelNames(t, _)
             | Self::LabelValues(t, _)
-            | Self::Series(t, _) => t,
+            | Self::Series(t, _)
+            | Self::MetricsMetadata(t, _) => t,
         }
     }
 }
@@ -94,6 +97,9 @@ impl Call {
 pub struct FakeIngester {
     /// Served series, sorted by labels as a real ingester streams them.
     series: Vec<(Labels, Vec<Chunk>)>,
+    /// Served metadata, answered in the order given (the caller orders it), only the requested family when
+    /// one is named; the limits are not applied.
+    metadata: Vec<MetricMetadata>,
     fault: Fault,
     tenant_faults: HashMap<String, Fault>,
     push: PushAnswer,
@@ -110,6 +116,7 @@ impl Default for FakeIngester {
     fn default() -> Self {
         Self {
             series: Vec::new(),
+            metadata: Vec::new(),
             fault: Fault::None,
             tenant_faults: HashMap::new(),
             push: PushAnswer::Accept,
@@ -125,6 +132,13 @@ impl FakeIngester {
     /// A healthy ingester holding nothing that accepts every valid push.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Also serves `metadata` (after what it serves already); a request naming a family gets only its entries,
+    /// whatever the request's limits.
+    pub fn with_metadata(mut self, metadata: MetricMetadata) -> Self {
+        self.metadata.push(metadata);
+        self
     }
 
     /// Also serves `labels` with `chunks` (sent as they are, those overlapping a query's range).
@@ -356,6 +370,23 @@ impl IngesterClient for FakeIngester {
                 .map(|l| ProtoLabels {
                     labels: labels_to_proto(l),
                 })
+                .collect(),
+        })
+    }
+
+    async fn metrics_metadata(
+        &self,
+        tenant: &TenantId,
+        req: MetricsMetadataRequest,
+    ) -> Result<MetricsMetadataResponse, tonic::Status> {
+        let metric = req.metric.clone();
+        self.enter(Call::MetricsMetadata(tenant.clone(), req)).await?;
+        Ok(MetricsMetadataResponse {
+            metadata: self
+                .metadata
+                .iter()
+                .filter(|m| metric.is_empty() || m.metric_family_name == metric)
+                .cloned()
                 .collect(),
         })
     }

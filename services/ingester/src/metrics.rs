@@ -1,14 +1,26 @@
 //! Ingester metrics.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct TenantReasonLabels {
+    pub(crate) tenant: String,
+    pub(crate) reason: String,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
     pub(crate) ingested_samples: Counter,
+    /// Metadata entries refused by the tenant metadata limits.
+    pub(crate) discarded_metadata: Family<TenantReasonLabels, Counter>,
+    /// Metadata entries held, all tenants together.
+    pub(crate) memory_metadata: Gauge,
     pub(crate) deduplicated_samples: Counter,
     pub(crate) series_created: Counter,
     pub(crate) memory_series: Gauge,
@@ -86,6 +98,8 @@ impl Metrics {
     pub(crate) fn register(r: &mut Registry) -> Self {
         let m = Self {
             ingested_samples: Counter::default(),
+            discarded_metadata: Family::default(),
+            memory_metadata: Gauge::default(),
             deduplicated_samples: Counter::default(),
             series_created: Counter::default(),
             memory_series: Gauge::default(),
@@ -104,6 +118,16 @@ impl Metrics {
             "heddle_ingester_ingested_samples",
             "Samples appended to tenant heads",
             m.ingested_samples.clone(),
+        );
+        r.register(
+            "heddle_ingester_discarded_metadata",
+            "Metric metadata entries refused by the tenant metadata limits, by tenant and reason (error id)",
+            m.discarded_metadata.clone(),
+        );
+        r.register(
+            "heddle_ingester_memory_metadata",
+            "Metric metadata entries held in memory, all tenants together",
+            m.memory_metadata.clone(),
         );
         r.register(
             "heddle_ingester_deduplicated_samples",

@@ -8,11 +8,13 @@
 //! comes back from the head as a refusal of the whole batch.
 
 use crate::error::IngesterError;
-use crate::metrics::Metrics;
+use crate::limits::EntryLimits;
+use crate::metadata::Added;
+use crate::metrics::{Metrics, TenantReasonLabels};
 use crate::tenant::Tenant;
 use bytes::Bytes;
-use heddle_model::{LabelRef, SeriesBatch, series_text};
-use heddle_proto::ingester::{PushResponse, SeriesError};
+use heddle_model::{LabelRef, MetadataRef, SeriesBatch, series_text};
+use heddle_proto::ingester::{MetadataError, PushResponse, SeriesError};
 use heddle_proto::{ArenaPool, decode_measured, measure_write_request};
 use heddle_server::DiscardedSamples;
 use heddle_server::Reservation;
@@ -29,6 +31,10 @@ pub(crate) struct PushContext {
     /// The time bounds of this push: now + the tenant's creation grace period, and now - one block range for
     /// an empty head.
     pub(crate) bounds: AppendBounds,
+    /// The tenant's metadata and exemplar limits on this ingester.
+    pub(crate) entry_limits: EntryLimits,
+    /// The ingester's wall clock at the push (ms), for metadata retention.
+    pub(crate) now_ms: i64,
 }
 
 /// What a push carries: an encoded `WriteRequest` (from the network), or the series a distributor in the
@@ -66,15 +72,25 @@ pub(crate) async fn push(
     tenant.note_push();
     let c = ctx.clone();
     let t = tenant.clone();
-    let (outcome, errors) = tokio::task::spawn_blocking(move || append(&t, &c, &body, &mut reservation, refused))
-        .await
-        .map_err(|e| IngesterError::Task(e.to_string()))??;
+    let (outcome, errors, metadata) =
+        tokio::task::spawn_blocking(move || append(&t, &c, &body, &mut reservation, refused))
+            .await
+            .map_err(|e| IngesterError::Task(e.to_string()))??;
     record(&tenant, &ctx, &outcome);
+    record_metadata(&tenant, &ctx, &metadata);
     ctx.metrics.arena_retained_bytes.set(ctx.arenas.retained_bytes() as i64);
     ctx.metrics.arenas_dropped.set(ctx.arenas.arenas_dropped() as i64);
     let response = PushResponse {
         samples_ingested: outcome.samples_appended + outcome.samples_deduplicated,
         errors,
+        metadata_errors: metadata
+            .refused
+            .into_iter()
+            .map(|r| MetadataError {
+                reason: r.reason.to_owned(),
+                message: r.message,
+            })
+            .collect(),
     };
     Ok((response, outcome.samples_appended))
 }
@@ -92,14 +108,40 @@ fn record(tenant: &Tenant, ctx: &PushContext, outcome: &AppendOutcome) {
     }
 }
 
-/// The blocking half: decode (an encoded body), append, render the per-series errors.
+fn record_metadata(tenant: &Tenant, ctx: &PushContext, added: &Added) {
+    let m = &ctx.metrics;
+    m.memory_metadata.inc_by(added.created as i64);
+    for r in &added.refused {
+        m.discarded_metadata
+            .get_or_create(&TenantReasonLabels {
+                tenant: tenant.id().to_string(),
+                reason: r.reason.to_owned(),
+            })
+            .inc_by(r.count);
+    }
+}
+
+/// Stores a push's metric metadata in the tenant's store.
+fn add_metadata(tenant: &Tenant, ctx: &PushContext, metadata: &[MetadataRef<'_>]) -> Added {
+    if metadata.is_empty() {
+        return Added::default();
+    }
+    tenant
+        .metadata()
+        .add(tenant.id(), metadata, ctx.entry_limits, ctx.now_ms)
+}
+
+/// What the blocking half returns: the head's outcome, the per-series errors, what became of the metadata.
+type Appended = (AppendOutcome, Vec<SeriesError>, Added);
+
+/// The blocking half: decode (an encoded body), store the metadata, append, render the per-series errors.
 fn append(
     tenant: &Tenant,
     ctx: &PushContext,
     body: &PushBody,
     reservation: &mut Reservation,
     refused: impl FnOnce(&'static str, String) -> IngesterError,
-) -> Result<(AppendOutcome, Vec<SeriesError>), IngesterError> {
+) -> Result<Appended, IngesterError> {
     match body {
         PushBody::Encoded(body) => {
             let measured = measure_write_request(body)?;
@@ -108,22 +150,27 @@ fn append(
                 .map_err(crate::limits::bytes_refused)?;
             let arena = ctx.arenas.get();
             let req = decode_measured(&arena, measured)?;
+            let metadata = add_metadata(tenant, ctx, req.metadata);
             let series = req.timeseries.iter().map(|ts| AppendSeries {
                 labels: ts.labels,
                 samples: ts.samples,
             });
-            append_series(tenant, ctx, series, req.timeseries.len(), refused)
+            let (outcome, errors) = append_series(tenant, ctx, series, req.timeseries.len(), refused)?;
+            Ok((outcome, errors, metadata))
         }
         PushBody::Batch(batch) => {
             reservation
                 .grow(batch.len() * size_of::<AppendSeries<'_>>() + batch.labels_len() * size_of::<LabelRef<'_>>())
                 .map_err(crate::limits::bytes_refused)?;
+            let entries: Vec<MetadataRef<'_>> = batch.metadata().iter().map(|m| m.as_ref()).collect();
+            let metadata = add_metadata(tenant, ctx, &entries);
             let labels = batch.label_refs();
             let series = batch.series().map(|(range, samples)| AppendSeries {
                 labels: &labels[range],
                 samples,
             });
-            append_series(tenant, ctx, series, batch.len(), refused)
+            let (outcome, errors) = append_series(tenant, ctx, series, batch.len(), refused)?;
+            Ok((outcome, errors, metadata))
         }
     }
 }

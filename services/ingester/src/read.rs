@@ -6,10 +6,11 @@
 
 use crate::convert::matchers;
 use crate::error::IngesterError;
+use crate::metadata::MetadataQuery;
 use crate::tenant::Tenant;
 use heddle_proto::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, QueryRequest, QueryStreamResponse,
-    SeriesRequest, SeriesResponse,
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, MetricsMetadataRequest,
+    MetricsMetadataResponse, QueryRequest, QueryStreamResponse, SeriesRequest, SeriesResponse,
 };
 use heddle_proto::prometheus as pb;
 use heddle_proto::{QueryStream, labels_to_proto, xor_chunked_series};
@@ -60,6 +61,30 @@ pub(crate) async fn query_stream(
         messages.push(Ok(QueryStreamResponse { series }));
     }
     Ok(Box::pin(futures::stream::iter(messages)))
+}
+
+/// The tenant's metric metadata within the request's limits (negative: none), families in name order.
+pub(crate) fn metrics_metadata(tenant: Option<&Tenant>, req: &MetricsMetadataRequest) -> MetricsMetadataResponse {
+    let Some(tenant) = tenant else {
+        return MetricsMetadataResponse::default();
+    };
+    let query = MetadataQuery {
+        limit: usize::try_from(req.limit).ok(),
+        limit_per_metric: usize::try_from(req.limit_per_metric).ok(),
+        metric: Some(req.metric.as_str()).filter(|m| !m.is_empty()),
+    };
+    let metadata = tenant
+        .metadata()
+        .query(query)
+        .into_iter()
+        .map(|m| pb::MetricMetadata {
+            r#type: m.kind.wire(),
+            metric_family_name: m.family,
+            help: m.help,
+            unit: m.unit,
+        })
+        .collect();
+    MetricsMetadataResponse { metadata }
 }
 
 /// Label names in `[start, end]` of the series matching the request.

@@ -8,7 +8,7 @@ use crate::api::json_response;
 use crate::error::QuerierError;
 use crate::params::{Form, MAX_TIME_MS, MIN_TIME_MS, parse_time};
 use crate::promql_json::query_body;
-use crate::querier::Querier;
+use crate::querier::{MetadataRequest, Querier};
 use axum::http::StatusCode;
 use axum::response::Response;
 use heddle_model::TenantId;
@@ -120,16 +120,41 @@ pub(crate) fn build_info(q: &Querier) -> Response {
     }))
 }
 
-/// `GET|POST /prometheus/api/v1/metadata`. Heddle does not ingest metric metadata yet (remote write's
-/// `metadata` field is dropped by the distributor), so every answer is empty; `limit` and `metric` are still
-/// checked as Prometheus checks them, so a client's mistakes are reported the same way.
-pub(crate) fn metadata(form: &Form) -> Result<Response, QuerierError> {
-    if let Some(limit) = form.get("limit").filter(|v| !v.is_empty())
-        && limit.parse::<i32>().is_err()
-    {
-        return Err(bad_data("limit must be a number"));
-    }
-    Ok(success(json!({})))
+/// `GET|POST /prometheus/api/v1/metadata`: `limit` (families; negative: all, 0: none),
+/// `limit_per_metric` (entries per family; 0 or negative: all) and `metric` (one family), read as Prometheus
+/// 2.42 reads them. The answer maps each family to its entries, `{"type", "help", "unit"}`.
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn metadata(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
+    let number = |key: &str| -> Result<Option<i64>, QuerierError> {
+        match form.get(key).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<i32>()
+                .map(|n| Some(i64::from(n)))
+                .map_err(|_| bad_data(&format!("{key} must be a number"))),
+        }
+    };
+    let limit = number("limit")?.and_then(|n| usize::try_from(n).ok());
+    let limit_per_metric = number("limit_per_metric")?
+        .filter(|&n| n > 0)
+        .and_then(|n| usize::try_from(n).ok());
+    let request = MetadataRequest {
+        limit,
+        limit_per_metric,
+        metric: form.get("metric").filter(|m| !m.is_empty()).map(str::to_owned),
+    };
+    let families = q.metadata(tenant, &request).await?;
+    let data: serde_json::Map<String, serde_json::Value> = families
+        .into_iter()
+        .map(|(family, entries)| {
+            let entries = entries
+                .into_iter()
+                .map(|e| json!({ "type": e.kind.as_str(), "help": e.help, "unit": e.unit }))
+                .collect();
+            (family, serde_json::Value::Array(entries))
+        })
+        .collect();
+    Ok(success(serde_json::Value::Object(data)))
 }
 
 /// `GET|POST /prometheus/api/v1/query_exemplars`. Heddle does not store exemplars yet, so the answer is

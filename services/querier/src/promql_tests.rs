@@ -8,9 +8,10 @@ use axum::http::{Request, StatusCode, header};
 use heddle_limits::{Limits, Overrides};
 use heddle_model::{Sample, TenantId};
 use heddle_proto::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    SeriesRequest, SeriesResponse,
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, MetricsMetadataRequest,
+    MetricsMetadataResponse, PushResponse, QueryRequest, SeriesRequest, SeriesResponse,
 };
+use heddle_proto::prometheus::MetricMetadata;
 use heddle_proto::testing::FakeIngester;
 use heddle_proto::{IngesterClient, QueryStream};
 use heddle_ring::FixedReplicas;
@@ -649,6 +650,82 @@ async fn format_query_buildinfo_metadata_and_exemplars() {
     }
 }
 
+fn metadata(family: &str, kind: i32, help: &str, unit: &str) -> MetricMetadata {
+    MetricMetadata {
+        r#type: kind,
+        metric_family_name: family.into(),
+        help: help.into(),
+        unit: unit.into(),
+    }
+}
+
+/// Replicas' answers are merged: each distinct entry once, families in name order, Prometheus' parameters
+/// applied to the union, and the request's parameters handed to every ingester.
+#[tokio::test]
+async fn metadata_of_replicas_is_merged() {
+    let one = Arc::new(
+        FakeIngester::new()
+            .with_metadata(metadata("up", 2, "is it up", ""))
+            .with_metadata(metadata("http_requests_total", 1, "requests", "")),
+    );
+    let two = Arc::new(
+        FakeIngester::new()
+            .with_metadata(metadata("up", 2, "is it up", ""))
+            .with_metadata(metadata("up", 2, "another help", ""))
+            .with_metadata(metadata("latency_seconds", 3, "latency", "seconds")),
+    );
+    let a = api(
+        QuerierConfig::default(),
+        Limits::default(),
+        vec![one.clone() as Arc<dyn IngesterClient>, two.clone()],
+    );
+    let cases: &[(&str, Params<'_>, Value)] = &[
+        (
+            "everything",
+            &[],
+            json!({
+                "http_requests_total": [{"type": "counter", "help": "requests", "unit": ""}],
+                "latency_seconds": [{"type": "histogram", "help": "latency", "unit": "seconds"}],
+                "up": [
+                    {"type": "gauge", "help": "is it up", "unit": ""},
+                    {"type": "gauge", "help": "another help", "unit": ""},
+                ],
+            }),
+        ),
+        (
+            "limit takes the first families",
+            &[("limit", "1")],
+            json!({"http_requests_total": [{"type": "counter", "help": "requests", "unit": ""}]}),
+        ),
+        ("limit 0", &[("limit", "0")], json!({})),
+        (
+            "limit per metric",
+            &[("limit_per_metric", "1"), ("metric", "up")],
+            json!({"up": [{"type": "gauge", "help": "is it up", "unit": ""}]}),
+        ),
+    ];
+    for (name, params, want) in cases {
+        let data = ok_data(&call(&a.app, get_with("/prometheus/api/v1/metadata", params)).await);
+        assert_eq!(data, *want, "case {name}");
+    }
+    let asked: Vec<MetricsMetadataRequest> = two
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            heddle_proto::testing::Call::MetricsMetadata(_, r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked.last(),
+        Some(&MetricsMetadataRequest {
+            limit: -1,
+            limit_per_metric: 1,
+            metric: "up".into(),
+        })
+    );
+}
+
 /// An ingester that holds each tenant's series apart, as a real one does.
 #[derive(Debug)]
 struct ByTenant(HashMap<String, FakeIngester>);
@@ -689,6 +766,14 @@ impl IngesterClient for ByTenant {
 
     async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
         self.of(tenant)?.series(tenant, req).await
+    }
+
+    async fn metrics_metadata(
+        &self,
+        tenant: &TenantId,
+        req: MetricsMetadataRequest,
+    ) -> Result<MetricsMetadataResponse, tonic::Status> {
+        self.of(tenant)?.metrics_metadata(tenant, req).await
     }
 }
 

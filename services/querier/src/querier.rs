@@ -23,6 +23,10 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
+mod metadata;
+
+pub use metadata::{FamilyMetadata, MetadataRequest};
+
 /// The ingesters a querier reads from: a fixed list (single process, tests) or the ring.
 pub type IngesterReplicas = dyn Replicas<Arc<dyn IngesterClient>>;
 

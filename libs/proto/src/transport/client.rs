@@ -6,8 +6,8 @@ use super::{DEFAULT_MAX_MESSAGE_BYTES, TENANT_METADATA};
 use crate::client::{IngesterClient, QueryStream};
 use crate::ingester::ingester_client::IngesterClient as GeneratedClient;
 use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    QueryStreamResponse, SeriesRequest, SeriesResponse,
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, MetricsMetadataRequest,
+    MetricsMetadataResponse, PushResponse, QueryRequest, QueryStreamResponse, SeriesRequest, SeriesResponse,
 };
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -198,6 +198,23 @@ impl IngesterClient for GrpcIngesterClient {
         let mut client = self.inner.clone();
         self.within("Series", deadline, self.timeout, client.series(request))
             .await
+    }
+
+    async fn metrics_metadata(
+        &self,
+        tenant: &TenantId,
+        req: MetricsMetadataRequest,
+    ) -> Result<MetricsMetadataResponse, Status> {
+        let deadline = Instant::now() + self.timeout;
+        let request = self.request(tenant, req, self.timeout)?;
+        let mut client = self.inner.clone();
+        self.within(
+            "MetricsMetadata",
+            deadline,
+            self.timeout,
+            client.metrics_metadata(request),
+        )
+        .await
     }
 }
 

@@ -5,8 +5,8 @@ use super::{DEFAULT_MAX_MESSAGE_BYTES, TENANT_METADATA};
 use crate::client::{IngesterClient, QueryStream};
 use crate::ingester::ingester_server::{Ingester, IngesterServer};
 use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    SeriesRequest, SeriesResponse,
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, MetricsMetadataRequest,
+    MetricsMetadataResponse, PushResponse, QueryRequest, SeriesRequest, SeriesResponse,
 };
 use bytes::Bytes;
 use heddle_model::TenantId;
@@ -124,6 +124,23 @@ impl Ingester for IngesterAdapter {
             record_tenant(&tenant);
             self.inner
                 .series(&tenant, request.into_inner())
+                .await
+                .map(Response::new)
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn metrics_metadata(
+        &self,
+        request: Request<MetricsMetadataRequest>,
+    ) -> Result<Response<MetricsMetadataResponse>, Status> {
+        let span = rpc_span!("metrics_metadata", "MetricsMetadata", request.metadata());
+        async move {
+            let tenant = tenant_from_metadata(request.metadata())?;
+            record_tenant(&tenant);
+            self.inner
+                .metrics_metadata(&tenant, request.into_inner())
                 .await
                 .map(Response::new)
         }

@@ -533,3 +533,93 @@ async fn a_batch_is_appended_exactly_as_its_encoded_request() {
     assert_eq!(discarded(&batched), discarded(&encoded));
     assert_eq!(discarded(&encoded).len(), 5, "{:?}", discarded(&encoded));
 }
+
+fn metadata(family: &str, help: &str) -> heddle_proto::prometheus::MetricMetadata {
+    heddle_proto::prometheus::MetricMetadata {
+        r#type: 1,
+        metric_family_name: family.into(),
+        help: help.into(),
+        unit: String::new(),
+    }
+}
+
+async fn push_metadata(
+    i: &Ingester,
+    t: &str,
+    metadata: Vec<heddle_proto::prometheus::MetricMetadata>,
+) -> Result<PushResponse, tonic::Status> {
+    let body = WriteRequest {
+        timeseries: Vec::new(),
+        metadata,
+    }
+    .encode_to_vec();
+    i.push(&tenant(t), Bytes::from(body)).await
+}
+
+async fn read_metadata(i: &Ingester, t: &str, metric: &str) -> Vec<(String, String)> {
+    let req = heddle_proto::ingester::MetricsMetadataRequest {
+        limit: -1,
+        limit_per_metric: -1,
+        metric: metric.into(),
+    };
+    i.metrics_metadata(&tenant(t), req)
+        .await
+        .unwrap()
+        .metadata
+        .into_iter()
+        .map(|m| (m.metric_family_name, m.help))
+        .collect()
+}
+
+/// Metadata is kept per tenant, refused past the tenant's limit with a message and a metric, expired after
+/// the retain period, and never touches the series.
+#[tokio::test]
+async fn metadata_is_kept_per_tenant_bounded_and_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        max_global_metadata_per_user: 2,
+        ..Limits::default()
+    };
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits).await;
+    let i = &s.ingester;
+    let resp = push_metadata(
+        i,
+        "a",
+        vec![metadata("x", "the x"), metadata("y", "the y"), metadata("z", "")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.metadata_errors.len(), 1, "{resp:?}");
+    assert_eq!(resp.metadata_errors[0].reason, "err-heddle-max-metadata-per-user");
+    assert!(
+        resp.metadata_errors[0]
+            .message
+            .contains("limit of 2 metric families reached (tenant=a, metric=\"z\")"),
+        "{}",
+        resp.metadata_errors[0].message
+    );
+    assert!(resp.errors.is_empty() && resp.samples_ingested == 0);
+    assert_eq!(
+        read_metadata(i, "a", "").await,
+        vec![("x".into(), "the x".into()), ("y".into(), "the y".into())]
+    );
+    assert_eq!(read_metadata(i, "a", "y").await, vec![("y".into(), "the y".into())]);
+    assert!(read_metadata(i, "b", "").await.is_empty(), "tenants are apart");
+
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &s.registry).unwrap();
+    assert!(
+        text.contains(
+            "heddle_ingester_discarded_metadata_total{tenant=\"a\",reason=\"err-heddle-max-metadata-per-user\"} 1"
+        ),
+        "{text}"
+    );
+
+    // x is pushed again later; y is not, and expires after the retain period (10m by default).
+    let later = Arc::new(ManualClock::new(NOW + 5 * 60_000));
+    i.set_clock(later.clone());
+    push_metadata(i, "a", vec![metadata("x", "the x")]).await.unwrap();
+    later.set(NOW + 11 * 60_000);
+    i.purge_metadata();
+    assert_eq!(read_metadata(i, "a", "").await, vec![("x".into(), "the x".into())]);
+}

@@ -28,6 +28,7 @@ fn decode_unlimited<'a>(arena: &'a Bump, body: &[u8]) -> &'a [TimeSeriesRef<'a>]
         &mut crate::testutil::unlimited_reservation(),
     )
     .unwrap()
+    .series
 }
 
 fn small_limits() -> Limits {

@@ -562,3 +562,59 @@ fn a_resource_label_copied_onto_many_points_stops_the_translation_at_the_limit()
     );
     assert!(!translate(&req, &[], 64 << 20).too_large());
 }
+
+/// Each metric gets one metadata entry: the Prometheus name, the description as help, the unit's suffix words,
+/// the type of what the metric became.
+#[test]
+fn metadata_per_metric() {
+    let with_description = |mut m: Metric, d: &str| {
+        m.description = d.into();
+        m
+    };
+    let histogram = Data::Histogram(Histogram {
+        data_points: vec![HistogramDataPoint {
+            time_unix_nano: T_NS,
+            count: 1,
+            bucket_counts: vec![1, 0],
+            explicit_bounds: vec![1.0],
+            ..HistogramDataPoint::default()
+        }],
+        aggregation_temporality: AggregationTemporality::Cumulative as i32,
+    });
+    let req = request(
+        vec![],
+        vec![
+            with_description(
+                metric("requests", "1", sum(1.0, true, AggregationTemporality::Cumulative)),
+                "reqs",
+            ),
+            with_description(
+                metric("queue", "{item}", sum(1.0, false, AggregationTemporality::Cumulative)),
+                "",
+            ),
+            with_description(metric("temp", "Cel", gauge(20.0, vec![])), "temperature"),
+            with_description(metric("latency", "s", histogram), "how long"),
+            with_description(metric("rate", "By/s", gauge(1.0, vec![])), "throughput"),
+        ],
+    );
+    let got: Vec<(String, i32, String, String)> = translate(&req, &[], usize::MAX)
+        .request
+        .metadata
+        .into_iter()
+        .map(|m| (m.metric_family_name, m.r#type, m.help, m.unit))
+        .collect();
+    let want = [
+        ("requests_total", MetricType::Counter, "reqs", ""),
+        ("queue", MetricType::Gauge, "", ""),
+        ("temp_celsius", MetricType::Gauge, "temperature", "celsius"),
+        ("latency_seconds", MetricType::Histogram, "how long", "seconds"),
+        (
+            "rate_bytes_per_second",
+            MetricType::Gauge,
+            "throughput",
+            "bytes_per_second",
+        ),
+    ]
+    .map(|(f, t, h, u)| (f.to_owned(), t.wire(), h.to_owned(), u.to_owned()));
+    assert_eq!(got, want);
+}
