@@ -127,6 +127,13 @@ fn generate_ingester_service() -> Result<(), Box<dyn std::error::Error>> {
             "crate::ingester::MetricsMetadataResponse",
             PROST,
         ))
+        .method(unary(
+            "query_exemplars",
+            "QueryExemplars",
+            "crate::ingester::ExemplarQueryRequest",
+            "crate::ingester::ExemplarQueryResponse",
+            PROST,
+        ))
         .build();
     check_matches_proto(&[
         "Push",
@@ -135,6 +142,7 @@ fn generate_ingester_service() -> Result<(), Box<dyn std::error::Error>> {
         "LabelValues",
         "Series",
         "MetricsMetadata",
+        "QueryExemplars",
     ])?;
     Builder::new().compile(&[service]);
     Ok(())

@@ -5,8 +5,9 @@
 //! cannot tell the two apart.
 
 use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, MetricsMetadataRequest,
-    MetricsMetadataResponse, PushResponse, QueryRequest, QueryStreamResponse, SeriesRequest, SeriesResponse,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest,
+    QueryStreamResponse, SeriesRequest, SeriesResponse,
 };
 use bytes::Bytes;
 use futures::stream::BoxStream;
@@ -60,6 +61,13 @@ pub trait IngesterClient: Send + Sync + std::fmt::Debug + 'static {
         tenant: &TenantId,
         req: MetricsMetadataRequest,
     ) -> Result<MetricsMetadataResponse, tonic::Status>;
+
+    /// The exemplars in the request's range of the series its selectors match, series in label order.
+    async fn query_exemplars(
+        &self,
+        tenant: &TenantId,
+        req: ExemplarQueryRequest,
+    ) -> Result<ExemplarQueryResponse, tonic::Status>;
 }
 
 /// `batch` as an encoded `prometheus.WriteRequest`: series, labels and exemplars in the batch's order, then its

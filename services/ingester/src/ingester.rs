@@ -480,6 +480,8 @@ impl Ingester {
             wal_compression: self.tsdb.wal_compression_enabled,
             wal_segment_size: self.tsdb.wal_segment_size_bytes,
             chunk_range_ms: self.tsdb.block_range_ms(),
+            // The ring replays the WAL's exemplars at the tenant's current size; pushes resize it as limits change.
+            max_exemplars: self.limits.local_entry_limits(&tenant).max_exemplars,
             ..HeadOptions::default()
         };
         let admission = Arc::new(SeriesAdmission::new(

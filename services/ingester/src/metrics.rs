@@ -14,8 +14,17 @@ pub(crate) struct TenantReasonLabels {
     pub(crate) reason: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReasonLabels {
+    pub(crate) reason: &'static str,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
+    /// Exemplars stored in tenant heads.
+    pub(crate) exemplars_appended: Counter,
+    /// Exemplars the heads refused, by reason.
+    pub(crate) exemplars_refused: Family<ReasonLabels, Counter>,
     pub(crate) ingested_samples: Counter,
     /// Metadata entries refused by the tenant metadata limits.
     pub(crate) discarded_metadata: Family<TenantReasonLabels, Counter>,
@@ -99,6 +108,8 @@ impl Metrics {
         let m = Self {
             ingested_samples: Counter::default(),
             discarded_metadata: Family::default(),
+            exemplars_appended: Counter::default(),
+            exemplars_refused: Family::default(),
             memory_metadata: Gauge::default(),
             deduplicated_samples: Counter::default(),
             series_created: Counter::default(),
@@ -123,6 +134,17 @@ impl Metrics {
             "heddle_ingester_discarded_metadata",
             "Metric metadata entries refused by the tenant metadata limits, by tenant and reason (error id)",
             m.discarded_metadata.clone(),
+        );
+        r.register(
+            "heddle_ingester_exemplars_appended",
+            "Exemplars written to the WAL and stored in tenant heads' exemplar rings",
+            m.exemplars_appended.clone(),
+        );
+        r.register(
+            "heddle_ingester_exemplars_refused",
+            "Exemplars tenant heads refused: out-of-order (not newer than their series' newest), unknown-series \
+             (no samples created the series), disabled (limits.max_global_exemplars_per_user is 0)",
+            m.exemplars_refused.clone(),
         );
         r.register(
             "heddle_ingester_memory_metadata",

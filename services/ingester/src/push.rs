@@ -13,12 +13,15 @@ use crate::metadata::Added;
 use crate::metrics::{Metrics, TenantReasonLabels};
 use crate::tenant::Tenant;
 use bytes::Bytes;
-use heddle_model::{LabelRef, MetadataRef, SeriesBatch, series_text};
+use heddle_model::{ExemplarRef, LabelRef, MetadataRef, SeriesBatch, series_text};
 use heddle_proto::ingester::{MetadataError, PushResponse, SeriesError};
 use heddle_proto::{ArenaPool, decode_measured, measure_write_request};
 use heddle_server::DiscardedSamples;
 use heddle_server::Reservation;
-use heddle_tsdb::{AppendBounds, AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError, TsdbError};
+use heddle_tsdb::{
+    AppendBounds, AppendErrorKind, AppendExemplars, AppendOutcome, AppendSeries, ExemplarOutcome, SeriesAppendError,
+    TsdbError,
+};
 use std::mem::size_of;
 use std::sync::Arc;
 
@@ -72,12 +75,17 @@ pub(crate) async fn push(
     tenant.note_push();
     let c = ctx.clone();
     let t = tenant.clone();
-    let (outcome, errors, metadata) =
-        tokio::task::spawn_blocking(move || append(&t, &c, &body, &mut reservation, refused))
-            .await
-            .map_err(|e| IngesterError::Task(e.to_string()))??;
+    let Appended {
+        outcome,
+        errors,
+        metadata,
+        exemplars,
+    } = tokio::task::spawn_blocking(move || append(&t, &c, &body, &mut reservation, refused))
+        .await
+        .map_err(|e| IngesterError::Task(e.to_string()))??;
     record(&tenant, &ctx, &outcome);
     record_metadata(&tenant, &ctx, &metadata);
+    record_exemplars(&ctx, &exemplars);
     ctx.metrics.arena_retained_bytes.set(ctx.arenas.retained_bytes() as i64);
     ctx.metrics.arenas_dropped.set(ctx.arenas.arenas_dropped() as i64);
     let response = PushResponse {
@@ -121,6 +129,42 @@ fn record_metadata(tenant: &Tenant, ctx: &PushContext, added: &Added) {
     }
 }
 
+fn record_exemplars(ctx: &PushContext, e: &ExemplarOutcome) {
+    let m = &ctx.metrics;
+    m.exemplars_appended.inc_by(e.appended);
+    m.wal_bytes_written.inc_by(e.wal_bytes);
+    for (reason, n) in [
+        ("out-of-order", e.out_of_order),
+        ("unknown-series", e.unknown_series),
+        ("disabled", e.disabled),
+    ] {
+        if n > 0 {
+            m.exemplars_refused
+                .get_or_create(&crate::metrics::ReasonLabels { reason })
+                .inc_by(n);
+        }
+    }
+}
+
+/// Appends a push's exemplars to the tenant's head, after its samples (a series is found only once its
+/// samples created it), in the ring of the tenant's current size.
+fn append_exemplars<'a>(
+    tenant: &Tenant,
+    ctx: &PushContext,
+    batch: impl Iterator<Item = AppendExemplars<'a>>,
+) -> Result<ExemplarOutcome, IngesterError> {
+    let batch: Vec<AppendExemplars<'_>> = batch.filter(|b| !b.exemplars.is_empty()).collect();
+    if batch.is_empty() {
+        return Ok(ExemplarOutcome::default());
+    }
+    let head = tenant.head();
+    head.set_max_exemplars(ctx.entry_limits.max_exemplars);
+    head.append_exemplars(&batch).map_err(|source| IngesterError::Tsdb {
+        tenant: tenant.id().clone(),
+        source,
+    })
+}
+
 /// Stores a push's metric metadata in the tenant's store.
 fn add_metadata(tenant: &Tenant, ctx: &PushContext, metadata: &[MetadataRef<'_>]) -> Added {
     if metadata.is_empty() {
@@ -131,10 +175,20 @@ fn add_metadata(tenant: &Tenant, ctx: &PushContext, metadata: &[MetadataRef<'_>]
         .add(tenant.id(), metadata, ctx.entry_limits, ctx.now_ms)
 }
 
-/// What the blocking half returns: the head's outcome, the per-series errors, what became of the metadata.
-type Appended = (AppendOutcome, Vec<SeriesError>, Added);
+/// What the blocking half returns.
+struct Appended {
+    /// The head's outcome for the samples.
+    outcome: AppendOutcome,
+    /// The per-series errors, rendered.
+    errors: Vec<SeriesError>,
+    /// What became of the metadata.
+    metadata: Added,
+    /// What became of the exemplars.
+    exemplars: ExemplarOutcome,
+}
 
-/// The blocking half: decode (an encoded body), store the metadata, append, render the per-series errors.
+/// The blocking half: decode (an encoded body), store the metadata, append the samples then the exemplars,
+/// render the per-series errors.
 fn append(
     tenant: &Tenant,
     ctx: &PushContext,
@@ -156,7 +210,20 @@ fn append(
                 samples: ts.samples,
             });
             let (outcome, errors) = append_series(tenant, ctx, series, req.timeseries.len(), refused)?;
-            Ok((outcome, errors, metadata))
+            let exemplars = append_exemplars(
+                tenant,
+                ctx,
+                req.timeseries.iter().map(|ts| AppendExemplars {
+                    labels: ts.labels,
+                    exemplars: ts.exemplars,
+                }),
+            )?;
+            Ok(Appended {
+                outcome,
+                errors,
+                metadata,
+                exemplars,
+            })
         }
         PushBody::Batch(batch) => {
             reservation
@@ -170,7 +237,32 @@ fn append(
                 samples,
             });
             let (outcome, errors) = append_series(tenant, ctx, series, batch.len(), refused)?;
-            Ok((outcome, errors, metadata))
+            let exemplar_labels = batch.exemplar_label_refs();
+            let mut per_series: Vec<Vec<ExemplarRef<'_>>> = vec![Vec::new(); batch.len()];
+            for (series, range, sample) in batch.exemplars() {
+                per_series[series].push(ExemplarRef {
+                    labels: &exemplar_labels[range],
+                    value: sample.v,
+                    t: sample.t,
+                });
+            }
+            let exemplars = append_exemplars(
+                tenant,
+                ctx,
+                batch
+                    .series()
+                    .zip(&per_series)
+                    .map(|((range, _), exemplars)| AppendExemplars {
+                        labels: &labels[range],
+                        exemplars,
+                    }),
+            )?;
+            Ok(Appended {
+                outcome,
+                errors,
+                metadata,
+                exemplars,
+            })
         }
     }
 }

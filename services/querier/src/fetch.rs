@@ -7,8 +7,10 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
-use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, MetricsMetadataRequest, SeriesRequest};
-use heddle_proto::prometheus::{Labels as ProtoLabels, MetricMetadata};
+use heddle_proto::ingester::{
+    ExemplarQueryRequest, LabelNamesRequest, LabelValuesRequest, MetricsMetadataRequest, SeriesRequest,
+};
+use heddle_proto::prometheus::{Labels as ProtoLabels, MetricMetadata, TimeSeries};
 use heddle_ring::{InstanceId, ReadSet, ReadTracker};
 use std::future::Future;
 use std::sync::Arc;
@@ -197,6 +199,19 @@ pub(crate) async fn metrics_metadata(
     fan_out(set, |client| {
         let req = req.clone();
         async move { client.metrics_metadata(tenant, req).await.map(|r| r.metadata) }
+    })
+    .await
+}
+
+/// Exemplars of matching series, one `Vec` per answering ingester.
+pub(crate) async fn exemplars(
+    set: &IngesterSet,
+    tenant: &TenantId,
+    req: &ExemplarQueryRequest,
+) -> Result<Vec<Vec<TimeSeries>>, QuerierError> {
+    fan_out(set, |client| {
+        let req = req.clone();
+        async move { client.query_exemplars(tenant, req).await.map(|r| r.timeseries) }
     })
     .await
 }

@@ -157,16 +157,44 @@ pub(crate) async fn metadata(q: &Querier, tenant: &TenantId, form: &Form) -> Res
     Ok(success(serde_json::Value::Object(data)))
 }
 
-/// `GET|POST /prometheus/api/v1/query_exemplars`. Heddle does not store exemplars yet, so the answer is
-/// always empty; `query`, `start` and `end` are checked as Prometheus checks them.
-pub(crate) fn query_exemplars(form: &Form) -> Result<Response, QuerierError> {
+/// `GET|POST /prometheus/api/v1/query_exemplars`: `query`, `start`, `end`, checked as Prometheus checks
+/// them. The query's vector selectors (Prometheus' `parser.ExtractSelectors`) pick the series; the answer is
+/// Prometheus' `[{seriesLabels, exemplars: [{labels, value, timestamp}]}]`, series in label order.
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn query_exemplars(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
     let start = optional_time(form, "start", MIN_TIME_MS)?;
     let end = optional_time(form, "end", MAX_TIME_MS)?;
     if end < start {
         return Err(bad_data("end timestamp must not be before start timestamp"));
     }
-    heddle_promql::parse(form.get("query").unwrap_or_default()).map_err(QuerierError::Promql)?;
-    Ok(success(json!([])))
+    let text = form.get("query").unwrap_or_default();
+    let query = heddle_promql::Query::new(text, QueryTime::Instant(end), &heddle_promql::QueryOptions::default())
+        .map_err(QuerierError::Promql)?;
+    let selectors: Vec<Vec<heddle_model::Matcher>> = query.selections().iter().map(|s| s.matchers.clone()).collect();
+    let found = q.exemplars(tenant, start, end, &selectors).await?;
+    let labels_json = |labels: &mut dyn Iterator<Item = (&str, &str)>| -> serde_json::Value {
+        serde_json::Value::Object(labels.map(|(n, v)| (n.to_owned(), json!(v))).collect())
+    };
+    let data: Vec<serde_json::Value> = found
+        .iter()
+        .map(|(series, exemplars)| {
+            let exemplars: Vec<serde_json::Value> = exemplars
+                .iter()
+                .map(|e| {
+                    json!({
+                        "labels": labels_json(&mut e.labels.iter().map(|l| (l.name.as_str(), l.value.as_str()))),
+                        "value": heddle_promql::go_format_float(e.value),
+                        "timestamp": e.t as f64 / 1000.0,
+                    })
+                })
+                .collect();
+            json!({
+                "seriesLabels": labels_json(&mut series.iter().map(|l| (l.name, l.value))),
+                "exemplars": exemplars,
+            })
+        })
+        .collect();
+    Ok(success(serde_json::Value::Array(data)))
 }
 
 fn required_time(form: &Form, key: &str) -> Result<i64, QuerierError> {

@@ -8,8 +8,9 @@ use axum::http::{Request, StatusCode, header};
 use heddle_limits::{Limits, Overrides};
 use heddle_model::{Sample, TenantId};
 use heddle_proto::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, MetricsMetadataRequest,
-    MetricsMetadataResponse, PushResponse, QueryRequest, SeriesRequest, SeriesResponse,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest, SeriesRequest,
+    SeriesResponse,
 };
 use heddle_proto::prometheus::MetricMetadata;
 use heddle_proto::testing::FakeIngester;
@@ -726,6 +727,76 @@ async fn metadata_of_replicas_is_merged() {
     );
 }
 
+fn exemplar(t_ms: i64, trace: &str, value: f64) -> heddle_proto::prometheus::Exemplar {
+    heddle_proto::prometheus::Exemplar {
+        labels: vec![heddle_proto::prometheus::Label {
+            name: "trace_id".into(),
+            value: trace.into(),
+        }],
+        value,
+        timestamp: t_ms,
+    }
+}
+
+/// The query's selectors pick the series; replicas' exemplars are merged, each once, in time order; the
+/// answer has Prometheus' shape.
+#[tokio::test]
+async fn exemplars_of_replicas_are_merged_by_series() {
+    let labels = |pairs: &[(&str, &str)]| heddle_model::Labels::from_unsorted(pairs.iter().copied()).unwrap();
+    let a = labels(&[("__name__", "http_requests_total"), ("job", "api")]);
+    let b = labels(&[("__name__", "http_requests_total"), ("job", "db")]);
+    let one = Arc::new(
+        FakeIngester::new()
+            .with_exemplars(a.clone(), vec![exemplar(T0, "t1", 1.0), exemplar(T0 + 2000, "t3", 3.0)])
+            .with_exemplars(b.clone(), vec![exemplar(T0, "t9", 9.0)]),
+    );
+    let two = Arc::new(
+        FakeIngester::new().with_exemplars(a.clone(), vec![exemplar(T0 + 1000, "t2", 2.0), exemplar(T0, "t1", 1.0)]),
+    );
+    let api = api(
+        QuerierConfig::default(),
+        Limits::default(),
+        vec![one.clone() as Arc<dyn IngesterClient>, two],
+    );
+    let start = T0_S.to_string();
+    let end = (T0_S + 10).to_string();
+    let params = [
+        ("query", r#"rate(http_requests_total{job="api"}[5m])"#),
+        ("start", start.as_str()),
+        ("end", end.as_str()),
+    ];
+    let data = ok_data(&call(&api.app, get_with("/prometheus/api/v1/query_exemplars", &params)).await);
+    let ts = |ms: i64| json!(ms as f64 / 1000.0);
+    assert_eq!(
+        data,
+        json!([{
+            "seriesLabels": {"__name__": "http_requests_total", "job": "api"},
+            "exemplars": [
+                {"labels": {"trace_id": "t1"}, "value": "1", "timestamp": ts(T0)},
+                {"labels": {"trace_id": "t2"}, "value": "2", "timestamp": ts(T0 + 1000)},
+                {"labels": {"trace_id": "t3"}, "value": "3", "timestamp": ts(T0 + 2000)},
+            ],
+        }])
+    );
+    // Every selector of the query counts; a query without one asks nothing.
+    let params = [(
+        "query",
+        r#"http_requests_total{job="api"} + http_requests_total{job="db"}"#,
+    )];
+    let data = ok_data(&call(&api.app, get_with("/prometheus/api/v1/query_exemplars", &params)).await);
+    assert_eq!(data.as_array().map(Vec::len), Some(2), "{data}");
+    let asked = one.calls().len();
+    let data = ok_data(
+        &call(
+            &api.app,
+            get_with("/prometheus/api/v1/query_exemplars", &[("query", "1 + 1")]),
+        )
+        .await,
+    );
+    assert_eq!(data, json!([]));
+    assert_eq!(one.calls().len(), asked, "no selector, no call");
+}
+
 /// An ingester that holds each tenant's series apart, as a real one does.
 #[derive(Debug)]
 struct ByTenant(HashMap<String, FakeIngester>);
@@ -774,6 +845,14 @@ impl IngesterClient for ByTenant {
         req: MetricsMetadataRequest,
     ) -> Result<MetricsMetadataResponse, tonic::Status> {
         self.of(tenant)?.metrics_metadata(tenant, req).await
+    }
+
+    async fn query_exemplars(
+        &self,
+        tenant: &TenantId,
+        req: ExemplarQueryRequest,
+    ) -> Result<ExemplarQueryResponse, tonic::Status> {
+        self.of(tenant)?.query_exemplars(tenant, req).await
     }
 }
 

@@ -6,8 +6,9 @@ use super::{DEFAULT_MAX_MESSAGE_BYTES, TENANT_METADATA};
 use crate::client::{IngesterClient, QueryStream};
 use crate::ingester::ingester_client::IngesterClient as GeneratedClient;
 use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, MetricsMetadataRequest,
-    MetricsMetadataResponse, PushResponse, QueryRequest, QueryStreamResponse, SeriesRequest, SeriesResponse,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest,
+    QueryStreamResponse, SeriesRequest, SeriesResponse,
 };
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -213,6 +214,23 @@ impl IngesterClient for GrpcIngesterClient {
             deadline,
             self.timeout,
             client.metrics_metadata(request),
+        )
+        .await
+    }
+
+    async fn query_exemplars(
+        &self,
+        tenant: &TenantId,
+        req: ExemplarQueryRequest,
+    ) -> Result<ExemplarQueryResponse, Status> {
+        let deadline = Instant::now() + self.query_timeout;
+        let request = self.request(tenant, req, self.query_timeout)?;
+        let mut client = self.inner.clone();
+        self.within(
+            "QueryExemplars",
+            deadline,
+            self.query_timeout,
+            client.query_exemplars(request),
         )
         .await
     }

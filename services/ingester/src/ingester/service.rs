@@ -7,8 +7,9 @@ use crate::push::{PushBody, PushContext};
 use bytes::Bytes;
 use heddle_model::{SeriesBatch, TenantId};
 use heddle_proto::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, MetricsMetadataRequest,
-    MetricsMetadataResponse, PushResponse, QueryRequest, SeriesRequest, SeriesResponse,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest, SeriesRequest,
+    SeriesResponse,
 };
 use heddle_proto::{IngesterClient, QueryStream};
 use std::sync::Arc;
@@ -118,5 +119,14 @@ impl IngesterClient for Ingester {
     ) -> Result<MetricsMetadataResponse, tonic::Status> {
         self.check_readable()?;
         Ok(crate::read::metrics_metadata(self.tenant(tenant).as_deref(), &req))
+    }
+
+    async fn query_exemplars(
+        &self,
+        tenant: &TenantId,
+        req: ExemplarQueryRequest,
+    ) -> Result<ExemplarQueryResponse, tonic::Status> {
+        self.check_readable()?;
+        Ok(crate::read::query_exemplars(self.tenant(tenant), req).await?)
     }
 }

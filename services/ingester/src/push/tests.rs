@@ -623,3 +623,95 @@ async fn metadata_is_kept_per_tenant_bounded_and_expired() {
     i.purge_metadata();
     assert_eq!(read_metadata(i, "a", "").await, vec![("x".into(), "the x".into())]);
 }
+
+fn exemplar(trace: &str, t: i64) -> heddle_proto::prometheus::Exemplar {
+    heddle_proto::prometheus::Exemplar {
+        labels: vec![Label {
+            name: "trace_id".into(),
+            value: trace.into(),
+        }],
+        value: 1.0,
+        timestamp: t,
+    }
+}
+
+async fn read_exemplars(i: &Ingester, t: &str) -> Vec<(String, Vec<(String, i64)>)> {
+    let req = heddle_proto::ingester::ExemplarQueryRequest {
+        start_timestamp_ms: i64::MIN,
+        end_timestamp_ms: i64::MAX,
+        selectors: vec![heddle_proto::ingester::Selector::default()],
+    };
+    i.query_exemplars(&tenant(t), req)
+        .await
+        .unwrap()
+        .timeseries
+        .into_iter()
+        .map(|ts| {
+            let id = ts.labels.iter().find(|l| l.name == "id").unwrap().value.clone();
+            let e = ts
+                .exemplars
+                .into_iter()
+                .map(|e| (e.labels[0].value.clone(), e.timestamp))
+                .collect();
+            (id, e)
+        })
+        .collect()
+}
+
+/// Exemplars of an encoded push and of a batch land in the tenant's ring, after the samples that create their
+/// series; an exemplar of a series that never got a sample is refused and counted.
+#[tokio::test]
+async fn exemplars_are_stored_from_bodies_and_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        max_global_exemplars_per_user: 10,
+        ..Limits::default()
+    };
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits).await;
+    let i = &s.ingester;
+    let mut a = ts("m", "a", &[T0 + HOUR]);
+    a.exemplars = vec![exemplar("t1", T0 + HOUR)];
+    let mut lonely = ts("m", "nobody", &[]);
+    lonely.exemplars = vec![exemplar("t0", T0 + HOUR)];
+    push(i, "x", vec![a, lonely]).await.unwrap();
+
+    let mut batch = heddle_model::SeriesBatch::default();
+    let labels = [
+        heddle_model::LabelRef {
+            name: "__name__",
+            value: "m",
+        },
+        heddle_model::LabelRef { name: "id", value: "b" },
+    ];
+    let trace = [heddle_model::LabelRef {
+        name: "trace_id",
+        value: "t2",
+    }];
+    batch
+        .push_with_exemplars(
+            labels,
+            [heddle_model::Sample::new(T0 + HOUR, 1.0)],
+            [heddle_model::ExemplarRef {
+                labels: &trace,
+                value: 2.0,
+                t: T0 + HOUR + 1,
+            }],
+        )
+        .unwrap();
+    i.push_batch(&tenant("x"), batch).await.unwrap();
+    assert_eq!(
+        read_exemplars(i, "x").await,
+        vec![
+            ("a".into(), vec![("t1".into(), T0 + HOUR)]),
+            ("b".into(), vec![("t2".into(), T0 + HOUR + 1)]),
+        ]
+    );
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &s.registry).unwrap();
+    for line in [
+        "heddle_ingester_exemplars_appended_total 2",
+        "heddle_ingester_exemplars_refused_total{reason=\"unknown-series\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+}
