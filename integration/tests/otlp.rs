@@ -1,8 +1,9 @@
 //! A real OpenTelemetry sender pushes to heddle's `/otlp/v1/metrics`: the Python SDK with its OTLP/HTTP
 //! protobuf exporter (gzip) sends a counter, an observable gauge and a histogram from a resource with
 //! `service.name`, `service.instance.id` and one more attribute; the translated series are read back through
-//! `/prometheus/api/v1/series` and remote read. The same export as protobuf and as OTLP JSON stores the same
-//! series, and the load generator's OTLP mode pushes and verifies.
+//! `/prometheus/api/v1/series` and remote read, its metrics' metadata through `/prometheus/api/v1/metadata`. The
+//! same export as protobuf and as OTLP JSON stores the same series, and the load generator's OTLP mode pushes
+//! and verifies.
 //!
 //! Needs a Python with `opentelemetry-sdk` and `opentelemetry-exporter-otlp-proto-http`: `HEDDLE_OTEL_PYTHON`,
 //! else `$HOME/.cache/heddle-tools/otel-venv/bin/python` (`scripts/test` installs both). Without it the test is
@@ -36,13 +37,13 @@ resource = Resource.create({
 })
 provider = MeterProvider(resource=resource, metric_readers=[reader])
 meter = provider.get_meter("heddle-otlp-test")
-orders = meter.create_counter("orders", unit="{order}")
+orders = meter.create_counter("orders", unit="{order}", description="orders placed")
 orders.add(3, {"region": "eu"})
 orders.add(4, {"region": "eu"})
 meter.create_observable_gauge(
     "room.temperature", unit="Cel", callbacks=[lambda options: [Observation(21.5, {"room": "lab"})]]
 )
-duration = meter.create_histogram("request.duration", unit="s")
+duration = meter.create_histogram("request.duration", unit="s", description="time to serve a request")
 for v in (0.1, 0.3, 2.0):
     duration.record(v)
 provider.shutdown()
@@ -165,6 +166,35 @@ async fn the_opentelemetry_python_sdk_pushes_to_heddle() {
     assert_eq!(names, want);
     // orders, temperature, 16 histogram buckets (15 default bounds and +Inf), sum, count, target_info.
     assert_eq!(body["data"].as_array().map(Vec::len), Some(21), "{body}");
+
+    // Each metric's metadata: its description as help, its unit's words, the type it became.
+    let metadata: serde_json::Value = serde_json::from_slice(
+        &http
+            .get(format!("{}/api/v1/metadata", heddle.prometheus_url()))
+            .send()
+            .await
+            .expect("metadata request")
+            .bytes()
+            .await
+            .expect("metadata answer"),
+    )
+    .expect("metadata JSON");
+    let entry = |family: &str| metadata["data"][family][0].clone();
+    assert_eq!(
+        entry("orders_total"),
+        serde_json::json!({"type": "counter", "help": "orders placed", "unit": ""}),
+        "{metadata}"
+    );
+    assert_eq!(
+        entry("request_duration_seconds"),
+        serde_json::json!({"type": "histogram", "help": "time to serve a request", "unit": "seconds"}),
+        "{metadata}"
+    );
+    assert_eq!(
+        entry("room_temperature_celsius"),
+        serde_json::json!({"type": "gauge", "help": "", "unit": "celsius"}),
+        "{metadata}"
+    );
 
     let reader = ReadClient::new(http.clone(), &heddle.prometheus_url(), None);
     let hi = now_ms() + 60_000;

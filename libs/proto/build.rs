@@ -120,8 +120,30 @@ fn generate_ingester_service() -> Result<(), Box<dyn std::error::Error>> {
             "crate::ingester::SeriesResponse",
             PROST,
         ))
+        .method(unary(
+            "metrics_metadata",
+            "MetricsMetadata",
+            "crate::ingester::MetricsMetadataRequest",
+            "crate::ingester::MetricsMetadataResponse",
+            PROST,
+        ))
+        .method(unary(
+            "query_exemplars",
+            "QueryExemplars",
+            "crate::ingester::ExemplarQueryRequest",
+            "crate::ingester::ExemplarQueryResponse",
+            PROST,
+        ))
         .build();
-    check_matches_proto(&["Push", "QueryStream", "LabelNames", "LabelValues", "Series"])?;
+    check_matches_proto(&[
+        "Push",
+        "QueryStream",
+        "LabelNames",
+        "LabelValues",
+        "Series",
+        "MetricsMetadata",
+        "QueryExemplars",
+    ])?;
     Builder::new().compile(&[service]);
     Ok(())
 }

@@ -41,6 +41,22 @@ pub struct Limits {
     pub max_global_series_per_user: usize,
     /// Most in-memory series of one metric name of a tenant across the cluster (0 = no limit).
     pub max_global_series_per_metric: usize,
+    /// Longest metric family name, HELP text or UNIT of a metadata entry, in bytes; a longer entry is dropped
+    /// with a 400 naming it (Mimir's `max_metadata_length`, whose newer versions truncate HELP instead:
+    /// Heddle refuses, as Cortex did, so the sender learns that its help text is cut nowhere silently).
+    pub max_metadata_length: usize,
+    /// Most metric families with metadata per tenant across the cluster (0 = no limit), enforced by ingesters:
+    /// each keeps `global * replication_factor / ingesters`. Mimir's default is 0; Heddle's 10,000 bounds what
+    /// one tenant can make an ingester hold (at most 3 KiB of text per entry) while being far above what a
+    /// Prometheus server's families come to.
+    pub max_global_metadata_per_user: usize,
+    /// Most distinct metadata entries (type, help, unit) per metric family and tenant (0 = no limit); several
+    /// exist when targets disagree about a family's help. Mimir's default is 0; Heddle's is 10.
+    pub max_global_metadata_per_metric: usize,
+    /// Size of the tenant's exemplar store across the cluster (0 = exemplars are not stored, Mimir's default):
+    /// each ingester keeps a circular buffer of `global * replication_factor / ingesters` exemplars, the oldest
+    /// overwritten first (Prometheus' `max_exemplars`).
+    pub max_global_exemplars_per_user: usize,
     /// Deduplicate samples from Prometheus HA pairs (the HA tracker) for this tenant.
     pub accept_ha_samples: bool,
     /// Label naming the HA cluster (the Prometheus pair) a series comes from.
@@ -81,6 +97,10 @@ impl Default for Limits {
             past_grace_period: Duration::ZERO,
             max_global_series_per_user: 150_000,
             max_global_series_per_metric: 0,
+            max_metadata_length: 1024,
+            max_global_metadata_per_user: 10_000,
+            max_global_metadata_per_metric: 10,
+            max_global_exemplars_per_user: 0,
             accept_ha_samples: false,
             ha_cluster_label: "cluster".into(),
             ha_replica_label: "__replica__".into(),
@@ -111,6 +131,7 @@ impl Limits {
             ("limits.max_label_names_per_series", self.max_label_names_per_series),
             ("limits.max_label_name_length", self.max_label_name_length),
             ("limits.max_label_value_length", self.max_label_value_length),
+            ("limits.max_metadata_length", self.max_metadata_length),
         ];
         for (key, value) in positive {
             if value == 0 {
@@ -202,6 +223,30 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         key: "limits.max_global_series_per_metric",
         kind: FlagKind::Value,
         help: "Most in-memory series per metric name and tenant across the cluster (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "validation.max-metadata-length",
+        key: "limits.max_metadata_length",
+        kind: FlagKind::Value,
+        help: "Longest accepted metric family name, HELP or UNIT of a metadata entry, in bytes",
+    },
+    FlagSpec {
+        flag: "ingester.max-global-metadata-per-user",
+        key: "limits.max_global_metadata_per_user",
+        kind: FlagKind::Value,
+        help: "Most metric families with metadata per tenant across the cluster, enforced by ingesters (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "ingester.max-global-metadata-per-metric",
+        key: "limits.max_global_metadata_per_metric",
+        kind: FlagKind::Value,
+        help: "Most distinct metadata entries per metric family and tenant across the cluster (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "ingester.max-global-exemplars-per-user",
+        key: "limits.max_global_exemplars_per_user",
+        kind: FlagKind::Value,
+        help: "Exemplars kept per tenant across the cluster, in a circular buffer per ingester (0 = exemplars are dropped)",
     },
     FlagSpec {
         flag: "distributor.ha-tracker.enable-for-all-users",

@@ -1,4 +1,4 @@
-//! [`SeriesBatch`]: series and their samples, owned in a few flat buffers, for handing a validated write from
+//! [`SeriesBatch`]: series with their samples and exemplars, and metric metadata, owned in a few flat buffers, for handing a validated write from
 //! one stage to another in the same process without encoding it.
 //!
 //! A remote-write request decoded into an arena borrows from its body and dies with it; a batch owns copies of
@@ -7,7 +7,7 @@
 //! [`SeriesBatch::series`]) gives borrowed [`LabelRef`]s again without parsing or checking anything: the text is
 //! a `String` (UTF-8 by construction) and every span starts and ends where a pushed string did.
 
-use crate::{LabelRef, Sample};
+use crate::{ExemplarRef, LabelRef, MetadataRef, MetricMetadata, Sample};
 use std::mem::size_of;
 use std::ops::Range;
 
@@ -22,6 +22,15 @@ pub struct SeriesBatch {
     /// Per series: where its labels and its samples end (each starts where the previous series' ended).
     series: Vec<(u32, u32)>,
     samples: Vec<Sample>,
+    /// Per series: where its exemplars end in `exemplars`.
+    series_exemplars: Vec<u32>,
+    /// Per exemplar: where its labels end in `exemplar_labels`, and its value and timestamp.
+    exemplars: Vec<(u32, Sample)>,
+    /// Exemplar labels and their text, as `labels` and `text`.
+    exemplar_labels: Vec<(u32, u32)>,
+    exemplar_text: String,
+    /// Metric metadata, not tied to a series.
+    metadata: Vec<MetricMetadata>,
 }
 
 /// Why a series could not be added to a [`SeriesBatch`].
@@ -45,6 +54,8 @@ impl SeriesBatch {
             labels: Vec::with_capacity(labels),
             series: Vec::with_capacity(series),
             samples: Vec::with_capacity(samples),
+            series_exemplars: Vec::with_capacity(series),
+            ..Self::default()
         }
     }
 
@@ -56,36 +67,92 @@ impl SeriesBatch {
         labels: impl IntoIterator<Item = LabelRef<'l>>,
         samples: impl IntoIterator<Item = Sample>,
     ) -> Result<(), BatchFull> {
-        let (text, nlabels, nsamples) = (self.text.len(), self.labels.len(), self.samples.len());
-        let ok = self.push_parts(labels, samples).is_some();
+        self.push_with_exemplars(labels, samples, [])
+    }
+
+    /// [`SeriesBatch::push`] for a series that carries exemplars too.
+    pub fn push_with_exemplars<'l, 'e>(
+        &mut self,
+        labels: impl IntoIterator<Item = LabelRef<'l>>,
+        samples: impl IntoIterator<Item = Sample>,
+        exemplars: impl IntoIterator<Item = ExemplarRef<'e>>,
+    ) -> Result<(), BatchFull> {
+        let lens = (
+            self.text.len(),
+            self.labels.len(),
+            self.samples.len(),
+            self.exemplars.len(),
+            self.exemplar_labels.len(),
+            self.exemplar_text.len(),
+        );
+        let ok = self.push_parts(labels, samples, exemplars).is_some();
         if !ok {
-            self.text.truncate(text);
-            self.labels.truncate(nlabels);
-            self.samples.truncate(nsamples);
+            self.text.truncate(lens.0);
+            self.labels.truncate(lens.1);
+            self.samples.truncate(lens.2);
+            self.exemplars.truncate(lens.3);
+            self.exemplar_labels.truncate(lens.4);
+            self.exemplar_text.truncate(lens.5);
             return Err(BatchFull);
         }
         Ok(())
     }
 
-    fn push_parts<'l>(
+    fn push_labels<'l>(
+        text: &mut String,
+        out: &mut Vec<(u32, u32)>,
+        labels: impl IntoIterator<Item = LabelRef<'l>>,
+    ) -> Option<()> {
+        for l in labels {
+            text.push_str(l.name);
+            let name_end = u32::try_from(text.len()).ok()?;
+            text.push_str(l.value);
+            let value_end = u32::try_from(text.len()).ok()?;
+            out.push((name_end, value_end));
+        }
+        Some(())
+    }
+
+    fn push_parts<'l, 'e>(
         &mut self,
         labels: impl IntoIterator<Item = LabelRef<'l>>,
         samples: impl IntoIterator<Item = Sample>,
+        exemplars: impl IntoIterator<Item = ExemplarRef<'e>>,
     ) -> Option<()> {
-        for l in labels {
-            self.text.push_str(l.name);
-            let name_end = u32::try_from(self.text.len()).ok()?;
-            self.text.push_str(l.value);
-            let value_end = u32::try_from(self.text.len()).ok()?;
-            self.labels.push((name_end, value_end));
-        }
+        Self::push_labels(&mut self.text, &mut self.labels, labels)?;
         self.samples.extend(samples);
+        for e in exemplars {
+            Self::push_labels(
+                &mut self.exemplar_text,
+                &mut self.exemplar_labels,
+                e.labels.iter().copied(),
+            )?;
+            let end = u32::try_from(self.exemplar_labels.len()).ok()?;
+            self.exemplars.push((end, e.sample()));
+        }
         let entry = (
             u32::try_from(self.labels.len()).ok()?,
             u32::try_from(self.samples.len()).ok()?,
         );
+        let exemplars_end = u32::try_from(self.exemplars.len()).ok()?;
         self.series.push(entry);
+        self.series_exemplars.push(exemplars_end);
         Some(())
+    }
+
+    /// Adds a metric metadata entry (copied).
+    pub fn push_metadata(&mut self, metadata: MetadataRef<'_>) {
+        self.metadata.push(metadata.to_owned());
+    }
+
+    /// The metadata entries, in the order pushed.
+    pub fn metadata(&self) -> &[MetricMetadata] {
+        &self.metadata
+    }
+
+    /// Number of exemplars, all series together.
+    pub fn exemplars_len(&self) -> usize {
+        self.exemplars.len()
     }
 
     /// Number of series.
@@ -93,9 +160,9 @@ impl SeriesBatch {
         self.series.len()
     }
 
-    /// True when the batch holds no series.
+    /// True when the batch holds no series and no metadata.
     pub fn is_empty(&self) -> bool {
-        self.series.is_empty()
+        self.series.is_empty() && self.metadata.is_empty()
     }
 
     /// Number of labels, all series together.
@@ -114,25 +181,41 @@ impl SeriesBatch {
             + self.labels.len() * size_of::<(u32, u32)>()
             + self.series.len() * size_of::<(u32, u32)>()
             + self.samples.len() * size_of::<Sample>()
+            + self.series_exemplars.len() * size_of::<u32>()
+            + self.exemplars.len() * size_of::<(u32, Sample)>()
+            + self.exemplar_labels.len() * size_of::<(u32, u32)>()
+            + self.exemplar_text.len()
+            + self.metadata.iter().map(|m| m.as_ref().text_len()).sum::<usize>()
+            + self.metadata.len() * size_of::<MetricMetadata>()
     }
 
     /// Every label of every series, in order, borrowing the batch's text; slice it with the label ranges of
     /// [`SeriesBatch::series`].
     pub fn label_refs(&self) -> Vec<LabelRef<'_>> {
-        let mut start = 0usize;
-        self.labels
+        refs(&self.text, &self.labels)
+    }
+
+    /// Every label of every exemplar, in order; slice it with the ranges of [`SeriesBatch::exemplars`].
+    pub fn exemplar_label_refs(&self) -> Vec<LabelRef<'_>> {
+        refs(&self.exemplar_text, &self.exemplar_labels)
+    }
+
+    /// Per exemplar, in order: the index of its series, the range of its labels in
+    /// [`SeriesBatch::exemplar_label_refs`], and its value and timestamp.
+    pub fn exemplars(&self) -> impl Iterator<Item = (usize, Range<usize>, Sample)> + '_ {
+        let mut labels_start = 0usize;
+        let mut series = 0usize;
+        self.exemplars
             .iter()
-            .map(|&(name_end, value_end)| {
-                let (name_end, value_end) = (name_end as usize, value_end as usize);
-                // Every offset is where a pushed `&str` ended, so on a char boundary: never panics.
-                let l = LabelRef {
-                    name: &self.text[start..name_end],
-                    value: &self.text[name_end..value_end],
-                };
-                start = value_end;
-                l
+            .enumerate()
+            .map(move |(i, &(labels_end, sample))| {
+                while self.series_exemplars[series] as usize <= i {
+                    series += 1;
+                }
+                let labels = labels_start..labels_end as usize;
+                labels_start = labels_end as usize;
+                (series, labels, sample)
             })
-            .collect()
     }
 
     /// Per series, in order: the range of its labels in [`SeriesBatch::label_refs`] and its samples.
@@ -147,6 +230,24 @@ impl SeriesBatch {
             (labels, samples)
         })
     }
+}
+
+/// The labels of `spans` over `text`, each starting where the one before it ended.
+fn refs<'t>(text: &'t str, spans: &[(u32, u32)]) -> Vec<LabelRef<'t>> {
+    let mut start = 0usize;
+    spans
+        .iter()
+        .map(|&(name_end, value_end)| {
+            let (name_end, value_end) = (name_end as usize, value_end as usize);
+            // Every offset is where a pushed `&str` ended, so on a char boundary: never panics.
+            let l = LabelRef {
+                name: &text[start..name_end],
+                value: &text[name_end..value_end],
+            };
+            start = value_end;
+            l
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -185,7 +286,51 @@ mod tests {
                 (vec![l("", ""), l("a", "")], vec![(-0.0f64).to_bits()]),
             ]
         );
-        assert_eq!(b.bytes(), "__name__upjobnäive ✓a".len() + 4 * 8 + 3 * 8 + 3 * 16);
+        assert_eq!(
+            b.bytes(),
+            "__name__upjobnäive ✓a".len() + 4 * 8 + 3 * 8 + 3 * 16 + 3 * 4,
+            "text, labels, series, samples, exemplar ends"
+        );
+    }
+
+    #[test]
+    fn exemplars_and_metadata_come_back_as_pushed() {
+        let mut b = SeriesBatch::default();
+        let trace = [l("trace_id", "abc")];
+        b.push([l("__name__", "a")], [Sample::new(1, 1.0)]).unwrap();
+        b.push_with_exemplars(
+            [l("__name__", "b")],
+            [],
+            [
+                ExemplarRef {
+                    labels: &trace,
+                    value: 2.0,
+                    t: 5,
+                },
+                ExemplarRef {
+                    labels: &[],
+                    value: 3.0,
+                    t: 6,
+                },
+            ],
+        )
+        .unwrap();
+        b.push([l("__name__", "c")], []).unwrap();
+        b.push_metadata(MetadataRef {
+            family: "a",
+            kind: crate::MetricType::Counter,
+            help: "h",
+            unit: "",
+        });
+        let refs = b.exemplar_label_refs();
+        let got: Vec<(usize, Vec<LabelRef<'_>>, i64)> = b
+            .exemplars()
+            .map(|(s, r, sample)| (s, refs[r].to_vec(), sample.t))
+            .collect();
+        assert_eq!(got, vec![(1, trace.to_vec(), 5), (1, vec![], 6)]);
+        assert_eq!(b.exemplars_len(), 2);
+        assert_eq!(b.metadata()[0].help, "h");
+        assert_eq!(b.label_refs()[1], l("__name__", "b"), "series labels unaffected");
     }
 
     proptest! {

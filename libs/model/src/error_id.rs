@@ -27,6 +27,8 @@ pub enum Scope {
     Request,
     /// The named series (its samples) was refused; the request's other series were ingested.
     Series,
+    /// One metadata entry or exemplar was dropped; everything else of the request was ingested.
+    Entry,
 }
 
 macro_rules! catalogue {
@@ -144,6 +146,33 @@ catalogue! {
     /// Creating the series would exceed the metric's series limit.
     MAX_SERIES_PER_METRIC = "err-heddle-max-series-per-metric", 400, Series,
         "creating the series would exceed `limits.max_global_series_per_metric` (divided over the ingesters)";
+    /// A metadata entry names no metric family.
+    METADATA_MISSING_METRIC_NAME = "err-heddle-metadata-missing-metric-name", 400, Entry,
+        "a metric metadata entry has no metric family name; it is dropped";
+    /// A metadata entry's metric family name is longer than the limit.
+    METADATA_METRIC_NAME_TOO_LONG = "err-heddle-metadata-metric-name-too-long", 400, Entry,
+        "a metric metadata entry's family name is longer than `limits.max_metadata_length`; it is dropped";
+    /// A metadata entry's help text is longer than the limit.
+    METADATA_HELP_TOO_LONG = "err-heddle-metadata-help-too-long", 400, Entry,
+        "a metric metadata entry's HELP text is longer than `limits.max_metadata_length`; it is dropped: shorten the help or raise the limit";
+    /// A metadata entry's unit is longer than the limit.
+    METADATA_UNIT_TOO_LONG = "err-heddle-metadata-unit-too-long", 400, Entry,
+        "a metric metadata entry's UNIT is longer than `limits.max_metadata_length`; it is dropped";
+    /// Keeping the metadata would exceed the tenant's metadata limit.
+    MAX_METADATA_PER_USER = "err-heddle-max-metadata-per-user", 400, Entry,
+        "keeping a new metric family's metadata would exceed `limits.max_global_metadata_per_user` (divided over the ingesters); it is dropped";
+    /// Keeping the metadata would exceed the family's metadata limit.
+    MAX_METADATA_PER_METRIC = "err-heddle-max-metadata-per-metric", 400, Entry,
+        "keeping another metadata entry of one metric family would exceed `limits.max_global_metadata_per_metric`; it is dropped";
+    /// An exemplar has no labels.
+    EXEMPLAR_LABELS_MISSING = "err-heddle-exemplar-labels-missing", 400, Entry,
+        "an exemplar has no labels (a trace id, for example); it is dropped";
+    /// An exemplar's labels are longer than Prometheus allows.
+    EXEMPLAR_LABELS_TOO_LONG = "err-heddle-exemplar-labels-too-long", 400, Entry,
+        "an exemplar's label names and values hold more than 128 UTF-8 characters together (Prometheus' limit); it is dropped";
+    /// An exemplar has no timestamp.
+    EXEMPLAR_TIMESTAMP_INVALID = "err-heddle-exemplar-timestamp-invalid", 400, Entry,
+        "an exemplar has no timestamp (0); it is dropped";
     /// An ingester refused the push to protect itself (instance limits).
     INGESTER_INSTANCE_LIMIT = "err-heddle-ingester-instance-limit", 503, Request,
         "an ingester reached one of its `ingester.instance_limits`; the sender retries with backoff";
@@ -206,13 +235,16 @@ pub fn render_markdown() -> String {
          Generated from `libs/model/src/error_id.rs` (the test `error_catalogue` keeps this page and the code in \
          step). Every refusal's message starts with its id, which is also the `reason` label of \
          `heddle_discarded_samples_total`. \"Series\" errors refuse one series of a request; the request's other \
-         series are ingested and the response is the worst status of its series.\n\n\
+         series are ingested and the response is the worst status of its series. \"Entry\" errors drop one metadata \
+         entry or exemplar, counted in `heddle_distributor_discarded_metadata_total`, \
+         `heddle_ingester_discarded_metadata_total` or `heddle_distributor_discarded_exemplars_total`.\n\n\
          | id | status | scope | meaning |\n|---|---|---|---|\n",
     );
     for e in CATALOGUE {
         let scope = match e.scope {
             Scope::Request => "request",
             Scope::Series => "series",
+            Scope::Entry => "entry",
         };
         out.push_str(&format!("| `{}` | {} | {scope} | {} |\n", e.id, e.status, e.meaning));
     }

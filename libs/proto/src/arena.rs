@@ -42,8 +42,8 @@
 //!
 //! # What is decoded
 //!
-//! Labels and samples are decoded; exemplars, native histograms and metadata are only counted, after checking
-//! that they are well-framed messages (their inner fields are not looked into). None of the decoded messages
+//! Labels, samples, exemplars (with their labels) and metric metadata are decoded; native histograms are only
+//! counted, after checking that they are well-framed messages (their inner fields are not looked into). None of the decoded messages
 //! has a repeated scalar field, so packed encoding never applies. Labels are neither sorted nor validated here:
 //! that is the distributor's job.
 

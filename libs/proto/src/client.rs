@@ -5,7 +5,8 @@
 //! cannot tell the two apart.
 
 use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest,
     QueryStreamResponse, SeriesRequest, SeriesResponse,
 };
 use bytes::Bytes;
@@ -53,34 +54,70 @@ pub trait IngesterClient: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<LabelValuesResponse, tonic::Status>;
 
     async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status>;
+
+    /// The tenant's metric metadata, families in name order, within the request's limits.
+    async fn metrics_metadata(
+        &self,
+        tenant: &TenantId,
+        req: MetricsMetadataRequest,
+    ) -> Result<MetricsMetadataResponse, tonic::Status>;
+
+    /// The exemplars in the request's range of the series its selectors match, series in label order.
+    async fn query_exemplars(
+        &self,
+        tenant: &TenantId,
+        req: ExemplarQueryRequest,
+    ) -> Result<ExemplarQueryResponse, tonic::Status>;
 }
 
-/// `batch` as an encoded `prometheus.WriteRequest`, series and labels in the batch's order.
+/// `batch` as an encoded `prometheus.WriteRequest`: series, labels and exemplars in the batch's order, then its
+/// metadata.
 pub fn encode_batch(batch: &SeriesBatch) -> Vec<u8> {
     let refs = batch.label_refs();
+    let labels = |labels: &[heddle_model::LabelRef<'_>]| {
+        labels
+            .iter()
+            .map(|l| crate::prometheus::Label {
+                name: l.name.to_owned(),
+                value: l.value.to_owned(),
+            })
+            .collect()
+    };
+    let mut timeseries: Vec<crate::prometheus::TimeSeries> = batch
+        .series()
+        .map(|(range, samples)| crate::prometheus::TimeSeries {
+            labels: labels(&refs[range]),
+            samples: samples
+                .iter()
+                .map(|s| crate::prometheus::Sample {
+                    value: s.v,
+                    timestamp: s.t,
+                })
+                .collect(),
+            exemplars: Vec::new(),
+            histograms: Vec::new(),
+        })
+        .collect();
+    let exemplar_refs = batch.exemplar_label_refs();
+    for (series, range, sample) in batch.exemplars() {
+        timeseries[series].exemplars.push(crate::prometheus::Exemplar {
+            labels: labels(&exemplar_refs[range]),
+            value: sample.v,
+            timestamp: sample.t,
+        });
+    }
     let request = crate::prometheus::WriteRequest {
-        timeseries: batch
-            .series()
-            .map(|(labels, samples)| crate::prometheus::TimeSeries {
-                labels: refs[labels]
-                    .iter()
-                    .map(|l| crate::prometheus::Label {
-                        name: l.name.to_owned(),
-                        value: l.value.to_owned(),
-                    })
-                    .collect(),
-                samples: samples
-                    .iter()
-                    .map(|s| crate::prometheus::Sample {
-                        value: s.v,
-                        timestamp: s.t,
-                    })
-                    .collect(),
-                exemplars: Vec::new(),
-                histograms: Vec::new(),
+        timeseries,
+        metadata: batch
+            .metadata()
+            .iter()
+            .map(|m| crate::prometheus::MetricMetadata {
+                r#type: m.kind.wire(),
+                metric_family_name: m.family.clone(),
+                help: m.help.clone(),
+                unit: m.unit.clone(),
             })
             .collect(),
-        metadata: Vec::new(),
     };
     request.encode_to_vec()
 }
@@ -112,7 +149,25 @@ mod tests {
                 ],
             )
             .unwrap();
-        batch.push([LabelRef { name: "x", value: "ü" }], []).unwrap();
+        let trace = [LabelRef {
+            name: "trace_id",
+            value: "t",
+        }];
+        let exemplar = heddle_model::ExemplarRef {
+            labels: &trace,
+            value: 2.0,
+            t: 7,
+        };
+        batch
+            .push_with_exemplars([LabelRef { name: "x", value: "ü" }], [], [exemplar])
+            .unwrap();
+        let metadata = heddle_model::MetadataRef {
+            family: "up",
+            kind: heddle_model::MetricType::Gauge,
+            help: "is it up",
+            unit: "",
+        };
+        batch.push_metadata(metadata);
         let body = encode_batch(&batch);
         let arena = bumpalo::Bump::new();
         let decoded = crate::decode_write_request(&arena, &body).expect("decodes");
@@ -123,5 +178,8 @@ mod tests {
             let bits = |s: &[Sample]| s.iter().map(|s| (s.t, s.v.to_bits())).collect::<Vec<_>>();
             assert_eq!(bits(ts.samples), bits(samples));
         }
+        assert!(decoded.timeseries[0].exemplars.is_empty());
+        assert_eq!(decoded.timeseries[1].exemplars, &[exemplar]);
+        assert_eq!(decoded.metadata, &[metadata]);
     }
 }

@@ -8,10 +8,13 @@
 use crate::client::{IngesterClient, QueryStream};
 use crate::convert::{labels_to_proto, matchers_from_proto};
 use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest,
     QueryStreamResponse, SeriesError, SeriesRequest, SeriesResponse,
 };
-use crate::prometheus::{Chunk, ChunkedSeries, LabelMatcher, Labels as ProtoLabels, WriteRequest};
+use crate::prometheus::{
+    Chunk, ChunkedSeries, Exemplar, LabelMatcher, Labels as ProtoLabels, MetricMetadata, TimeSeries, WriteRequest,
+};
 use bytes::Bytes;
 use futures::StreamExt;
 use heddle_model::{Labels, Matcher, TenantId};
@@ -74,6 +77,8 @@ pub enum Call {
     LabelNames(TenantId, LabelNamesRequest),
     LabelValues(TenantId, LabelValuesRequest),
     Series(TenantId, SeriesRequest),
+    MetricsMetadata(TenantId, MetricsMetadataRequest),
+    QueryExemplars(TenantId, ExemplarQueryRequest),
 }
 
 impl Call {
@@ -84,7 +89,9 @@ impl Call {
             | Self::QueryStream(t, _)
             | Self::LabelNames(t, _)
             | Self::LabelValues(t, _)
-            | Self::Series(t, _) => t,
+            | Self::Series(t, _)
+            | Self::MetricsMetadata(t, _)
+            | Self::QueryExemplars(t, _) => t,
         }
     }
 }
@@ -94,6 +101,11 @@ impl Call {
 pub struct FakeIngester {
     /// Served series, sorted by labels as a real ingester streams them.
     series: Vec<(Labels, Vec<Chunk>)>,
+    /// Served metadata, answered in the order given (the caller orders it), only the requested family when
+    /// one is named; the limits are not applied.
+    metadata: Vec<MetricMetadata>,
+    /// Served exemplars per series, sorted by labels.
+    exemplars: Vec<(Labels, Vec<Exemplar>)>,
     fault: Fault,
     tenant_faults: HashMap<String, Fault>,
     push: PushAnswer,
@@ -110,6 +122,8 @@ impl Default for FakeIngester {
     fn default() -> Self {
         Self {
             series: Vec::new(),
+            metadata: Vec::new(),
+            exemplars: Vec::new(),
             fault: Fault::None,
             tenant_faults: HashMap::new(),
             push: PushAnswer::Accept,
@@ -125,6 +139,20 @@ impl FakeIngester {
     /// A healthy ingester holding nothing that accepts every valid push.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Also serves `metadata` (after what it serves already); a request naming a family gets only its entries,
+    /// whatever the request's limits.
+    pub fn with_metadata(mut self, metadata: MetricMetadata) -> Self {
+        self.metadata.push(metadata);
+        self
+    }
+
+    /// Also serves `exemplars` of `labels` (those inside a query's range).
+    pub fn with_exemplars(mut self, labels: Labels, exemplars: Vec<Exemplar>) -> Self {
+        let at = self.exemplars.partition_point(|(l, _)| *l < labels);
+        self.exemplars.insert(at, (labels, exemplars));
+        self
     }
 
     /// Also serves `labels` with `chunks` (sent as they are, those overlapping a query's range).
@@ -358,6 +386,56 @@ impl IngesterClient for FakeIngester {
                 })
                 .collect(),
         })
+    }
+
+    async fn metrics_metadata(
+        &self,
+        tenant: &TenantId,
+        req: MetricsMetadataRequest,
+    ) -> Result<MetricsMetadataResponse, tonic::Status> {
+        let metric = req.metric.clone();
+        self.enter(Call::MetricsMetadata(tenant.clone(), req)).await?;
+        Ok(MetricsMetadataResponse {
+            metadata: self
+                .metadata
+                .iter()
+                .filter(|m| metric.is_empty() || m.metric_family_name == metric)
+                .cloned()
+                .collect(),
+        })
+    }
+
+    async fn query_exemplars(
+        &self,
+        tenant: &TenantId,
+        req: ExemplarQueryRequest,
+    ) -> Result<ExemplarQueryResponse, tonic::Status> {
+        self.enter(Call::QueryExemplars(tenant.clone(), req.clone())).await?;
+        let selectors = req
+            .selectors
+            .iter()
+            .map(|s| matchers_from_proto(&s.matchers))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| tonic::Status::invalid_argument(format!("fake ingester: {e}")))?;
+        let mut timeseries = Vec::new();
+        for (labels, exemplars) in &self.exemplars {
+            let matched = selectors
+                .iter()
+                .any(|ms| ms.iter().all(|m| m.matches(labels.get(m.name()).unwrap_or(""))));
+            let inside: Vec<Exemplar> = exemplars
+                .iter()
+                .filter(|e| (req.start_timestamp_ms..=req.end_timestamp_ms).contains(&e.timestamp))
+                .cloned()
+                .collect();
+            if matched && !inside.is_empty() {
+                timeseries.push(TimeSeries {
+                    labels: labels_to_proto(labels),
+                    exemplars: inside,
+                    ..TimeSeries::default()
+                });
+            }
+        }
+        Ok(ExemplarQueryResponse { timeseries })
     }
 }
 

@@ -46,8 +46,9 @@ pub fn encode_write_request(req: &WriteRequest) -> Result<Vec<u8>, TestkitError>
 }
 
 /// The remote write 2.0 request carrying the same series and samples as `req`: label names and values
-/// interned into the symbol table (`""` first, as the spec requires) in first-use order. Exemplars,
-/// histograms and metadata of `req` are left out.
+/// interned into the symbol table (`""` first, as the spec requires) in first-use order, with their exemplars
+/// and, on each series, the metadata entry of its metric name (2.0 has no request-level metadata).
+/// Histograms of `req` are left out.
 pub fn write_request_v2(req: &WriteRequest) -> write_v2::Request {
     let mut symbols = vec![String::new()];
     let mut index: HashMap<String, u32> = HashMap::from([(String::new(), 0)]);
@@ -78,6 +79,30 @@ pub fn write_request_v2(req: &WriteRequest) -> write_v2::Request {
                     timestamp: s.timestamp,
                 })
                 .collect(),
+            exemplars: ts
+                .exemplars
+                .iter()
+                .map(|e| write_v2::Exemplar {
+                    labels_refs: e
+                        .labels
+                        .iter()
+                        .flat_map(|l| [intern(&l.name), intern(&l.value)])
+                        .collect(),
+                    value: e.value,
+                    timestamp: e.timestamp,
+                })
+                .collect(),
+            // 2.0 carries a family's metadata on its series: the entry naming the series' metric name.
+            metadata: ts
+                .labels
+                .iter()
+                .find(|l| l.name == "__name__")
+                .and_then(|name| req.metadata.iter().find(|m| m.metric_family_name == name.value))
+                .map(|m| write_v2::Metadata {
+                    r#type: m.r#type,
+                    help_ref: intern(&m.help),
+                    unit_ref: intern(&m.unit),
+                }),
             ..write_v2::TimeSeries::default()
         })
         .collect();

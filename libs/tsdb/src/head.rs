@@ -7,10 +7,12 @@
 //! Split by concern as Prometheus splits `head.go`: `append` (batches, WAL, chunk appends), `read`
 //! (queries), `replay` and `snapshot` (startup, on all cores through `pipeline`), `index` (symbols, series
 //! lookup, postings, matchers), `series` (one series' chunks and cut policy), `lifecycle` (the hook asked
-//! before a series is created and told when series go: where a tenant's series limits plug in).
+//! before a series is created and told when series go: where a tenant's series limits plug in), `exemplars`
+//! (the bounded ring of exemplars, logged and replayed like samples).
 
 mod append;
 mod compact;
+mod exemplars;
 pub(crate) mod idhash;
 mod index;
 mod label_ids;
@@ -47,6 +49,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 
 pub use append::{AppendBounds, AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError};
 pub use compact::{CompactStats, range_start};
+pub use exemplars::{AppendExemplars, Exemplar, ExemplarOutcome};
 pub use lifecycle::{RefusalScope, SeriesLifecycle, SeriesRefusal};
 pub use read::{ChunkData, HeadStats, SeriesChunks};
 pub use replay::ReplayStats;
@@ -81,6 +84,9 @@ pub struct HeadOptions {
     /// WAL samples are dropped (Prometheus' `minValidTime`). Whoever truncated the head (after writing a
     /// block) passes the truncation time here, e.g. the newest block's end. Default `i64::MIN`.
     pub min_valid_time: i64,
+    /// Exemplars kept in the head's ring (Prometheus' `max_exemplars`); 0 keeps none. Default 0. Changed later
+    /// with [`Head::set_max_exemplars`].
+    pub max_exemplars: usize,
 }
 
 impl Default for HeadOptions {
@@ -92,6 +98,7 @@ impl Default for HeadOptions {
             chunk_range_ms: 2 * 60 * 60 * 1000,
             chunks_head_file_size: crate::chunks_head::DEFAULT_MAX_FILE_SIZE,
             min_valid_time: i64::MIN,
+            max_exemplars: 0,
         }
     }
 }
@@ -128,6 +135,8 @@ pub struct Head {
     appender: Mutex<Appender>,
     /// Serializes compactions (and the truncations they end with).
     compacting: Mutex<()>,
+    /// The newest exemplars; changed under the appender lock, read by queries.
+    exemplars: Mutex<exemplars::CircularExemplars>,
     num_series: AtomicU64,
     samples_appended: AtomicU64,
     min_time: AtomicI64,
@@ -178,6 +187,7 @@ impl Head {
             chunks: ChunkDiskMapper::new(&chunks_dir, opts.chunks_head_file_size, files),
             appender: Mutex::new(Appender::default()),
             compacting: Mutex::new(()),
+            exemplars: Mutex::new(exemplars::CircularExemplars::new(opts.max_exemplars)),
             num_series: AtomicU64::new(0),
             samples_appended: AtomicU64::new(0),
             min_time: AtomicI64::new(i64::MAX),

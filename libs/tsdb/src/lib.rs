@@ -16,7 +16,7 @@ pub mod record;
 pub use chunks_head::ChunksHeadCorruption;
 pub use error::{ChunkError, TsdbError};
 pub use head::{
-    AppendBounds, AppendErrorKind, AppendOutcome, AppendSeries, ChunkData, CompactStats, Head, HeadOptions, HeadStats,
-    RefusalScope, ReplayStats, SeriesAppendError, SeriesChunks, SeriesLifecycle, SeriesRefusal, SnapshotStats,
-    TruncateStats,
+    AppendBounds, AppendErrorKind, AppendExemplars, AppendOutcome, AppendSeries, ChunkData, CompactStats, Exemplar,
+    ExemplarOutcome, Head, HeadOptions, HeadStats, RefusalScope, ReplayStats, SeriesAppendError, SeriesChunks,
+    SeriesLifecycle, SeriesRefusal, SnapshotStats, TruncateStats,
 };

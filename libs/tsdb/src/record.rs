@@ -9,13 +9,16 @@
 //! Samples (2):    type u8 | firstRef u64 | firstT i64 |
 //!                 ( varint(ref - firstRef) | varint(t - firstT) | value f64 bits u64 )*   first sample included
 //! Tombstones (3): type u8 | ( ref u64 | varint mint | varint maxt )*                       one per interval
+//! Exemplars (4):  type u8 | firstRef u64 | firstT i64 |
+//!                 ( varint(ref - firstRef) | varint(t - firstT) | value f64 bits u64
+//!                   | uvarint nLabels | (uvarint len, name, uvarint len, value)* )*     first exemplar included
 //! ```
 //!
-//! A Samples record with no samples is the type byte alone. Other record types (exemplars, metadata,
+//! A Samples or Exemplars record with none is the type byte alone. Other record types (metadata,
 //! histograms...) decode to [`Record::Unknown`] so a replay can skip them. Deltas wrap like Go's int64
 //! arithmetic, so any refs and timestamps round-trip.
 
-use heddle_model::{LabelRef, Labels, LabelsError};
+use heddle_model::{Label, LabelRef, Labels, LabelsError};
 
 /// Record type byte of a Series record.
 pub const TYPE_SERIES: u8 = 1;
@@ -23,6 +26,8 @@ pub const TYPE_SERIES: u8 = 1;
 pub const TYPE_SAMPLES: u8 = 2;
 /// Record type byte of a Tombstones record.
 pub const TYPE_TOMBSTONES: u8 = 3;
+/// Record type byte of an Exemplars record.
+pub const TYPE_EXEMPLARS: u8 = 4;
 
 /// A series and the ref it is known by in the WAL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +44,15 @@ pub struct RefSample {
     pub v: f64,
 }
 
+/// An exemplar of the series with ref `series_ref`: its own labels (in the order given), value and time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefExemplar {
+    pub series_ref: u64,
+    pub t: i64,
+    pub v: f64,
+    pub labels: Vec<Label>,
+}
+
 /// A deleted interval `[mint, maxt]` of one series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tombstone {
@@ -53,6 +67,7 @@ pub enum Record {
     Series(Vec<RefSeries>),
     Samples(Vec<RefSample>),
     Tombstones(Vec<Tombstone>),
+    Exemplars(Vec<RefExemplar>),
     /// A record type Heddle does not decode, by its type byte.
     Unknown(u8),
 }
@@ -75,7 +90,7 @@ pub enum RecordError {
     #[error("wal record (type {record_type}) has a varint overflowing 64 bits at byte {offset}")]
     VarintOverflow { record_type: u8, offset: usize },
     /// A label name or value that is not UTF-8.
-    #[error("wal series record has a label that is not utf-8 at byte {offset} (series ref {series_ref})")]
+    #[error("wal record has a label that is not utf-8 at byte {offset} (series ref {series_ref})")]
     InvalidUtf8 { series_ref: u64, offset: usize },
     /// The labels of a series are not a valid label set (unsorted, duplicate or empty names).
     #[error("wal series record has invalid labels for series ref {series_ref}: {source}")]
@@ -137,6 +152,31 @@ pub fn encode_tombstones(tombstones: &[Tombstone], buf: &mut Vec<u8>) {
     }
 }
 
+/// Appends an Exemplars record of `exemplars` to `buf`.
+pub fn encode_exemplars(exemplars: &[RefExemplar], buf: &mut Vec<u8>) {
+    buf.push(TYPE_EXEMPLARS);
+    encode_exemplars_body(exemplars, buf);
+}
+
+/// An Exemplars record without its type byte: what a chunk snapshot's exemplars record carries too.
+pub(crate) fn encode_exemplars_body(exemplars: &[RefExemplar], buf: &mut Vec<u8>) {
+    let Some(first) = exemplars.first() else { return };
+    buf.extend_from_slice(&first.series_ref.to_be_bytes());
+    buf.extend_from_slice(&first.t.to_be_bytes());
+    for e in exemplars {
+        put_varint(buf, (e.series_ref as i64).wrapping_sub(first.series_ref as i64));
+        put_varint(buf, e.t.wrapping_sub(first.t));
+        buf.extend_from_slice(&e.v.to_bits().to_be_bytes());
+        put_uvarint(buf, e.labels.len() as u64);
+        for l in &e.labels {
+            put_uvarint(buf, l.name.len() as u64);
+            buf.extend_from_slice(l.name.as_bytes());
+            put_uvarint(buf, l.value.len() as u64);
+            buf.extend_from_slice(l.value.as_bytes());
+        }
+    }
+}
+
 /// Decodes a record. Never panics: any byte sequence yields a record or an error.
 pub fn decode(rec: &[u8]) -> Result<Record, RecordError> {
     let (&typ, _) = rec.split_first().ok_or(RecordError::Empty)?;
@@ -145,6 +185,7 @@ pub fn decode(rec: &[u8]) -> Result<Record, RecordError> {
         TYPE_SERIES => d.series().map(Record::Series),
         TYPE_SAMPLES => d.samples().map(Record::Samples),
         TYPE_TOMBSTONES => d.tombstones().map(Record::Tombstones),
+        TYPE_EXEMPLARS => d.exemplars().map(Record::Exemplars),
         other => Ok(Record::Unknown(other)),
     }
 }
@@ -329,6 +370,38 @@ impl<'a> Decoder<'a> {
                 series_ref: (first_ref as i64).wrapping_add(dref) as u64,
                 t: first_t.wrapping_add(dt),
                 v,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The exemplars of the rest of the record (an Exemplars record's body).
+    pub(crate) fn exemplars(&mut self) -> Result<Vec<RefExemplar>, RecordError> {
+        if self.is_empty() {
+            return Ok(Vec::new());
+        }
+        let first_ref = self.be64("first ref")?;
+        let first_t = self.be64("first timestamp")? as i64;
+        let mut out = Vec::new();
+        let mut pairs = Vec::new();
+        while !self.is_empty() {
+            let dref = self.varint("ref delta")?;
+            let dt = self.varint("timestamp delta")?;
+            let v = f64::from_bits(self.be64("value")?);
+            let series_ref = (first_ref as i64).wrapping_add(dref) as u64;
+            let n = self.uvarint("label count")?;
+            self.labels(series_ref, n, &mut pairs)?;
+            out.push(RefExemplar {
+                series_ref,
+                t: first_t.wrapping_add(dt),
+                v,
+                labels: pairs
+                    .iter()
+                    .map(|l| Label {
+                        name: l.name.to_owned(),
+                        value: l.value.to_owned(),
+                    })
+                    .collect(),
             });
         }
         Ok(out)

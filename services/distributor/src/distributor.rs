@@ -1,8 +1,8 @@
 //! The distributor's core: one remote-write request through the write path's stages, in order.
 //!
 //! [`Distributor::push`] runs DESIGN.md §2 steps 2-5 as named stages, each in its own module:
-//! [`decode`] (snappy + arena decode), [`ha_dedupe`] (Prometheus HA pairs), [`validate`] (labels and
-//! timestamps), [`limit`] (ingestion rate), [`shard`] (token, replica set, one body per ingester) and
+//! [`decode`] (snappy + arena decode), [`ha_dedupe`] (Prometheus HA pairs), [`validate`] (labels,
+//! timestamps and exemplars), [`metadata`] (metric metadata), [`limit`] (ingestion rate), [`shard`] (token, replica set, one body per ingester) and
 //! [`forward`] (fan-out and quorum). The first five run synchronously inside one pooled arena; what
 //! [`shard`] returns owns its bytes, so the arena is back in the pool before the first network call.
 //!
@@ -14,6 +14,7 @@ mod decode;
 mod forward;
 mod ha_dedupe;
 mod limit;
+mod metadata;
 mod shard;
 mod validate;
 
@@ -255,6 +256,7 @@ impl Distributor {
             series_received,
             deduplicated: None,
             samples_ingested: acked.samples_ingested,
+            exemplars_ingested: acked.exemplars_ingested,
             rejections,
             failure: acked.failure,
         })
@@ -271,7 +273,7 @@ impl Distributor {
     ) -> Result<Prepared, PushError> {
         let arena = self.arenas.get();
         let arena: &Bump = &arena;
-        let series = decode::decode(
+        let decode::Decoded { series, metadata } = decode::decode(
             arena,
             body,
             framing,
@@ -308,6 +310,7 @@ impl Distributor {
         };
         let mut valid = validate::validate(arena, &limits, series, drop_label, now_ms, discards);
         rejections.append(&mut valid.rejections);
+        let metadata = metadata::validate(&limits, metadata, discards, &mut rejections);
         limit::admit(
             &self.rate_limiter,
             tenant,
@@ -317,7 +320,9 @@ impl Distributor {
             discarded,
         )?;
         self.metrics.received_samples(tenant.as_str(), valid.samples);
-        let sharded = shard::shard(arena, tenant, &*self.ring, &valid.accepted, valid.window);
+        self.metrics.received_exemplars(tenant.as_str(), valid.exemplars);
+        self.metrics.received_metadata(tenant.as_str(), metadata.len() as u64);
+        let sharded = shard::shard(arena, tenant, &*self.ring, &valid.accepted, &metadata, valid.window);
         Ok(Prepared {
             series_received: received,
             deduplicated: None,

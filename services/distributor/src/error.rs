@@ -325,6 +325,66 @@ impl InvalidSeries {
     }
 }
 
+/// Why one metadata entry or exemplar was dropped by validation. The message (see [`crate::Rejection`]) adds
+/// the tenant and the family or series.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidEntry {
+    #[error("metadata entry has no metric family name")]
+    MetadataMissingName,
+    #[error("metadata metric family name is {len} bytes long")]
+    MetadataNameTooLong { len: usize, limit: usize },
+    #[error("metadata HELP is {len} bytes long")]
+    MetadataHelpTooLong { len: usize, limit: usize },
+    #[error("metadata UNIT is {len} bytes long")]
+    MetadataUnitTooLong { len: usize, limit: usize },
+    #[error("exemplar has no labels (ts={timestamp_ms})")]
+    ExemplarLabelsMissing { timestamp_ms: i64 },
+    #[error("exemplar labels hold {len} UTF-8 characters (ts={timestamp_ms})")]
+    ExemplarLabelsTooLong { len: usize, timestamp_ms: i64 },
+    #[error("exemplar has no timestamp")]
+    ExemplarTimestampInvalid,
+}
+
+impl InvalidEntry {
+    /// Stable id, also the `reason` label of the discarded metadata and exemplars counters.
+    pub fn id(&self) -> &'static str {
+        match self {
+            InvalidEntry::MetadataMissingName => error_id::METADATA_MISSING_METRIC_NAME,
+            InvalidEntry::MetadataNameTooLong { .. } => error_id::METADATA_METRIC_NAME_TOO_LONG,
+            InvalidEntry::MetadataHelpTooLong { .. } => error_id::METADATA_HELP_TOO_LONG,
+            InvalidEntry::MetadataUnitTooLong { .. } => error_id::METADATA_UNIT_TOO_LONG,
+            InvalidEntry::ExemplarLabelsMissing { .. } => error_id::EXEMPLAR_LABELS_MISSING,
+            InvalidEntry::ExemplarLabelsTooLong { .. } => error_id::EXEMPLAR_LABELS_TOO_LONG,
+            InvalidEntry::ExemplarTimestampInvalid => error_id::EXEMPLAR_TIMESTAMP_INVALID,
+        }
+    }
+
+    /// What the sender (or operator) should change.
+    pub fn remedy(&self) -> String {
+        let length = |limit: &usize| {
+            format!(
+                "the limit is {limit} bytes; the entry is dropped: shorten it or raise `limits.max_metadata_length` \
+                 (--validation.max-metadata-length)"
+            )
+        };
+        match self {
+            InvalidEntry::MetadataMissingName => "every metadata entry needs a metric family name".into(),
+            InvalidEntry::MetadataNameTooLong { limit, .. }
+            | InvalidEntry::MetadataHelpTooLong { limit, .. }
+            | InvalidEntry::MetadataUnitTooLong { limit, .. } => length(limit),
+            InvalidEntry::ExemplarLabelsMissing { .. } => {
+                "the exemplar is dropped; an exemplar needs at least one label, such as trace_id".into()
+            }
+            InvalidEntry::ExemplarLabelsTooLong { .. } => format!(
+                "the exemplar is dropped; Prometheus allows at most {} characters of exemplar label names and \
+                 values together",
+                heddle_model::EXEMPLAR_MAX_LABEL_SET_LENGTH
+            ),
+            InvalidEntry::ExemplarTimestampInvalid => "the exemplar is dropped; give it a timestamp".into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

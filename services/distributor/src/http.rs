@@ -4,7 +4,7 @@
 //! says: `application/x-protobuf` alone or with `proto=prometheus.WriteRequest` is 1.0,
 //! `proto=io.prometheus.write.v2.Request` is 2.0, any other `proto` is 415 (the sender may then fall back).
 //! A 2.0 response carries the `X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written` headers
-//! (histograms and exemplars are not stored yet, so those two are always 0), errors included, so a sender
+//! (histograms are not stored yet, so that one is always 0; exemplars count those of series a quorum acknowledged), errors included, so a sender
 //! knows what of a partly refused request was written.
 //!
 //! The edge of the write path (DESIGN.md §2 step 1), and the only place the distributor reads HTTP: the
@@ -54,7 +54,14 @@ async fn push_handler(
     with_written_headers(response, version, written)
 }
 
-/// The push once the version is known: the response and the samples written.
+/// What a push wrote: samples and exemplars acknowledged by a quorum.
+#[derive(Debug, Clone, Copy, Default)]
+struct Written {
+    samples: u64,
+    exemplars: u64,
+}
+
+/// The push once the version is known: the response and what was written.
 async fn push(
     d: &Distributor,
     tenant: &TenantId,
@@ -62,28 +69,37 @@ async fn push(
     headers: HeaderMap,
     body: Body,
     start: tokio::time::Instant,
-) -> (Response, u64) {
+) -> (Response, Written) {
     let mut reservation = d.inflight().reserve();
     let body = match read_push_body(d, &headers, body, &mut reservation).await {
         Ok(body) => body,
-        Err(e) => return (early_refusal(d, e, start), 0),
+        Err(e) => return (early_refusal(d, e, start), Written::default()),
     };
     match d.push_reserved(tenant, version, &body, reservation).await {
         Ok(outcome) => {
-            let written = outcome.samples_ingested;
+            let written = Written {
+                samples: outcome.samples_ingested,
+                exemplars: outcome.exemplars_ingested,
+            };
             (outcome.into_response(), written)
         }
-        Err(e) => (e.into_response(), 0),
+        Err(e) => (e.into_response(), Written::default()),
     }
 }
 
 /// Adds the remote write 2.0 written-counts headers to a 2.0 response; a 1.0 response is left as it is.
-fn with_written_headers(mut response: Response, version: RemoteWriteVersion, samples: u64) -> Response {
+fn with_written_headers(mut response: Response, version: RemoteWriteVersion, written: Written) -> Response {
     if version == RemoteWriteVersion::V2 {
         let h = response.headers_mut();
-        h.insert("x-prometheus-remote-write-samples-written", HeaderValue::from(samples));
+        h.insert(
+            "x-prometheus-remote-write-samples-written",
+            HeaderValue::from(written.samples),
+        );
         h.insert("x-prometheus-remote-write-histograms-written", HeaderValue::from(0u64));
-        h.insert("x-prometheus-remote-write-exemplars-written", HeaderValue::from(0u64));
+        h.insert(
+            "x-prometheus-remote-write-exemplars-written",
+            HeaderValue::from(written.exemplars),
+        );
     }
     response
 }

@@ -26,7 +26,7 @@ pub use config::{DISTRIBUTOR_FLAGS, DistributorConfig};
 #[doc(hidden)]
 pub use distributor::bench;
 pub use distributor::{Distributor, IngesterReplicas, RemoteWriteVersion};
-pub use error::{InvalidSeries, PushError};
+pub use error::{InvalidEntry, InvalidSeries, PushError};
 pub use ha_tracker::{
     Election, HA_TRACKER_FLAGS, HaDecision, HaKvStoreConfig, HaTracker, HaTrackerConfig, ha_tracker_router,
 };

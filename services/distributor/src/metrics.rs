@@ -12,8 +12,9 @@ use std::time::Duration;
 
 /// Reason label for native histogram samples, which are counted and dropped.
 pub(crate) const REASON_NATIVE_HISTOGRAMS: &str = "native-histograms-unsupported";
-/// Reason label for exemplars, which are counted and dropped.
-pub(crate) const REASON_EXEMPLARS: &str = "exemplars-unsupported";
+/// Reason label for exemplars of a tenant whose exemplar store is off (`limits.max_global_exemplars_per_user`
+/// is 0): counted and dropped, as Mimir drops them.
+pub(crate) const REASON_EXEMPLARS_DISABLED: &str = "exemplars-disabled";
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TenantLabels {
@@ -59,6 +60,9 @@ pub(crate) struct Metrics {
     received_samples: Family<TenantLabels, Counter>,
     pub(crate) discarded: DiscardedSamples,
     discarded_exemplars: Family<TenantReasonLabels, Counter>,
+    discarded_metadata: Family<TenantReasonLabels, Counter>,
+    received_metadata: Family<TenantLabels, Counter>,
+    received_exemplars: Family<TenantLabels, Counter>,
     requests: Family<StatusLabels, Counter>,
     duration: Histogram,
     received_bytes: Counter,
@@ -79,6 +83,9 @@ impl Metrics {
             received_samples: Family::default(),
             discarded,
             discarded_exemplars: Family::default(),
+            discarded_metadata: Family::default(),
+            received_metadata: Family::default(),
+            received_exemplars: Family::default(),
             requests: Family::default(),
             // 1 ms .. ~16 s.
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
@@ -129,6 +136,21 @@ impl Metrics {
             m.discarded_exemplars.clone(),
         );
         registry.register(
+            "heddle_distributor_discarded_metadata",
+            "Metric metadata entries dropped by the distributor's validation, by tenant and reason (error id)",
+            m.discarded_metadata.clone(),
+        );
+        registry.register(
+            "heddle_distributor_received_metadata",
+            "Metric metadata entries that passed validation and were forwarded to ingesters",
+            m.received_metadata.clone(),
+        );
+        registry.register(
+            "heddle_distributor_received_exemplars",
+            "Exemplars that passed validation and were forwarded to ingesters",
+            m.received_exemplars.clone(),
+        );
+        registry.register(
             "heddle_distributor_requests",
             "Remote-write requests, by HTTP status of the response",
             m.requests.clone(),
@@ -151,6 +173,37 @@ impl Metrics {
             self.received_samples
                 .get_or_create(&TenantLabels {
                     tenant: tenant.to_owned(),
+                })
+                .inc_by(n);
+        }
+    }
+
+    pub(crate) fn received_metadata(&self, tenant: &str, n: u64) {
+        if n > 0 {
+            self.received_metadata
+                .get_or_create(&TenantLabels {
+                    tenant: tenant.to_owned(),
+                })
+                .inc_by(n);
+        }
+    }
+
+    pub(crate) fn received_exemplars(&self, tenant: &str, n: u64) {
+        if n > 0 {
+            self.received_exemplars
+                .get_or_create(&TenantLabels {
+                    tenant: tenant.to_owned(),
+                })
+                .inc_by(n);
+        }
+    }
+
+    pub(crate) fn discarded_metadata(&self, tenant: &str, reason: &str, n: u64) {
+        if n > 0 {
+            self.discarded_metadata
+                .get_or_create(&TenantReasonLabels {
+                    tenant: tenant.to_owned(),
+                    reason: reason.to_owned(),
                 })
                 .inc_by(n);
         }

@@ -25,6 +25,7 @@ use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use heddle_model::TenantId;
+use heddle_model::error_id::Scope;
 use heddle_server::Reservation;
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
@@ -136,7 +137,13 @@ async fn export(
                 encoding,
             ));
         }
-        rejected += i64::try_from(outcome.rejections.len()).unwrap_or(i64::MAX);
+        // A dropped metadata entry or exemplar is no rejected data point.
+        let points = outcome
+            .rejections
+            .iter()
+            .filter(|r| heddle_model::error_id::lookup(&r.reason).is_none_or(|e| e.scope != Scope::Entry))
+            .count();
+        rejected += i64::try_from(points).unwrap_or(i64::MAX);
         messages.extend(outcome.rejections.into_iter().map(|r| r.message));
     }
     let partial_success = (rejected > 0).then(|| ExportMetricsPartialSuccess {

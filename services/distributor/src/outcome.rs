@@ -38,6 +38,8 @@ pub struct PushOutcome {
     pub deduplicated: Option<String>,
     /// Samples of series that a quorum of replicas acknowledged.
     pub samples_ingested: u64,
+    /// Exemplars of series that a quorum of replicas acknowledged.
+    pub exemplars_ingested: u64,
     /// Series refused for good, in request order (validation first, then ingesters' refusals).
     pub rejections: Vec<Rejection>,
     /// Series that failed for lack of quorum, if any.

@@ -16,6 +16,12 @@ pub struct IngesterConfig {
     pub arena_max_retained_bytes: usize,
     /// Limits protecting this ingester (Mimir's `instance_limits`).
     pub instance_limits: InstanceLimitsConfig,
+    /// How long a metric metadata entry is kept after the last push that carried it (Mimir's
+    /// `metadata_retain_period`, 10m). Metadata lives in memory only, as in Mimir: it is in neither the WAL nor
+    /// the snapshot, so a restarted ingester knows a family's metadata again at the sender's next send
+    /// (Prometheus sends all of it every minute).
+    #[serde(with = "heddle_config::serde_duration")]
+    pub metadata_retain_period: Duration,
     /// `ingester.ring:`: this ingester's place in the hash ring (`heddle-ring`).
     pub ring: heddle_ring::RingConfig,
 }
@@ -26,6 +32,7 @@ impl Default for IngesterConfig {
             arena_pool_size: 64,
             arena_max_retained_bytes: 4 * 1024 * 1024,
             instance_limits: InstanceLimitsConfig::default(),
+            metadata_retain_period: Duration::from_secs(600),
             ring: heddle_ring::RingConfig::default(),
         }
     }
@@ -152,6 +159,12 @@ pub const INGESTER_FLAGS: &[FlagSpec] = &[
         key: "ingester.arena_max_retained_bytes",
         kind: FlagKind::Value,
         help: "An arena that grew past this many bytes for one request is freed instead of pooled",
+    },
+    FlagSpec {
+        flag: "ingester.metadata-retain-period",
+        key: "ingester.metadata_retain_period",
+        kind: FlagKind::Value,
+        help: "How long metric metadata is kept after the last push that carried it",
     },
 ];
 

@@ -48,6 +48,8 @@ pub struct Ingester {
     state: AtomicU8,
     /// The time the push path's bounds are taken from (tests set a manual one).
     clock: RwLock<Arc<dyn Clock>>,
+    /// How long metric metadata is kept after its last push (`ingester.metadata_retain_period`).
+    metadata_retain: Duration,
 }
 
 impl Ingester {
@@ -72,7 +74,27 @@ impl Ingester {
             shipped_blocks_grace_ms: AtomicU64::new(0),
             state: AtomicU8::new(STARTING),
             clock: RwLock::new(Arc::new(SystemClock)),
+            metadata_retain: cfg.metadata_retain_period,
         })
+    }
+
+    /// Drops every tenant's metric metadata not pushed within `ingester.metadata_retain_period` of the
+    /// ingester's clock, and recounts `heddle_ingester_memory_metadata`.
+    pub(crate) fn purge_metadata(&self) {
+        let before = self
+            .now_ms()
+            .saturating_sub(i64::try_from(self.metadata_retain.as_millis()).unwrap_or(i64::MAX));
+        let mut held = 0;
+        for tenant in self.all_tenants() {
+            let dropped = tenant.metadata().purge(before);
+            if dropped > 0 {
+                tracing::debug!(tenant = %tenant.id(), dropped, "expired metric metadata");
+            }
+            held += tenant.metadata().len();
+        }
+        self.metrics
+            .memory_metadata
+            .set(i64::try_from(held).unwrap_or(i64::MAX));
     }
 
     /// Reads per-tenant series limits from `overrides` from now on (the default gives every tenant Mimir's
@@ -458,6 +480,8 @@ impl Ingester {
             wal_compression: self.tsdb.wal_compression_enabled,
             wal_segment_size: self.tsdb.wal_segment_size_bytes,
             chunk_range_ms: self.tsdb.block_range_ms(),
+            // The ring replays the WAL's exemplars at the tenant's current size; pushes resize it as limits change.
+            max_exemplars: self.limits.local_entry_limits(&tenant).max_exemplars,
             ..HeadOptions::default()
         };
         let admission = Arc::new(SeriesAdmission::new(

@@ -1,6 +1,7 @@
 //! The ingester: one TSDB per tenant behind the [`IngesterClient`](heddle_proto::IngesterClient) API.
 //!
-//! Owns the tenant: one `Tenant` per tenant (its head, local blocks, shipper, series admission and rate),
+//! Owns the tenant: one `Tenant` per tenant (its head, local blocks, shipper, series admission, rate and metric
+//! metadata),
 //! opened as a unit the first time a tenant writes or at start-up for tenants found on disk, and kept in one map
 //! (`ingester`). Per tenant: the push path from raw `WriteRequest` bytes to the head (decoded into a pooled
 //! request arena, so nothing of a request outlives it; the head judges bounds and, through the admission hook,
@@ -16,6 +17,7 @@ mod error;
 mod ingester;
 mod limits;
 mod local_blocks;
+mod metadata;
 mod metrics;
 mod push;
 mod rates;

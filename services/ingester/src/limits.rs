@@ -64,6 +64,22 @@ impl IngesterLimits {
             .creation_grace_period
     }
 
+    /// The local (this ingester's) metadata and exemplar limits of `tenant`.
+    pub(crate) fn local_entry_limits(&self, tenant: &TenantId) -> EntryLimits {
+        let global = self
+            .overrides
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tenant.as_str());
+        let topology = self.topology.read().unwrap_or_else(|p| p.into_inner()).topology();
+        EntryLimits {
+            max_metadata_per_user: topology.local_limit(global.max_global_metadata_per_user),
+            // Every replica of a family holds all of its entries: the per-metric limit is not divided.
+            max_metadata_per_metric: global.max_global_metadata_per_metric,
+            max_exemplars: topology.local_limit(global.max_global_exemplars_per_user),
+        }
+    }
+
     /// The local (this ingester's) series limits of `tenant`.
     pub(crate) fn local_series_limits(&self, tenant: &TenantId) -> SeriesLimits {
         let global = self
@@ -122,6 +138,17 @@ impl TopologySource for Topology {
     fn topology(&self) -> Topology {
         *self
     }
+}
+
+/// A tenant's metadata and exemplar limits on this ingester (its share of the global numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct EntryLimits {
+    /// From `limits.max_global_metadata_per_user` (0 = no limit).
+    pub(crate) max_metadata_per_user: usize,
+    /// From `limits.max_global_metadata_per_metric` (0 = no limit).
+    pub(crate) max_metadata_per_metric: usize,
+    /// From `limits.max_global_exemplars_per_user` (0 = exemplars are not kept).
+    pub(crate) max_exemplars: usize,
 }
 
 /// A tenant's series limits on this ingester (its share of the global numbers).

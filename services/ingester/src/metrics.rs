@@ -1,14 +1,35 @@
 //! Ingester metrics.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct TenantReasonLabels {
+    pub(crate) tenant: String,
+    pub(crate) reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReasonLabels {
+    pub(crate) reason: &'static str,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
+    /// Exemplars stored in tenant heads.
+    pub(crate) exemplars_appended: Counter,
+    /// Exemplars the heads refused, by reason.
+    pub(crate) exemplars_refused: Family<ReasonLabels, Counter>,
     pub(crate) ingested_samples: Counter,
+    /// Metadata entries refused by the tenant metadata limits.
+    pub(crate) discarded_metadata: Family<TenantReasonLabels, Counter>,
+    /// Metadata entries held, all tenants together.
+    pub(crate) memory_metadata: Gauge,
     pub(crate) deduplicated_samples: Counter,
     pub(crate) series_created: Counter,
     pub(crate) memory_series: Gauge,
@@ -86,6 +107,10 @@ impl Metrics {
     pub(crate) fn register(r: &mut Registry) -> Self {
         let m = Self {
             ingested_samples: Counter::default(),
+            discarded_metadata: Family::default(),
+            exemplars_appended: Counter::default(),
+            exemplars_refused: Family::default(),
+            memory_metadata: Gauge::default(),
             deduplicated_samples: Counter::default(),
             series_created: Counter::default(),
             memory_series: Gauge::default(),
@@ -104,6 +129,27 @@ impl Metrics {
             "heddle_ingester_ingested_samples",
             "Samples appended to tenant heads",
             m.ingested_samples.clone(),
+        );
+        r.register(
+            "heddle_ingester_discarded_metadata",
+            "Metric metadata entries refused by the tenant metadata limits, by tenant and reason (error id)",
+            m.discarded_metadata.clone(),
+        );
+        r.register(
+            "heddle_ingester_exemplars_appended",
+            "Exemplars written to the WAL and stored in tenant heads' exemplar rings",
+            m.exemplars_appended.clone(),
+        );
+        r.register(
+            "heddle_ingester_exemplars_refused",
+            "Exemplars tenant heads refused: out-of-order (not newer than their series' newest), unknown-series \
+             (no samples created the series), disabled (limits.max_global_exemplars_per_user is 0)",
+            m.exemplars_refused.clone(),
+        );
+        r.register(
+            "heddle_ingester_memory_metadata",
+            "Metric metadata entries held in memory, all tenants together",
+            m.memory_metadata.clone(),
         );
         r.register(
             "heddle_ingester_deduplicated_samples",

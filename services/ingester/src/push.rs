@@ -8,15 +8,20 @@
 //! comes back from the head as a refusal of the whole batch.
 
 use crate::error::IngesterError;
-use crate::metrics::Metrics;
+use crate::limits::EntryLimits;
+use crate::metadata::Added;
+use crate::metrics::{Metrics, TenantReasonLabels};
 use crate::tenant::Tenant;
 use bytes::Bytes;
-use heddle_model::{LabelRef, SeriesBatch, series_text};
-use heddle_proto::ingester::{PushResponse, SeriesError};
+use heddle_model::{ExemplarRef, LabelRef, MetadataRef, SeriesBatch, series_text};
+use heddle_proto::ingester::{MetadataError, PushResponse, SeriesError};
 use heddle_proto::{ArenaPool, decode_measured, measure_write_request};
 use heddle_server::DiscardedSamples;
 use heddle_server::Reservation;
-use heddle_tsdb::{AppendBounds, AppendErrorKind, AppendOutcome, AppendSeries, SeriesAppendError, TsdbError};
+use heddle_tsdb::{
+    AppendBounds, AppendErrorKind, AppendExemplars, AppendOutcome, AppendSeries, ExemplarOutcome, SeriesAppendError,
+    TsdbError,
+};
 use std::mem::size_of;
 use std::sync::Arc;
 
@@ -29,6 +34,10 @@ pub(crate) struct PushContext {
     /// The time bounds of this push: now + the tenant's creation grace period, and now - one block range for
     /// an empty head.
     pub(crate) bounds: AppendBounds,
+    /// The tenant's metadata and exemplar limits on this ingester.
+    pub(crate) entry_limits: EntryLimits,
+    /// The ingester's wall clock at the push (ms), for metadata retention.
+    pub(crate) now_ms: i64,
 }
 
 /// What a push carries: an encoded `WriteRequest` (from the network), or the series a distributor in the
@@ -66,15 +75,30 @@ pub(crate) async fn push(
     tenant.note_push();
     let c = ctx.clone();
     let t = tenant.clone();
-    let (outcome, errors) = tokio::task::spawn_blocking(move || append(&t, &c, &body, &mut reservation, refused))
+    let Appended {
+        outcome,
+        errors,
+        metadata,
+        exemplars,
+    } = tokio::task::spawn_blocking(move || append(&t, &c, &body, &mut reservation, refused))
         .await
         .map_err(|e| IngesterError::Task(e.to_string()))??;
     record(&tenant, &ctx, &outcome);
+    record_metadata(&tenant, &ctx, &metadata);
+    record_exemplars(&ctx, &exemplars);
     ctx.metrics.arena_retained_bytes.set(ctx.arenas.retained_bytes() as i64);
     ctx.metrics.arenas_dropped.set(ctx.arenas.arenas_dropped() as i64);
     let response = PushResponse {
         samples_ingested: outcome.samples_appended + outcome.samples_deduplicated,
         errors,
+        metadata_errors: metadata
+            .refused
+            .into_iter()
+            .map(|r| MetadataError {
+                reason: r.reason.to_owned(),
+                message: r.message,
+            })
+            .collect(),
     };
     Ok((response, outcome.samples_appended))
 }
@@ -92,14 +116,86 @@ fn record(tenant: &Tenant, ctx: &PushContext, outcome: &AppendOutcome) {
     }
 }
 
-/// The blocking half: decode (an encoded body), append, render the per-series errors.
+fn record_metadata(tenant: &Tenant, ctx: &PushContext, added: &Added) {
+    let m = &ctx.metrics;
+    m.memory_metadata.inc_by(added.created as i64);
+    for r in &added.refused {
+        m.discarded_metadata
+            .get_or_create(&TenantReasonLabels {
+                tenant: tenant.id().to_string(),
+                reason: r.reason.to_owned(),
+            })
+            .inc_by(r.count);
+    }
+}
+
+fn record_exemplars(ctx: &PushContext, e: &ExemplarOutcome) {
+    let m = &ctx.metrics;
+    m.exemplars_appended.inc_by(e.appended);
+    m.wal_bytes_written.inc_by(e.wal_bytes);
+    for (reason, n) in [
+        ("out-of-order", e.out_of_order),
+        ("unknown-series", e.unknown_series),
+        ("disabled", e.disabled),
+    ] {
+        if n > 0 {
+            m.exemplars_refused
+                .get_or_create(&crate::metrics::ReasonLabels { reason })
+                .inc_by(n);
+        }
+    }
+}
+
+/// Appends a push's exemplars to the tenant's head, after its samples (a series is found only once its
+/// samples created it), in the ring of the tenant's current size.
+fn append_exemplars<'a>(
+    tenant: &Tenant,
+    ctx: &PushContext,
+    batch: impl Iterator<Item = AppendExemplars<'a>>,
+) -> Result<ExemplarOutcome, IngesterError> {
+    let batch: Vec<AppendExemplars<'_>> = batch.filter(|b| !b.exemplars.is_empty()).collect();
+    if batch.is_empty() {
+        return Ok(ExemplarOutcome::default());
+    }
+    let head = tenant.head();
+    head.set_max_exemplars(ctx.entry_limits.max_exemplars);
+    head.append_exemplars(&batch).map_err(|source| IngesterError::Tsdb {
+        tenant: tenant.id().clone(),
+        source,
+    })
+}
+
+/// Stores a push's metric metadata in the tenant's store.
+fn add_metadata(tenant: &Tenant, ctx: &PushContext, metadata: &[MetadataRef<'_>]) -> Added {
+    if metadata.is_empty() {
+        return Added::default();
+    }
+    tenant
+        .metadata()
+        .add(tenant.id(), metadata, ctx.entry_limits, ctx.now_ms)
+}
+
+/// What the blocking half returns.
+struct Appended {
+    /// The head's outcome for the samples.
+    outcome: AppendOutcome,
+    /// The per-series errors, rendered.
+    errors: Vec<SeriesError>,
+    /// What became of the metadata.
+    metadata: Added,
+    /// What became of the exemplars.
+    exemplars: ExemplarOutcome,
+}
+
+/// The blocking half: decode (an encoded body), store the metadata, append the samples then the exemplars,
+/// render the per-series errors.
 fn append(
     tenant: &Tenant,
     ctx: &PushContext,
     body: &PushBody,
     reservation: &mut Reservation,
     refused: impl FnOnce(&'static str, String) -> IngesterError,
-) -> Result<(AppendOutcome, Vec<SeriesError>), IngesterError> {
+) -> Result<Appended, IngesterError> {
     match body {
         PushBody::Encoded(body) => {
             let measured = measure_write_request(body)?;
@@ -108,22 +204,65 @@ fn append(
                 .map_err(crate::limits::bytes_refused)?;
             let arena = ctx.arenas.get();
             let req = decode_measured(&arena, measured)?;
+            let metadata = add_metadata(tenant, ctx, req.metadata);
             let series = req.timeseries.iter().map(|ts| AppendSeries {
                 labels: ts.labels,
                 samples: ts.samples,
             });
-            append_series(tenant, ctx, series, req.timeseries.len(), refused)
+            let (outcome, errors) = append_series(tenant, ctx, series, req.timeseries.len(), refused)?;
+            let exemplars = append_exemplars(
+                tenant,
+                ctx,
+                req.timeseries.iter().map(|ts| AppendExemplars {
+                    labels: ts.labels,
+                    exemplars: ts.exemplars,
+                }),
+            )?;
+            Ok(Appended {
+                outcome,
+                errors,
+                metadata,
+                exemplars,
+            })
         }
         PushBody::Batch(batch) => {
             reservation
                 .grow(batch.len() * size_of::<AppendSeries<'_>>() + batch.labels_len() * size_of::<LabelRef<'_>>())
                 .map_err(crate::limits::bytes_refused)?;
+            let entries: Vec<MetadataRef<'_>> = batch.metadata().iter().map(|m| m.as_ref()).collect();
+            let metadata = add_metadata(tenant, ctx, &entries);
             let labels = batch.label_refs();
             let series = batch.series().map(|(range, samples)| AppendSeries {
                 labels: &labels[range],
                 samples,
             });
-            append_series(tenant, ctx, series, batch.len(), refused)
+            let (outcome, errors) = append_series(tenant, ctx, series, batch.len(), refused)?;
+            let exemplar_labels = batch.exemplar_label_refs();
+            let mut per_series: Vec<Vec<ExemplarRef<'_>>> = vec![Vec::new(); batch.len()];
+            for (series, range, sample) in batch.exemplars() {
+                per_series[series].push(ExemplarRef {
+                    labels: &exemplar_labels[range],
+                    value: sample.v,
+                    t: sample.t,
+                });
+            }
+            let exemplars = append_exemplars(
+                tenant,
+                ctx,
+                batch
+                    .series()
+                    .zip(&per_series)
+                    .map(|((range, _), exemplars)| AppendExemplars {
+                        labels: &labels[range],
+                        exemplars,
+                    }),
+            )?;
+            Ok(Appended {
+                outcome,
+                errors,
+                metadata,
+                exemplars,
+            })
         }
     }
 }

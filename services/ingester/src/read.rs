@@ -6,9 +6,11 @@
 
 use crate::convert::matchers;
 use crate::error::IngesterError;
+use crate::metadata::MetadataQuery;
 use crate::tenant::Tenant;
 use heddle_proto::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, QueryRequest, QueryStreamResponse,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, QueryRequest, QueryStreamResponse,
     SeriesRequest, SeriesResponse,
 };
 use heddle_proto::prometheus as pb;
@@ -60,6 +62,69 @@ pub(crate) async fn query_stream(
         messages.push(Ok(QueryStreamResponse { series }));
     }
     Ok(Box::pin(futures::stream::iter(messages)))
+}
+
+/// The exemplars in the request's range of the series matching any of its selectors, from the head's ring
+/// (exemplars are not in blocks), series in label order.
+pub(crate) async fn query_exemplars(
+    tenant: Option<Arc<Tenant>>,
+    req: ExemplarQueryRequest,
+) -> Result<ExemplarQueryResponse, IngesterError> {
+    let selectors = req
+        .selectors
+        .iter()
+        .map(|s| matchers(&s.matchers))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(tenant) = tenant else {
+        return Ok(ExemplarQueryResponse::default());
+    };
+    let found = tenant
+        .head()
+        .select_exemplars(req.start_timestamp_ms, req.end_timestamp_ms, &selectors);
+    let label = |l: &heddle_model::Label| pb::Label {
+        name: l.name.clone(),
+        value: l.value.clone(),
+    };
+    let timeseries = found
+        .into_iter()
+        .map(|(labels, exemplars)| pb::TimeSeries {
+            labels: labels_to_proto(&labels),
+            exemplars: exemplars
+                .iter()
+                .map(|e| pb::Exemplar {
+                    labels: e.labels.iter().map(label).collect(),
+                    value: e.value,
+                    timestamp: e.t,
+                })
+                .collect(),
+            ..pb::TimeSeries::default()
+        })
+        .collect();
+    Ok(ExemplarQueryResponse { timeseries })
+}
+
+/// The tenant's metric metadata within the request's limits (negative: none), families in name order.
+pub(crate) fn metrics_metadata(tenant: Option<&Tenant>, req: &MetricsMetadataRequest) -> MetricsMetadataResponse {
+    let Some(tenant) = tenant else {
+        return MetricsMetadataResponse::default();
+    };
+    let query = MetadataQuery {
+        limit: usize::try_from(req.limit).ok(),
+        limit_per_metric: usize::try_from(req.limit_per_metric).ok(),
+        metric: Some(req.metric.as_str()).filter(|m| !m.is_empty()),
+    };
+    let metadata = tenant
+        .metadata()
+        .query(query)
+        .into_iter()
+        .map(|m| pb::MetricMetadata {
+            r#type: m.kind.wire(),
+            metric_family_name: m.family,
+            help: m.help,
+            unit: m.unit,
+        })
+        .collect();
+    MetricsMetadataResponse { metadata }
 }
 
 /// Label names in `[start, end]` of the series matching the request.

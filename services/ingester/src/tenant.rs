@@ -11,6 +11,7 @@
 
 use crate::limits::SeriesAdmission;
 use crate::local_blocks::LocalBlocks;
+use crate::metadata::TenantMetadata;
 use crate::rates::TenantRate;
 use heddle_bucket::{Bucket, Shipper};
 use heddle_model::TenantId;
@@ -33,6 +34,8 @@ pub(crate) struct Tenant {
     #[cfg_attr(not(test), allow(dead_code))]
     admission: Arc<SeriesAdmission>,
     rate: TenantRate,
+    /// Metric metadata, in memory only.
+    metadata: TenantMetadata,
     /// Samples appended when the blocks loop last saw the count change, and when: for idle compaction.
     activity: Mutex<Option<(u64, Instant)>>,
     /// When this process saw each block reach the bucket (at the end of a ship, or when a read first found
@@ -69,6 +72,7 @@ impl Tenant {
             shipper,
             admission,
             rate: TenantRate::default(),
+            metadata: TenantMetadata::default(),
             activity: Mutex::new(None),
             shipped_at: Mutex::new(HashMap::new()),
             shipped_before_open,
@@ -106,6 +110,10 @@ impl Tenant {
 
     pub(crate) fn rate(&self) -> &TenantRate {
         &self.rate
+    }
+
+    pub(crate) fn metadata(&self) -> &TenantMetadata {
+        &self.metadata
     }
 
     #[cfg(test)]

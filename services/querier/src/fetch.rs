@@ -7,8 +7,10 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
-use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, SeriesRequest};
-use heddle_proto::prometheus::Labels as ProtoLabels;
+use heddle_proto::ingester::{
+    ExemplarQueryRequest, LabelNamesRequest, LabelValuesRequest, MetricsMetadataRequest, SeriesRequest,
+};
+use heddle_proto::prometheus::{Labels as ProtoLabels, MetricMetadata, TimeSeries};
 use heddle_ring::{InstanceId, ReadSet, ReadTracker};
 use std::future::Future;
 use std::sync::Arc;
@@ -184,6 +186,32 @@ pub(crate) async fn label_values(
     fan_out(set, |client| {
         let req = req.clone();
         async move { client.label_values(tenant, req).await.map(|r| r.values) }
+    })
+    .await
+}
+
+/// Metric metadata, one `Vec` per answering ingester.
+pub(crate) async fn metrics_metadata(
+    set: &IngesterSet,
+    tenant: &TenantId,
+    req: &MetricsMetadataRequest,
+) -> Result<Vec<Vec<MetricMetadata>>, QuerierError> {
+    fan_out(set, |client| {
+        let req = req.clone();
+        async move { client.metrics_metadata(tenant, req).await.map(|r| r.metadata) }
+    })
+    .await
+}
+
+/// Exemplars of matching series, one `Vec` per answering ingester.
+pub(crate) async fn exemplars(
+    set: &IngesterSet,
+    tenant: &TenantId,
+    req: &ExemplarQueryRequest,
+) -> Result<Vec<Vec<TimeSeries>>, QuerierError> {
+    fan_out(set, |client| {
+        let req = req.clone();
+        async move { client.query_exemplars(tenant, req).await.map(|r| r.timeseries) }
     })
     .await
 }

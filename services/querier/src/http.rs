@@ -215,14 +215,22 @@ async fn build_info(State(q): State<Arc<Querier>>) -> Response {
     finish(&q, Endpoint::BuildInfo, started, result, api::error_response)
 }
 
-async fn metadata(State(q): State<Arc<Querier>>, RequestForm(form): RequestForm) -> Response {
+async fn metadata(
+    State(q): State<Arc<Querier>>,
+    Extension(tenant): Extension<TenantId>,
+    RequestForm(form): RequestForm,
+) -> Response {
     let started = Instant::now();
-    let result = promql_api::metadata(&form);
+    let result = promql_api::metadata(&q, &tenant, &form).await;
     finish(&q, Endpoint::Metadata, started, result, api::error_response)
 }
 
-async fn query_exemplars(State(q): State<Arc<Querier>>, RequestForm(form): RequestForm) -> Response {
+async fn query_exemplars(
+    State(q): State<Arc<Querier>>,
+    Extension(tenant): Extension<TenantId>,
+    RequestForm(form): RequestForm,
+) -> Response {
     let started = Instant::now();
-    let result = promql_api::query_exemplars(&form);
+    let result = promql_api::query_exemplars(&q, &tenant, &form).await;
     finish(&q, Endpoint::QueryExemplars, started, result, api::error_response)
 }

@@ -48,7 +48,9 @@ pub use http::{
     QUERY_PATH, QUERY_RANGE_PATH, READ_PATH, SERIES_PATH, router,
 };
 pub use params::{MAX_TIME_MS, MIN_TIME_MS, parse_time};
-pub use querier::{BuildInfo, IngesterReplicas, Querier, SeriesSamples};
+pub use querier::{
+    BuildInfo, ExemplarSample, FamilyMetadata, IngesterReplicas, MetadataRequest, Querier, SeriesSamples,
+};
 pub use remote_read::STREAMED_CONTENT_TYPE;
 pub use select::SelectedSeries;
 pub use selector::parse_selector;

@@ -8,7 +8,7 @@ use crate::api::json_response;
 use crate::error::QuerierError;
 use crate::params::{Form, MAX_TIME_MS, MIN_TIME_MS, parse_time};
 use crate::promql_json::query_body;
-use crate::querier::Querier;
+use crate::querier::{MetadataRequest, Querier};
 use axum::http::StatusCode;
 use axum::response::Response;
 use heddle_model::TenantId;
@@ -120,28 +120,81 @@ pub(crate) fn build_info(q: &Querier) -> Response {
     }))
 }
 
-/// `GET|POST /prometheus/api/v1/metadata`. Heddle does not ingest metric metadata yet (remote write's
-/// `metadata` field is dropped by the distributor), so every answer is empty; `limit` and `metric` are still
-/// checked as Prometheus checks them, so a client's mistakes are reported the same way.
-pub(crate) fn metadata(form: &Form) -> Result<Response, QuerierError> {
-    if let Some(limit) = form.get("limit").filter(|v| !v.is_empty())
-        && limit.parse::<i32>().is_err()
-    {
-        return Err(bad_data("limit must be a number"));
-    }
-    Ok(success(json!({})))
+/// `GET|POST /prometheus/api/v1/metadata`: `limit` (families; negative: all, 0: none),
+/// `limit_per_metric` (entries per family; 0 or negative: all) and `metric` (one family), read as Prometheus
+/// 2.42 reads them. The answer maps each family to its entries, `{"type", "help", "unit"}`.
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn metadata(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
+    let number = |key: &str| -> Result<Option<i64>, QuerierError> {
+        match form.get(key).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<i32>()
+                .map(|n| Some(i64::from(n)))
+                .map_err(|_| bad_data(&format!("{key} must be a number"))),
+        }
+    };
+    let limit = number("limit")?.and_then(|n| usize::try_from(n).ok());
+    let limit_per_metric = number("limit_per_metric")?
+        .filter(|&n| n > 0)
+        .and_then(|n| usize::try_from(n).ok());
+    let request = MetadataRequest {
+        limit,
+        limit_per_metric,
+        metric: form.get("metric").filter(|m| !m.is_empty()).map(str::to_owned),
+    };
+    let families = q.metadata(tenant, &request).await?;
+    let data: serde_json::Map<String, serde_json::Value> = families
+        .into_iter()
+        .map(|(family, entries)| {
+            let entries = entries
+                .into_iter()
+                .map(|e| json!({ "type": e.kind.as_str(), "help": e.help, "unit": e.unit }))
+                .collect();
+            (family, serde_json::Value::Array(entries))
+        })
+        .collect();
+    Ok(success(serde_json::Value::Object(data)))
 }
 
-/// `GET|POST /prometheus/api/v1/query_exemplars`. Heddle does not store exemplars yet, so the answer is
-/// always empty; `query`, `start` and `end` are checked as Prometheus checks them.
-pub(crate) fn query_exemplars(form: &Form) -> Result<Response, QuerierError> {
+/// `GET|POST /prometheus/api/v1/query_exemplars`: `query`, `start`, `end`, checked as Prometheus checks
+/// them. The query's vector selectors (Prometheus' `parser.ExtractSelectors`) pick the series; the answer is
+/// Prometheus' `[{seriesLabels, exemplars: [{labels, value, timestamp}]}]`, series in label order.
+#[tracing::instrument(skip_all, fields(tenant = %tenant))]
+pub(crate) async fn query_exemplars(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
     let start = optional_time(form, "start", MIN_TIME_MS)?;
     let end = optional_time(form, "end", MAX_TIME_MS)?;
     if end < start {
         return Err(bad_data("end timestamp must not be before start timestamp"));
     }
-    heddle_promql::parse(form.get("query").unwrap_or_default()).map_err(QuerierError::Promql)?;
-    Ok(success(json!([])))
+    let text = form.get("query").unwrap_or_default();
+    let query = heddle_promql::Query::new(text, QueryTime::Instant(end), &heddle_promql::QueryOptions::default())
+        .map_err(QuerierError::Promql)?;
+    let selectors: Vec<Vec<heddle_model::Matcher>> = query.selections().iter().map(|s| s.matchers.clone()).collect();
+    let found = q.exemplars(tenant, start, end, &selectors).await?;
+    let labels_json = |labels: &mut dyn Iterator<Item = (&str, &str)>| -> serde_json::Value {
+        serde_json::Value::Object(labels.map(|(n, v)| (n.to_owned(), json!(v))).collect())
+    };
+    let data: Vec<serde_json::Value> = found
+        .iter()
+        .map(|(series, exemplars)| {
+            let exemplars: Vec<serde_json::Value> = exemplars
+                .iter()
+                .map(|e| {
+                    json!({
+                        "labels": labels_json(&mut e.labels.iter().map(|l| (l.name.as_str(), l.value.as_str()))),
+                        "value": heddle_promql::go_format_float(e.value),
+                        "timestamp": e.t as f64 / 1000.0,
+                    })
+                })
+                .collect();
+            json!({
+                "seriesLabels": labels_json(&mut series.iter().map(|l| (l.name, l.value))),
+                "exemplars": exemplars,
+            })
+        })
+        .collect();
+    Ok(success(serde_json::Value::Array(data)))
 }
 
 fn required_time(form: &Form, key: &str) -> Result<i64, QuerierError> {

@@ -8,9 +8,11 @@ use axum::http::{Request, StatusCode, header};
 use heddle_limits::{Limits, Overrides};
 use heddle_model::{Sample, TenantId};
 use heddle_proto::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    SeriesRequest, SeriesResponse,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest, SeriesRequest,
+    SeriesResponse,
 };
+use heddle_proto::prometheus::MetricMetadata;
 use heddle_proto::testing::FakeIngester;
 use heddle_proto::{IngesterClient, QueryStream};
 use heddle_ring::FixedReplicas;
@@ -649,6 +651,152 @@ async fn format_query_buildinfo_metadata_and_exemplars() {
     }
 }
 
+fn metadata(family: &str, kind: i32, help: &str, unit: &str) -> MetricMetadata {
+    MetricMetadata {
+        r#type: kind,
+        metric_family_name: family.into(),
+        help: help.into(),
+        unit: unit.into(),
+    }
+}
+
+/// Replicas' answers are merged: each distinct entry once, families in name order, Prometheus' parameters
+/// applied to the union, and the request's parameters handed to every ingester.
+#[tokio::test]
+async fn metadata_of_replicas_is_merged() {
+    let one = Arc::new(
+        FakeIngester::new()
+            .with_metadata(metadata("up", 2, "is it up", ""))
+            .with_metadata(metadata("http_requests_total", 1, "requests", "")),
+    );
+    let two = Arc::new(
+        FakeIngester::new()
+            .with_metadata(metadata("up", 2, "is it up", ""))
+            .with_metadata(metadata("up", 2, "another help", ""))
+            .with_metadata(metadata("latency_seconds", 3, "latency", "seconds")),
+    );
+    let a = api(
+        QuerierConfig::default(),
+        Limits::default(),
+        vec![one.clone() as Arc<dyn IngesterClient>, two.clone()],
+    );
+    let cases: &[(&str, Params<'_>, Value)] = &[
+        (
+            "everything",
+            &[],
+            json!({
+                "http_requests_total": [{"type": "counter", "help": "requests", "unit": ""}],
+                "latency_seconds": [{"type": "histogram", "help": "latency", "unit": "seconds"}],
+                "up": [
+                    {"type": "gauge", "help": "is it up", "unit": ""},
+                    {"type": "gauge", "help": "another help", "unit": ""},
+                ],
+            }),
+        ),
+        (
+            "limit takes the first families",
+            &[("limit", "1")],
+            json!({"http_requests_total": [{"type": "counter", "help": "requests", "unit": ""}]}),
+        ),
+        ("limit 0", &[("limit", "0")], json!({})),
+        (
+            "limit per metric",
+            &[("limit_per_metric", "1"), ("metric", "up")],
+            json!({"up": [{"type": "gauge", "help": "is it up", "unit": ""}]}),
+        ),
+    ];
+    for (name, params, want) in cases {
+        let data = ok_data(&call(&a.app, get_with("/prometheus/api/v1/metadata", params)).await);
+        assert_eq!(data, *want, "case {name}");
+    }
+    let asked: Vec<MetricsMetadataRequest> = two
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            heddle_proto::testing::Call::MetricsMetadata(_, r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked.last(),
+        Some(&MetricsMetadataRequest {
+            limit: -1,
+            limit_per_metric: 1,
+            metric: "up".into(),
+        })
+    );
+}
+
+fn exemplar(t_ms: i64, trace: &str, value: f64) -> heddle_proto::prometheus::Exemplar {
+    heddle_proto::prometheus::Exemplar {
+        labels: vec![heddle_proto::prometheus::Label {
+            name: "trace_id".into(),
+            value: trace.into(),
+        }],
+        value,
+        timestamp: t_ms,
+    }
+}
+
+/// The query's selectors pick the series; replicas' exemplars are merged, each once, in time order; the
+/// answer has Prometheus' shape.
+#[tokio::test]
+async fn exemplars_of_replicas_are_merged_by_series() {
+    let labels = |pairs: &[(&str, &str)]| heddle_model::Labels::from_unsorted(pairs.iter().copied()).unwrap();
+    let a = labels(&[("__name__", "http_requests_total"), ("job", "api")]);
+    let b = labels(&[("__name__", "http_requests_total"), ("job", "db")]);
+    let one = Arc::new(
+        FakeIngester::new()
+            .with_exemplars(a.clone(), vec![exemplar(T0, "t1", 1.0), exemplar(T0 + 2000, "t3", 3.0)])
+            .with_exemplars(b.clone(), vec![exemplar(T0, "t9", 9.0)]),
+    );
+    let two = Arc::new(
+        FakeIngester::new().with_exemplars(a.clone(), vec![exemplar(T0 + 1000, "t2", 2.0), exemplar(T0, "t1", 1.0)]),
+    );
+    let api = api(
+        QuerierConfig::default(),
+        Limits::default(),
+        vec![one.clone() as Arc<dyn IngesterClient>, two],
+    );
+    let start = T0_S.to_string();
+    let end = (T0_S + 10).to_string();
+    let params = [
+        ("query", r#"rate(http_requests_total{job="api"}[5m])"#),
+        ("start", start.as_str()),
+        ("end", end.as_str()),
+    ];
+    let data = ok_data(&call(&api.app, get_with("/prometheus/api/v1/query_exemplars", &params)).await);
+    let ts = |ms: i64| json!(ms as f64 / 1000.0);
+    assert_eq!(
+        data,
+        json!([{
+            "seriesLabels": {"__name__": "http_requests_total", "job": "api"},
+            "exemplars": [
+                {"labels": {"trace_id": "t1"}, "value": "1", "timestamp": ts(T0)},
+                {"labels": {"trace_id": "t2"}, "value": "2", "timestamp": ts(T0 + 1000)},
+                {"labels": {"trace_id": "t3"}, "value": "3", "timestamp": ts(T0 + 2000)},
+            ],
+        }])
+    );
+    // Every selector of the query counts; a query without one asks nothing.
+    let params = [(
+        "query",
+        r#"http_requests_total{job="api"} + http_requests_total{job="db"}"#,
+    )];
+    let data = ok_data(&call(&api.app, get_with("/prometheus/api/v1/query_exemplars", &params)).await);
+    assert_eq!(data.as_array().map(Vec::len), Some(2), "{data}");
+    let asked = one.calls().len();
+    let data = ok_data(
+        &call(
+            &api.app,
+            get_with("/prometheus/api/v1/query_exemplars", &[("query", "1 + 1")]),
+        )
+        .await,
+    );
+    assert_eq!(data, json!([]));
+    assert_eq!(one.calls().len(), asked, "no selector, no call");
+}
+
 /// An ingester that holds each tenant's series apart, as a real one does.
 #[derive(Debug)]
 struct ByTenant(HashMap<String, FakeIngester>);
@@ -689,6 +837,22 @@ impl IngesterClient for ByTenant {
 
     async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
         self.of(tenant)?.series(tenant, req).await
+    }
+
+    async fn metrics_metadata(
+        &self,
+        tenant: &TenantId,
+        req: MetricsMetadataRequest,
+    ) -> Result<MetricsMetadataResponse, tonic::Status> {
+        self.of(tenant)?.metrics_metadata(tenant, req).await
+    }
+
+    async fn query_exemplars(
+        &self,
+        tenant: &TenantId,
+        req: ExemplarQueryRequest,
+    ) -> Result<ExemplarQueryResponse, tonic::Status> {
+        self.of(tenant)?.query_exemplars(tenant, req).await
     }
 }
 

@@ -23,6 +23,12 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
+mod exemplars;
+mod metadata;
+
+pub use exemplars::ExemplarSample;
+pub use metadata::{FamilyMetadata, MetadataRequest};
+
 /// The ingesters a querier reads from: a fixed list (single process, tests) or the ring.
 pub type IngesterReplicas = dyn Replicas<Arc<dyn IngesterClient>>;
 

@@ -27,7 +27,7 @@ use super::canonical;
 use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_LEN, WIRE_VARINT, check_message};
 use crate::error::DecodeError;
 use bumpalo::Bump;
-use heddle_model::{LabelRef, Sample};
+use heddle_model::{ExemplarRef, LabelRef, MetadataRef, MetricType, Sample};
 use std::mem::size_of;
 
 /// The most bytes the decoded view of a request may take per byte of (decompressed) input. With the input
@@ -53,8 +53,8 @@ pub fn max_decoded_bytes(input_bytes: usize) -> usize {
 pub struct WriteRequestRef<'a> {
     /// The series, in wire order.
     pub timeseries: &'a [TimeSeriesRef<'a>],
-    /// How many `MetricMetadata` entries the request carried; they are checked for framing, not decoded.
-    pub metadata: usize,
+    /// The `MetricMetadata` entries, in wire order; not validated here.
+    pub metadata: &'a [MetadataRef<'a>],
 }
 
 /// One decoded series of a [`WriteRequestRef`].
@@ -64,8 +64,8 @@ pub struct TimeSeriesRef<'a> {
     pub labels: &'a [LabelRef<'a>],
     /// Samples in wire order, values bit-exact (stale-marker NaNs survive).
     pub samples: &'a [Sample],
-    /// Number of exemplars (framing checked, contents not decoded).
-    pub exemplars: u32,
+    /// Exemplars in wire order; their labels are neither sorted nor validated here.
+    pub exemplars: &'a [ExemplarRef<'a>],
     /// Number of native histograms (framing checked, contents not decoded).
     pub histograms: u32,
     /// The encoded `TimeSeries` message: the payload of the `WriteRequest.timeseries` field, without its tag
@@ -84,8 +84,12 @@ pub struct WriteRequestShape {
     pub labels: usize,
     /// `Sample` messages, all series together.
     pub samples: usize,
-    /// `MetricMetadata` messages (counted, never decoded).
+    /// `MetricMetadata` messages.
     pub metadata: usize,
+    /// `Exemplar` messages, all series together.
+    pub exemplars: usize,
+    /// Labels of exemplars, all exemplars together.
+    pub exemplar_labels: usize,
     /// Bytes of the measured (decompressed) input.
     pub input_bytes: usize,
 }
@@ -98,6 +102,9 @@ impl WriteRequestShape {
             .saturating_mul(size_of::<TimeSeriesRef<'_>>())
             .saturating_add(self.labels.saturating_mul(size_of::<LabelRef<'_>>()))
             .saturating_add(self.samples.saturating_mul(size_of::<Sample>()))
+            .saturating_add(self.exemplars.saturating_mul(size_of::<ExemplarRef<'_>>()))
+            .saturating_add(self.exemplar_labels.saturating_mul(size_of::<LabelRef<'_>>()))
+            .saturating_add(self.metadata.saturating_mul(size_of::<MetadataRef<'_>>()))
     }
 }
 
@@ -119,6 +126,8 @@ const WRITE_REQUEST: &str = "prometheus.WriteRequest";
 const TIME_SERIES: &str = "prometheus.TimeSeries";
 const LABEL: &str = "prometheus.Label";
 const SAMPLE: &str = "prometheus.Sample";
+const EXEMPLAR: &str = "prometheus.Exemplar";
+const METADATA: &str = "prometheus.MetricMetadata";
 
 /// Decodes an uncompressed `prometheus.WriteRequest`: [`measure_write_request`] then [`decode_measured`].
 pub fn decode_write_request<'a>(arena: &'a Bump, body: &'a [u8]) -> Result<WriteRequestRef<'a>, DecodeError> {
@@ -224,7 +233,9 @@ pub(crate) fn fill<'a>(
     let mut labels: &'a mut [LabelRef<'a>] =
         arena.alloc_slice_fill_copy(shape.labels, LabelRef { name: "", value: "" });
     let mut samples: &'a mut [Sample] = arena.alloc_slice_fill_copy(shape.samples, Sample { t: 0, v: 0.0 });
+    let mut exemplars = ExemplarSlots::new(arena, shape.exemplars, shape.exemplar_labels);
     let mut timeseries = bumpalo::collections::Vec::with_capacity_in(shape.series, arena);
+    let mut metadata = bumpalo::collections::Vec::with_capacity_in(shape.metadata, arena);
 
     // The fast path, over the leading run of `timeseries` fields; a series it declines is decoded by the
     // general walker in its place.
@@ -241,13 +252,19 @@ pub(crate) fn fill<'a>(
                     let series = TimeSeriesRef {
                         labels: mine,
                         samples: my_samples,
-                        exemplars: 0,
+                        exemplars: &[],
                         histograms: 0,
                         raw,
                     };
                     (series, labels_rest, samples_rest)
                 }
-                None => decode_series(raw, body.len() - tail.len() - raw.len(), labels, samples)?,
+                None => decode_series(
+                    raw,
+                    body.len() - tail.len() - raw.len(),
+                    labels,
+                    samples,
+                    &mut exemplars,
+                )?,
             };
             labels = labels_rest;
             samples = samples_rest;
@@ -259,23 +276,107 @@ pub(crate) fn fill<'a>(
     let general_from = body.len() - rest.len();
     for field in Fields::new(rest, general_from, WRITE_REQUEST) {
         let field = field?;
-        if field.number == 1 {
-            let (data, offset) = len_payload(&field, "prometheus.WriteRequest.timeseries")?;
-            let (series, labels_rest, samples_rest) = decode_series(data, offset, labels, samples)?;
-            labels = labels_rest;
-            samples = samples_rest;
-            timeseries.push(series);
+        match field.number {
+            1 => {
+                let (data, offset) = len_payload(&field, "prometheus.WriteRequest.timeseries")?;
+                let (series, labels_rest, samples_rest) = decode_series(data, offset, labels, samples, &mut exemplars)?;
+                labels = labels_rest;
+                samples = samples_rest;
+                timeseries.push(series);
+            }
+            3 => {
+                let (data, offset) = len_payload(&field, "prometheus.WriteRequest.metadata")?;
+                metadata.push(decode_metadata(data, offset)?);
+            }
+            _ => {}
         }
     }
     debug_assert_eq!(timeseries.len(), shape.series);
     debug_assert!(
-        labels.is_empty() && samples.is_empty(),
+        labels.is_empty() && samples.is_empty() && exemplars.is_empty(),
         "the fill pass used what the measure pass counted"
     );
     Ok(WriteRequestRef {
         timeseries: timeseries.into_bump_slice(),
-        metadata: shape.metadata,
+        metadata: metadata.into_bump_slice(),
     })
+}
+
+/// The unfilled rest of a request's exemplar and exemplar-label slices.
+pub(super) struct ExemplarSlots<'a> {
+    pub(super) exemplars: &'a mut [ExemplarRef<'a>],
+    pub(super) labels: &'a mut [LabelRef<'a>],
+}
+
+impl<'a> ExemplarSlots<'a> {
+    pub(super) fn new(arena: &'a Bump, exemplars: usize, labels: usize) -> Self {
+        Self {
+            exemplars: arena.alloc_slice_fill_copy(
+                exemplars,
+                ExemplarRef {
+                    labels: &[],
+                    value: 0.0,
+                    t: 0,
+                },
+            ),
+            labels: arena.alloc_slice_fill_copy(labels, LabelRef { name: "", value: "" }),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.exemplars.is_empty() && self.labels.is_empty()
+    }
+}
+
+/// Decodes a `prometheus.Exemplar` (labels 1, value 2, timestamp 3; also remote write 2.0's labels-less
+/// layout once its labels are resolved), its labels taken from the front of `labels`.
+pub(super) fn decode_exemplar<'a>(
+    buf: &'a [u8],
+    base: usize,
+    labels: &mut &'a mut [LabelRef<'a>],
+) -> Result<ExemplarRef<'a>, DecodeError> {
+    let mut n = 0usize;
+    let (mut value, mut t) = (0.0, 0i64);
+    for field in Fields::new(buf, base, EXEMPLAR) {
+        let field = field?;
+        match (field.number, field.value) {
+            (1, _) => {
+                let (data, offset) = len_payload(&field, "prometheus.Exemplar.labels")?;
+                *labels.get_mut(n).ok_or(DecodeError::ShapeChanged { offset })? = decode_label(data, offset)?;
+                n += 1;
+            }
+            (2, Value::Fixed64(bits)) => value = f64::from_bits(bits),
+            (2, _) => return Err(field.wrong_type("prometheus.Exemplar.value", WIRE_FIXED64)),
+            // int64 is a two's-complement varint: the cast is the protobuf conversion.
+            (3, Value::Varint(v)) => t = v as i64,
+            (3, _) => return Err(field.wrong_type("prometheus.Exemplar.timestamp", WIRE_VARINT)),
+            _ => {}
+        }
+    }
+    let (mine, rest) = std::mem::take(labels).split_at_mut(n);
+    *labels = rest;
+    Ok(ExemplarRef { labels: mine, value, t })
+}
+
+fn decode_metadata(buf: &[u8], base: usize) -> Result<MetadataRef<'_>, DecodeError> {
+    let mut m = MetadataRef {
+        family: "",
+        kind: MetricType::Unknown,
+        help: "",
+        unit: "",
+    };
+    for field in Fields::new(buf, base, METADATA) {
+        let field = field?;
+        match (field.number, field.value) {
+            (1, Value::Varint(n)) => m.kind = MetricType::from_wire(n),
+            (1, _) => return Err(field.wrong_type("prometheus.MetricMetadata.type", WIRE_VARINT)),
+            (2, _) => m.family = utf8(&field, "prometheus.MetricMetadata.metric_family_name")?,
+            (4, _) => m.help = utf8(&field, "prometheus.MetricMetadata.help")?,
+            (5, _) => m.unit = utf8(&field, "prometheus.MetricMetadata.unit")?,
+            _ => {}
+        }
+    }
+    Ok(m)
 }
 
 /// The payload of a length-delimited field, or the wrong-wire-type error naming it.
@@ -300,7 +401,12 @@ fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Res
             }
             3 => {
                 let (data, offset) = len_payload(&field, "prometheus.TimeSeries.exemplars")?;
-                check_message(data, offset, "prometheus.Exemplar")?;
+                for field in Fields::new(data, offset, EXEMPLAR) {
+                    if field?.number == 1 {
+                        shape.exemplar_labels += 1;
+                    }
+                }
+                shape.exemplars += 1;
             }
             4 => {
                 let (data, offset) = len_payload(&field, "prometheus.TimeSeries.histograms")?;
@@ -329,10 +435,11 @@ fn decode_series<'a>(
     base: usize,
     labels: &'a mut [LabelRef<'a>],
     samples: &'a mut [Sample],
+    exemplars: &mut ExemplarSlots<'a>,
 ) -> Result<DecodedSeries<'a>, DecodeError> {
     let (mut label_rest, mut sample_rest) = (&mut *labels, &mut *samples);
-    let (mut label_count, mut sample_count) = (0usize, 0usize);
-    let (mut exemplars, mut histograms) = (0u32, 0u32);
+    let (mut label_count, mut sample_count, mut exemplar_count) = (0usize, 0usize, 0usize);
+    let mut histograms = 0u32;
     for field in Fields::new(raw, base, TIME_SERIES) {
         let field = field?;
         match field.number {
@@ -346,18 +453,28 @@ fn decode_series<'a>(
                 *next_slot(&mut sample_rest, offset)? = decode_sample(data, offset)?;
                 sample_count += 1;
             }
+            3 => {
+                let (data, offset) = len_payload(&field, "prometheus.TimeSeries.exemplars")?;
+                let exemplar = decode_exemplar(data, offset, &mut exemplars.labels)?;
+                *exemplars
+                    .exemplars
+                    .get_mut(exemplar_count)
+                    .ok_or(DecodeError::ShapeChanged { offset })? = exemplar;
+                exemplar_count += 1;
+            }
             // Framing checked by the measure pass.
-            3 => exemplars = exemplars.saturating_add(1),
             4 => histograms = histograms.saturating_add(1),
             _ => {}
         }
     }
     let (mine, label_rest) = labels.split_at_mut(label_count);
     let (my_samples, sample_rest) = samples.split_at_mut(sample_count);
+    let (my_exemplars, exemplar_rest) = std::mem::take(&mut exemplars.exemplars).split_at_mut(exemplar_count);
+    exemplars.exemplars = exemplar_rest;
     let series = TimeSeriesRef {
         labels: mine,
         samples: my_samples,
-        exemplars,
+        exemplars: my_exemplars,
         histograms,
         raw,
     };
@@ -441,7 +558,8 @@ mod tests {
 
         let arena = Bump::new();
         let req = decode_write_request(&arena, &body).unwrap();
-        assert_eq!(req.metadata, 1);
+        assert_eq!(req.metadata.len(), 1);
+        assert_eq!(req.metadata[0].family, "");
         assert_eq!(req.timeseries.len(), 1);
         let ts = &req.timeseries[0];
         assert_eq!(ts.labels, &[LabelRef { name: "a", value: "b" }]);
@@ -517,6 +635,6 @@ mod tests {
         let arena = Bump::new();
         let req = decode_write_request(&arena, &[]).unwrap();
         assert!(req.timeseries.is_empty());
-        assert_eq!(req.metadata, 0);
+        assert!(req.metadata.is_empty());
     }
 }

@@ -5,10 +5,11 @@
 //! UTF-8 once, keeps them as `&'a str` slices of the body, and resolves each series' references into the
 //! same [`LabelRef`] run a 1.0 series has, so validation, sharding and forwarding see one representation.
 //!
-//! Each series is read first by the fast path for the shape senders write ([`canonical`]), then, if that
-//! declines, by the general field walker. Two passes, as for 1.0 ([`super::decode`]): [`measure_write_request_v2`] checks the framing and counts
-//! symbols, series, label pairs and samples, so the caller can reserve the exact size of the view before it is
-//! allocated; [`decode_measured_v2`] fills it.
+//! Each series is read first by the fast path for the shape senders write ([`canonical`]: labels and samples
+//! only), then, if that declines (exemplars, metadata, anything else), by the general field walker. Two
+//! passes, as for 1.0 ([`super::decode`]): [`measure_write_request_v2`] checks the framing and counts symbols,
+//! series, label pairs, samples and exemplars, so the caller can reserve the exact size of the view before it
+//! is allocated; [`decode_measured_v2`] fills it.
 //!
 //! What differs from 1.0:
 //! - A series has no 1.0 encoding to forward as is: [`TimeSeriesRef::raw`] is empty, and the distributor
@@ -16,18 +17,20 @@
 //! - One short reference can name a long symbol many times, so the decoded labels can hold many times the
 //!   text of the body. [`WriteRequestV2Ref::expanded_bytes`] bounds what the series take once re-encoded as
 //!   1.0; the caller must hold it against its own size limit before copying any label text.
-//! - Histograms, exemplars and metadata are framing-checked and counted, not decoded; `created_timestamp` is
-//!   checked for its wire type and skipped.
+//! - Metadata rides on each series (`TimeSeries.metadata`); it becomes one [`MetadataRef`] of the family the
+//!   series' `__name__` names, unless it says nothing (unspecified type, no help, no unit).
+//! - Histograms are framing-checked and counted, not decoded; `created_timestamp` is checked for its wire type
+//!   and skipped.
 
 mod canonical;
 
 use super::decode::{
-    DECODED_BYTES_ALLOWANCE, TimeSeriesRef, WriteRequestShape, decode_sample_of, len_payload, next_slot,
+    DECODED_BYTES_ALLOWANCE, ExemplarSlots, TimeSeriesRef, WriteRequestShape, decode_sample_of, len_payload, next_slot,
 };
-use super::wire::{Field, Fields, Value, WIRE_VARINT, check_message};
+use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_VARINT, check_message};
 use crate::error::DecodeError;
 use bumpalo::Bump;
-use heddle_model::{LabelRef, Sample};
+use heddle_model::{ExemplarRef, LabelRef, METRIC_NAME, MetadataRef, MetricType, Sample};
 use std::mem::size_of;
 
 /// The most bytes the decoded view of a 2.0 request may take per input byte: twice 1.0's
@@ -39,6 +42,9 @@ const REQUEST: &str = "io.prometheus.write.v2.Request";
 const TIME_SERIES: &str = "io.prometheus.write.v2.TimeSeries";
 const SAMPLE: &str = "io.prometheus.write.v2.Sample";
 const LABELS_REFS: &str = "io.prometheus.write.v2.TimeSeries.labels_refs";
+const EXEMPLAR: &str = "io.prometheus.write.v2.Exemplar";
+const EXEMPLAR_LABELS_REFS: &str = "io.prometheus.write.v2.Exemplar.labels_refs";
+const METADATA: &str = "io.prometheus.write.v2.Metadata";
 
 /// Bytes a label can take beyond its text once encoded as a 1.0 `prometheus.Label` inside a series: three
 /// keys and three length prefixes of at most 5 bytes each.
@@ -48,18 +54,26 @@ const V1_LABEL_OVERHEAD: usize = 18;
 const V1_SAMPLE_BYTES: usize = 22;
 /// Bytes a series can take around its fields as a 1.0 `WriteRequest.timeseries` entry: key and length.
 const V1_SERIES_OVERHEAD: usize = 6;
+/// Bytes an exemplar can take as a 1.0 `prometheus.Exemplar` inside a series, besides its labels: key and
+/// length, a tagged double, a tagged 10-byte varint.
+const V1_EXEMPLAR_BYTES: usize = 22;
+/// Bytes a `prometheus.MetricMetadata` can take besides its text: key and length, the tagged type, three keys
+/// and length prefixes.
+const V1_METADATA_OVERHEAD: usize = 24;
 
 /// A decoded remote write 2.0 request: its series in the 1.0 view, plus what 2.0 adds and is not stored.
 #[derive(Debug)]
 pub struct WriteRequestV2Ref<'a> {
     /// The series in wire order; each has an empty [`TimeSeriesRef::raw`] (there is no 1.0 encoding to forward).
     pub timeseries: &'a [TimeSeriesRef<'a>],
-    /// Series that carried a `Metadata` message (framing checked, not decoded).
-    pub metadata: usize,
+    /// The metadata series carried, each named by its series' metric name, in wire order; not validated
+    /// or deduplicated here (a sender repeats it on every series of a family).
+    pub metadata: &'a [MetadataRef<'a>],
     /// Series that carried a non-zero `created_timestamp` (not used yet).
     pub created_timestamps: usize,
-    /// An upper bound of the bytes the series take re-encoded as a 1.0 `WriteRequest`: the text of every
-    /// resolved label plus fixed framing per label, sample and series.
+    /// An upper bound of the bytes the series and metadata take re-encoded as a 1.0 `WriteRequest`: the text
+    /// of every resolved label (of series and exemplars) and metadata entry plus fixed framing per label,
+    /// sample, exemplar, metadata entry and series.
     pub expanded_bytes: usize,
 }
 
@@ -193,11 +207,19 @@ fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Res
                 "io.prometheus.write.v2.TimeSeries.histograms",
                 "io.prometheus.write.v2.Histogram",
             )?,
-            (4, _) => check_nested(
-                &field,
-                "io.prometheus.write.v2.TimeSeries.exemplars",
-                "io.prometheus.write.v2.Exemplar",
-            )?,
+            (4, _) => {
+                let (data, offset) = len_payload(&field, "io.prometheus.write.v2.TimeSeries.exemplars")?;
+                let mut refs = 0usize;
+                for field in Fields::new(data, offset, EXEMPLAR) {
+                    let field = field?;
+                    refs += count_field_refs(&field, EXEMPLAR_LABELS_REFS)?;
+                }
+                if refs % 2 == 1 {
+                    return Err(DecodeError::OddLabelRefs { count: refs, offset });
+                }
+                shape.exemplars += 1;
+                shape.exemplar_labels += refs / 2;
+            }
             (5, _) => {
                 check_nested(
                     &field,
@@ -221,6 +243,16 @@ fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Res
     Ok(())
 }
 
+/// The label references field 1 of `field`'s message holds (0 for other fields), checked for framing.
+fn count_field_refs(field: &Field<'_>, what: &'static str) -> Result<usize, DecodeError> {
+    match (field.number, field.value) {
+        (1, Value::Len(data, offset)) => count_refs(data, offset),
+        (1, Value::Varint(_)) => Ok(1),
+        (1, _) => Err(field.wrong_type(what, WIRE_VARINT)),
+        _ => Ok(0),
+    }
+}
+
 fn check_nested(field: &Field<'_>, what: &'static str, message: &'static str) -> Result<(), DecodeError> {
     let (data, offset) = len_payload(field, what)?;
     check_message(data, offset, message)
@@ -241,10 +273,12 @@ pub fn decode_measured_v2<'a>(
     let mut fill = Fill {
         labels: arena.alloc_slice_fill_copy(shape.series.labels, LabelRef { name: "", value: "" }),
         samples: arena.alloc_slice_fill_copy(shape.series.samples, Sample { t: 0, v: 0.0 }),
+        exemplars: ExemplarSlots::new(arena, shape.series.exemplars, shape.series.exemplar_labels),
         timeseries: bumpalo::collections::Vec::with_capacity_in(shape.series.series, arena),
+        metadata: bumpalo::collections::Vec::with_capacity_in(shape.series.metadata, arena),
         out: WriteRequestV2Ref {
             timeseries: &[],
-            metadata: 0,
+            metadata: &[],
             created_timestamps: 0,
             expanded_bytes: 0,
         },
@@ -311,6 +345,7 @@ pub fn decode_measured_v2<'a>(
     }
     let mut out = fill.out;
     out.timeseries = fill.timeseries.into_bump_slice();
+    out.metadata = fill.metadata.into_bump_slice();
     Ok(out)
 }
 
@@ -325,12 +360,14 @@ fn check_first_symbol(first: Option<(&str, usize)>) -> Result<(), DecodeError> {
     }
 }
 
-/// The view being filled: the unfilled rest of the request's label and sample slices, the series so far, and
-/// the counts of what 2.0 adds.
+/// The view being filled: the unfilled rest of the request's label, sample and exemplar slices, the series
+/// and metadata so far, and the counts of what 2.0 adds.
 struct Fill<'a> {
     labels: &'a mut [LabelRef<'a>],
     samples: &'a mut [Sample],
+    exemplars: ExemplarSlots<'a>,
     timeseries: bumpalo::collections::Vec<'a, TimeSeriesRef<'a>>,
+    metadata: bumpalo::collections::Vec<'a, MetadataRef<'a>>,
     out: WriteRequestV2Ref<'a>,
 }
 
@@ -351,7 +388,7 @@ impl<'a> Fill<'a> {
         self.timeseries.push(TimeSeriesRef {
             labels,
             samples,
-            exemplars: 0,
+            exemplars: &[],
             histograms: 0,
             raw: &[],
         });
@@ -369,10 +406,14 @@ impl<'a> Fill<'a> {
             samples: std::mem::take(&mut self.samples),
             label_count: 0,
             sample_count: 0,
-            exemplars: 0,
+            exemplars: std::mem::take(&mut self.exemplars.exemplars),
+            exemplar_count: 0,
             histograms: 0,
         };
+        let mut series_metadata = None;
         let mut expanded = V1_SERIES_OVERHEAD;
+        // Exemplars and metadata: counted apart, as `expanded` is the label closure's.
+        let mut extra = 0usize;
         // A name reference waiting for its value: pairs may span packed runs and unpacked fields.
         let mut name = None;
         let mut push_ref = |series: &mut Series<'a>, r: (u64, usize)| -> Result<(), DecodeError> {
@@ -400,10 +441,36 @@ impl<'a> Fill<'a> {
                     series.push_sample(decode_sample(data, offset)?, offset)?;
                 }
                 (3, _) => series.histograms = series.histograms.saturating_add(1),
-                (4, _) => series.exemplars = series.exemplars.saturating_add(1),
-                (5, _) => self.out.metadata += 1,
+                (4, _) => {
+                    let (data, offset) = len_payload(&field, "io.prometheus.write.v2.TimeSeries.exemplars")?;
+                    let exemplar = decode_exemplar(symbols, data, offset, &mut self.exemplars.labels)?;
+                    let text: usize = exemplar
+                        .labels
+                        .iter()
+                        .map(|l| l.name.len() + l.value.len() + V1_LABEL_OVERHEAD)
+                        .sum();
+                    extra = extra.saturating_add(text + V1_EXEMPLAR_BYTES);
+                    series.push_exemplar(exemplar, offset)?;
+                }
+                (5, _) => {
+                    let (data, offset) = len_payload(&field, "io.prometheus.write.v2.TimeSeries.metadata")?;
+                    series_metadata = decode_metadata(symbols, data, offset)?;
+                }
                 (6, Value::Varint(t)) => self.out.created_timestamps += usize::from(t != 0),
                 _ => {}
+            }
+        }
+        if let Some((kind, help, unit)) = series_metadata {
+            let labels = &series.labels[..series.label_count];
+            if let Some(name) = labels.iter().rev().find(|l| l.name == METRIC_NAME) {
+                let m = MetadataRef {
+                    family: name.value,
+                    kind,
+                    help,
+                    unit,
+                };
+                extra = extra.saturating_add(m.text_len() + V1_METADATA_OVERHEAD);
+                self.metadata.push(m);
             }
         }
         let samples_bytes = series.sample_count.saturating_mul(V1_SAMPLE_BYTES);
@@ -411,13 +478,81 @@ impl<'a> Fill<'a> {
             .out
             .expanded_bytes
             .saturating_add(expanded)
+            .saturating_add(extra)
             .saturating_add(samples_bytes);
-        let (ts, labels_rest, samples_rest) = series.finish();
+        let (ts, labels_rest, samples_rest, exemplars_rest) = series.finish();
         self.timeseries.push(ts);
         self.labels = labels_rest;
         self.samples = samples_rest;
+        self.exemplars.exemplars = exemplars_rest;
         Ok(())
     }
+}
+
+/// A series' `Metadata` (type 1, help_ref 3, unit_ref 4) resolved, or `None` when it says nothing.
+#[allow(clippy::type_complexity)]
+fn decode_metadata<'a>(
+    symbols: &[&'a str],
+    buf: &[u8],
+    base: usize,
+) -> Result<Option<(MetricType, &'a str, &'a str)>, DecodeError> {
+    let (mut kind, mut help, mut unit) = (MetricType::Unknown, "", "");
+    for field in Fields::new(buf, base, METADATA) {
+        let field = field?;
+        match (field.number, field.value) {
+            (1, Value::Varint(n)) => kind = MetricType::from_wire(n),
+            (3, Value::Varint(r)) => help = resolve(symbols, (r, field.offset))?,
+            (4, Value::Varint(r)) => unit = resolve(symbols, (r, field.offset))?,
+            (1, _) => return Err(field.wrong_type("io.prometheus.write.v2.Metadata.type", WIRE_VARINT)),
+            (3, _) => return Err(field.wrong_type("io.prometheus.write.v2.Metadata.help_ref", WIRE_VARINT)),
+            (4, _) => return Err(field.wrong_type("io.prometheus.write.v2.Metadata.unit_ref", WIRE_VARINT)),
+            _ => {}
+        }
+    }
+    let says_something = kind != MetricType::Unknown || !help.is_empty() || !unit.is_empty();
+    Ok(says_something.then_some((kind, help, unit)))
+}
+
+/// An `Exemplar` (labels_refs 1, value 2, timestamp 3) with its labels resolved into the front of `labels`.
+fn decode_exemplar<'a>(
+    symbols: &[&'a str],
+    buf: &[u8],
+    base: usize,
+    labels: &mut &'a mut [LabelRef<'a>],
+) -> Result<ExemplarRef<'a>, DecodeError> {
+    let (mut n, mut name) = (0usize, None);
+    let (mut value, mut t) = (0.0, 0i64);
+    let mut push_ref = |labels: &mut &'a mut [LabelRef<'a>], r: (u64, usize)| -> Result<(), DecodeError> {
+        let symbol = resolve(symbols, r)?;
+        match name.take() {
+            None => name = Some(symbol),
+            Some(name) => {
+                *labels.get_mut(n).ok_or(DecodeError::ShapeChanged { offset: r.1 })? = LabelRef { name, value: symbol };
+                n += 1;
+            }
+        }
+        Ok(())
+    };
+    for field in Fields::new(buf, base, EXEMPLAR) {
+        let field = field?;
+        match (field.number, field.value) {
+            (1, Value::Len(data, offset)) => {
+                for r in Refs::new(data, offset) {
+                    push_ref(labels, r?)?;
+                }
+            }
+            (1, Value::Varint(index)) => push_ref(labels, (index, field.offset))?,
+            (2, Value::Fixed64(bits)) => value = f64::from_bits(bits),
+            (2, _) => return Err(field.wrong_type("io.prometheus.write.v2.Exemplar.value", WIRE_FIXED64)),
+            // int64 is a two's-complement varint: the cast is the protobuf conversion.
+            (3, Value::Varint(v)) => t = v as i64,
+            (3, _) => return Err(field.wrong_type("io.prometheus.write.v2.Exemplar.timestamp", WIRE_VARINT)),
+            _ => {}
+        }
+    }
+    let (mine, rest) = std::mem::take(labels).split_at_mut(n);
+    *labels = rest;
+    Ok(ExemplarRef { labels: mine, value, t })
 }
 
 /// One series being filled: the unfilled rest of the request's label and sample slices, and its counts.
@@ -426,7 +561,8 @@ struct Series<'a> {
     samples: &'a mut [Sample],
     label_count: usize,
     sample_count: usize,
-    exemplars: u32,
+    exemplars: &'a mut [ExemplarRef<'a>],
+    exemplar_count: usize,
     histograms: u32,
 }
 
@@ -445,18 +581,34 @@ impl<'a> Series<'a> {
         Ok(())
     }
 
+    fn push_exemplar(&mut self, exemplar: ExemplarRef<'a>, at: usize) -> Result<(), DecodeError> {
+        let mut rest = &mut self.exemplars[self.exemplar_count..];
+        *next_slot(&mut rest, at)? = exemplar;
+        self.exemplar_count += 1;
+        Ok(())
+    }
+
     /// The series' view and the rest of the slices for the next series.
-    fn finish(self) -> (TimeSeriesRef<'a>, &'a mut [LabelRef<'a>], &'a mut [Sample]) {
+    #[allow(clippy::type_complexity)]
+    fn finish(
+        self,
+    ) -> (
+        TimeSeriesRef<'a>,
+        &'a mut [LabelRef<'a>],
+        &'a mut [Sample],
+        &'a mut [ExemplarRef<'a>],
+    ) {
         let (labels, labels_rest) = self.labels.split_at_mut(self.label_count);
         let (samples, samples_rest) = self.samples.split_at_mut(self.sample_count);
+        let (exemplars, exemplars_rest) = self.exemplars.split_at_mut(self.exemplar_count);
         let ts = TimeSeriesRef {
             labels,
             samples,
-            exemplars: self.exemplars,
+            exemplars,
             histograms: self.histograms,
             raw: &[],
         };
-        (ts, labels_rest, samples_rest)
+        (ts, labels_rest, samples_rest, exemplars_rest)
     }
 }
 

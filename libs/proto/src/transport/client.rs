@@ -6,7 +6,8 @@ use super::{DEFAULT_MAX_MESSAGE_BYTES, TENANT_METADATA};
 use crate::client::{IngesterClient, QueryStream};
 use crate::ingester::ingester_client::IngesterClient as GeneratedClient;
 use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest,
     QueryStreamResponse, SeriesRequest, SeriesResponse,
 };
 use bytes::Bytes;
@@ -198,6 +199,40 @@ impl IngesterClient for GrpcIngesterClient {
         let mut client = self.inner.clone();
         self.within("Series", deadline, self.timeout, client.series(request))
             .await
+    }
+
+    async fn metrics_metadata(
+        &self,
+        tenant: &TenantId,
+        req: MetricsMetadataRequest,
+    ) -> Result<MetricsMetadataResponse, Status> {
+        let deadline = Instant::now() + self.timeout;
+        let request = self.request(tenant, req, self.timeout)?;
+        let mut client = self.inner.clone();
+        self.within(
+            "MetricsMetadata",
+            deadline,
+            self.timeout,
+            client.metrics_metadata(request),
+        )
+        .await
+    }
+
+    async fn query_exemplars(
+        &self,
+        tenant: &TenantId,
+        req: ExemplarQueryRequest,
+    ) -> Result<ExemplarQueryResponse, Status> {
+        let deadline = Instant::now() + self.query_timeout;
+        let request = self.request(tenant, req, self.query_timeout)?;
+        let mut client = self.inner.clone();
+        self.within(
+            "QueryExemplars",
+            deadline,
+            self.query_timeout,
+            client.query_exemplars(request),
+        )
+        .await
     }
 }
 

@@ -5,8 +5,9 @@ use super::{DEFAULT_MAX_MESSAGE_BYTES, TENANT_METADATA};
 use crate::client::{IngesterClient, QueryStream};
 use crate::ingester::ingester_server::{Ingester, IngesterServer};
 use crate::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    SeriesRequest, SeriesResponse,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest, SeriesRequest,
+    SeriesResponse,
 };
 use bytes::Bytes;
 use heddle_model::TenantId;
@@ -124,6 +125,40 @@ impl Ingester for IngesterAdapter {
             record_tenant(&tenant);
             self.inner
                 .series(&tenant, request.into_inner())
+                .await
+                .map(Response::new)
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn metrics_metadata(
+        &self,
+        request: Request<MetricsMetadataRequest>,
+    ) -> Result<Response<MetricsMetadataResponse>, Status> {
+        let span = rpc_span!("metrics_metadata", "MetricsMetadata", request.metadata());
+        async move {
+            let tenant = tenant_from_metadata(request.metadata())?;
+            record_tenant(&tenant);
+            self.inner
+                .metrics_metadata(&tenant, request.into_inner())
+                .await
+                .map(Response::new)
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn query_exemplars(
+        &self,
+        request: Request<ExemplarQueryRequest>,
+    ) -> Result<Response<ExemplarQueryResponse>, Status> {
+        let span = rpc_span!("query_exemplars", "QueryExemplars", request.metadata());
+        async move {
+            let tenant = tenant_from_metadata(request.metadata())?;
+            record_tenant(&tenant);
+            self.inner
+                .query_exemplars(&tenant, request.into_inner())
                 .await
                 .map(Response::new)
         }

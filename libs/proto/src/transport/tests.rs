@@ -4,7 +4,10 @@
 use super::*;
 use crate::client::IngesterClient;
 use crate::ingester::ingester_client::IngesterClient as GeneratedClient;
-use crate::ingester::{LabelNamesRequest, LabelValuesRequest, PushResponse, QueryRequest, SeriesError, SeriesRequest};
+use crate::ingester::{
+    LabelNamesRequest, LabelValuesRequest, MetadataError, MetricsMetadataRequest, PushResponse, QueryRequest,
+    SeriesError, SeriesRequest,
+};
 use crate::prometheus::{self, ChunkedSeries, Label, TimeSeries, WriteRequest};
 use crate::testing::{Call, FakeIngester, Fault, PushAnswer, PushFn};
 use bytes::Bytes;
@@ -32,6 +35,10 @@ fn fake() -> FakeIngester {
                 message: format!("tenant {tenant}: out of order"),
                 samples_rejected: 2,
             }],
+            metadata_errors: vec![MetadataError {
+                reason: "err-heddle-max-metadata-per-user".into(),
+                message: format!("tenant {tenant}: too many families"),
+            }],
         })
     });
     let mut fake = FakeIngester::new()
@@ -45,7 +52,13 @@ fn fake() -> FakeIngester {
                 error: tonic::Status::internal("chunk 7 of series m1 is corrupt"),
             },
         )
-        .with_tenant_fault("stall", Fault::StallStream { after: 1 });
+        .with_tenant_fault("stall", Fault::StallStream { after: 1 })
+        .with_metadata(prometheus::MetricMetadata {
+            r#type: 2,
+            metric_family_name: "up".into(),
+            help: "is it up".into(),
+            unit: String::new(),
+        });
     for i in 0..3 {
         let series = chunked(&format!("m{i}"));
         let labels =
@@ -172,6 +185,10 @@ async fn push_passes_bytes_and_tenant_through() {
         let response = client.push(&tenant("team-a"), body.clone()).await.unwrap();
         assert_eq!(response.samples_ingested, body.len() as u64, "case {name}");
         assert_eq!(response.errors[0].message, "tenant team-a: out of order", "case {name}");
+        assert_eq!(
+            response.metadata_errors[0].message, "tenant team-a: too many families",
+            "case {name}"
+        );
         let (got_tenant, got_body) = h.fake.pushes().pop().unwrap();
         assert_eq!(got_tenant.as_str(), "team-a", "case {name}");
         assert_eq!(&got_body, body, "case {name}");
@@ -258,6 +275,17 @@ async fn label_and_series_calls_carry_the_tenant() {
     assert_eq!(series.series[0].labels, chunked("m0").labels);
     assert_eq!(series.series.len(), 3);
     assert_eq!(h.fake.calls().pop().unwrap(), Call::Series(t.clone(), series_req));
+    let metadata_req = MetricsMetadataRequest {
+        limit: 3,
+        limit_per_metric: -1,
+        metric: "up".into(),
+    };
+    let metadata = client.metrics_metadata(&t, metadata_req.clone()).await.unwrap();
+    assert_eq!(metadata.metadata[0].help, "is it up");
+    assert_eq!(
+        h.fake.calls().pop().unwrap(),
+        Call::MetricsMetadata(t.clone(), metadata_req)
+    );
     h.stop().await;
 }
 

@@ -20,7 +20,7 @@ use super::pipeline::{self, RawBatch};
 use super::series::{MemSeries, Verdict, log_dropped_open_chunk};
 use super::{Head, lock, read, write};
 use crate::error::TsdbError;
-use crate::record::{self, Record, RefSample, RefSeries};
+use crate::record::{self, Record, RefExemplar, RefSample, RefSeries};
 
 /// What opening a head found in its WAL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,6 +39,11 @@ pub struct ReplayStats {
     pub samples: u64,
     /// Samples skipped because no series record named their ref.
     pub unknown_ref_samples: u64,
+    /// Exemplars stored in the ring (from the WAL and the snapshot).
+    pub exemplars: u64,
+    /// Exemplars skipped: no series record named their ref, or the ring refused them (out of order, or the
+    /// head keeps none).
+    pub skipped_exemplars: u64,
     /// Samples skipped because they were older than, or at the timestamp of, their series' newest sample
     /// (exact repeats included).
     pub skipped_samples: u64,
@@ -48,7 +53,7 @@ pub struct ReplayStats {
     pub conflicting_series: u64,
     /// Records that did not decode (skipped).
     pub undecodable_records: u64,
-    /// Records of types the head does not replay (tombstones, exemplars, metadata...).
+    /// Records of types the head does not replay (tombstones, metadata...).
     pub ignored_records: u64,
     /// Chunks found in `chunks_head/`.
     pub mmapped_chunks: u64,
@@ -132,6 +137,7 @@ impl Head {
                             self.replay_series(series, &mut cache, &mut aliases, &mut mapped, stats, &mut pending)
                         }
                         Decoded::Samples(samples) => dispatch_samples(&samples, &aliases, &mut pending, &txs)?,
+                        Decoded::Exemplars(exemplars) => self.replay_exemplars(exemplars, &aliases, stats),
                         Decoded::Ignored => stats.ignored_records += 1,
                         Decoded::Undecodable(e) => {
                             if stats.undecodable_records == 0 {
@@ -173,6 +179,29 @@ impl Head {
         stats.orphan_mmapped_chunks += mapped.len() as u64;
         self.note_samples(shard_stats.samples, shard_stats.range.0, shard_stats.range.1);
         Ok(())
+    }
+
+    /// Stores a WAL Exemplars record's exemplars in the ring. Their series were created by earlier Series
+    /// records on this thread, so they are found in the index.
+    fn replay_exemplars(&self, exemplars: Vec<RefExemplar>, aliases: &IdMap<u64, u64>, stats: &mut ReplayStats) {
+        let index = read(&self.index);
+        for e in exemplars {
+            let series_ref = aliases.get(&e.series_ref).copied().unwrap_or(e.series_ref);
+            let Some(series) = index.get(series_ref) else {
+                stats.skipped_exemplars += 1;
+                continue;
+            };
+            let exemplar = super::Exemplar {
+                labels: e.labels,
+                value: e.v,
+                t: e.t,
+            };
+            if self.restore_exemplar(series_ref, || index.labels_of(series), exemplar) {
+                stats.exemplars += 1;
+            } else {
+                stats.skipped_exemplars += 1;
+            }
+        }
     }
 
     fn replay_series(
@@ -416,6 +445,7 @@ struct DecodedSeries {
 enum Decoded {
     Series(DecodedSeries),
     Samples(Vec<RefSample>),
+    Exemplars(Vec<RefExemplar>),
     Ignored,
     Undecodable(String),
 }
@@ -441,6 +471,7 @@ fn decode_batch(raw: &RawBatch, hasher: &StrHasher) -> Vec<Decoded> {
                 Decoded::Series(d)
             }
             Ok(Record::Samples(samples)) => Decoded::Samples(samples),
+            Ok(Record::Exemplars(exemplars)) => Decoded::Exemplars(exemplars),
             Ok(_) => Decoded::Ignored,
             Err(e) => Decoded::Undecodable(e.to_string()),
         })

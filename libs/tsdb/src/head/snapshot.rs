@@ -2,7 +2,9 @@
 //!
 //! `<dir>/chunk_snapshot.%06d.%010d/` is named after the WAL position (segment, byte offset) the snapshot
 //! covers, and holds WAL-format segments with one snapshot Series record per series (labels and the open
-//! chunk) and a Tombstones record ([`crate::record::snapshot`]). Completed chunks are not in it: they are in
+//! chunk), a Tombstones record, then the exemplar ring oldest first in Exemplars records of at most 10,000
+//! (exemplars of series the head no longer holds left out), as Prometheus writes it
+//! ([`crate::record::snapshot`]). Completed chunks are not in it: they are in
 //! `chunks_head/`, flushed and fsynced before the snapshot is written. It is built under a `.tmp` name and
 //! renamed when complete.
 //!
@@ -34,6 +36,7 @@ use crate::chunkenc::XorChunk;
 use crate::chunks_head::{ChunksBySeries, ScanReport};
 use crate::error::TsdbError;
 use crate::file::sync_dir;
+use crate::record::RefExemplar;
 use crate::record::snapshot::{self as snap, SnapshotChunk, SnapshotRecord};
 
 const PREFIX: &str = "chunk_snapshot.";
@@ -43,6 +46,8 @@ const TMP_SUFFIX: &str = ".tmp";
 const RETIRED_PREFIX: &str = "deleting.";
 /// Snapshot records are handed to the writer in batches of about this many bytes.
 const BATCH_BYTES: usize = 1 << 20;
+/// Exemplars per snapshot Exemplars record, Prometheus' `maxExemplarsPerRecord`.
+const EXEMPLARS_PER_RECORD: usize = 10_000;
 
 /// What [`Head::close_with_snapshot`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,8 +227,10 @@ impl Head {
         }
         let mut tomb = Vec::new();
         snap::encode_empty_tombstones(&mut tomb);
+        let exemplars = self.exemplar_records();
         let mut refs: Vec<&[u8]> = records[..used].iter().map(Vec::as_slice).collect();
         refs.push(&tomb);
+        refs.extend(exemplars.iter().map(Vec::as_slice));
         w.log(&refs)?;
         let bytes = w.bytes_written();
         w.close()?;
@@ -245,6 +252,30 @@ impl Head {
             series,
             bytes,
         })
+    }
+
+    /// The ring's exemplars as snapshot records, oldest first, [`EXEMPLARS_PER_RECORD`] a record, as Prometheus
+    /// writes them; exemplars of series the head no longer holds are left out, as Prometheus leaves them.
+    fn exemplar_records(&self) -> Vec<Vec<u8>> {
+        let index = read(&self.index);
+        let ring = lock(&self.exemplars);
+        let kept: Vec<RefExemplar> = ring
+            .oldest_first()
+            .filter(|(series_ref, _, _)| index.get(*series_ref).is_some_and(|s| s.is_logged()))
+            .map(|(series_ref, _, e)| RefExemplar {
+                series_ref,
+                t: e.t,
+                v: e.value,
+                labels: e.labels.clone(),
+            })
+            .collect();
+        kept.chunks(EXEMPLARS_PER_RECORD)
+            .map(|part| {
+                let mut buf = Vec::new();
+                snap::encode_exemplars(&mut buf, part);
+                buf
+            })
+            .collect()
     }
 
     /// Loads the newest snapshot of the head directory, if any, giving its series their chunks from `scan`.
@@ -323,6 +354,7 @@ impl Head {
         };
         let mut half = index.take_series_half();
         let mut tombstones = false;
+        let mut exemplars: Vec<RefExemplar> = Vec::new();
         let (policy, sizes) = (self.policy, SnapshotSize::of(path));
         let outcome = std::thread::scope(|scope| {
             let (tx, rx) = sync_channel::<Indexed>(INDEXED_DEPTH);
@@ -337,6 +369,7 @@ impl Head {
             let index = &mut *index;
             let (mut cache, mut ids) = (LoadCache::default(), Vec::new());
             let tombstones = &mut tombstones;
+            let exemplars = &mut exemplars;
             let apply = move |batch: PreparedBatch| -> Result<(), TsdbError> {
                 let mut labels: Vec<LabelRef<'_>> = Vec::new();
                 let mut out = Indexed {
@@ -373,6 +406,7 @@ impl Head {
                             });
                         }
                         Prepared::Tombstones => *tombstones = true,
+                        Prepared::Exemplars(e) => exemplars.extend(e),
                         Prepared::Other => {}
                         Prepared::Undecodable(start, e) => return Err(corrupt(start, &e)),
                     }
@@ -396,6 +430,17 @@ impl Head {
         if !tombstones {
             // The tombstones record is written after every series: without it the snapshot was cut short.
             return Err("no tombstones record: the snapshot is incomplete".to_owned());
+        }
+        // Exemplars come after every series; their series are in the index now.
+        for e in exemplars {
+            if let Some(series) = index.get(e.series_ref) {
+                let exemplar = super::Exemplar {
+                    labels: e.labels,
+                    value: e.v,
+                    t: e.t,
+                };
+                self.restore_exemplar(e.series_ref, || index.labels_of(series), exemplar);
+            }
         }
         self.num_series.store(index.len() as u64, Ordering::Relaxed);
         let (lo, hi) = added.range;
@@ -678,6 +723,7 @@ enum Prepared {
         chunk: Result<Option<XorChunk>, String>,
     },
     Tombstones,
+    Exemplars(Vec<RefExemplar>),
     Other,
     Undecodable(Position, String),
 }
@@ -728,6 +774,7 @@ fn prepare(raw: &RawBatch, hasher: &StrHasher) -> PreparedBatch {
                 }
             }
             Ok(SnapshotRecord::Tombstones(_)) => Prepared::Tombstones,
+            Ok(SnapshotRecord::Exemplars(e)) => Prepared::Exemplars(e),
             Ok(SnapshotRecord::Other(_)) => Prepared::Other,
             Err(e) => Prepared::Undecodable(start, e.to_string()),
         };

@@ -127,9 +127,25 @@ impl Head {
                         Keep::Replaced
                     }
                 }
+                // Prometheus' rule: the exemplars of live series, from `mint` on.
+                Ok(Record::Exemplars(exemplars)) => {
+                    let kept: Vec<_> = exemplars
+                        .iter()
+                        .filter(|e| e.t >= mint && live.contains(&e.series_ref))
+                        .cloned()
+                        .collect();
+                    if kept.is_empty() {
+                        Keep::Drop
+                    } else if kept.len() == exemplars.len() {
+                        Keep::Original
+                    } else {
+                        record::encode_exemplars(&kept, out);
+                        Keep::Replaced
+                    }
+                }
                 Ok(Record::Tombstones(_)) => Keep::Original,
-                // Exemplars, metadata and histograms are not replayed by this head; undecodable records were
-                // already skipped at replay.
+                // Metadata and histograms are not replayed by this head; undecodable records were already
+                // skipped at replay.
                 Ok(Record::Unknown(_)) | Err(_) => Keep::Drop,
             })
         })?;

@@ -14,7 +14,7 @@
 
 use heddle_model::{LabelRef, LabelsError};
 
-use super::{Decoder, RecordError, put_uvarint};
+use super::{Decoder, RecordError, RefExemplar, encode_exemplars_body, put_uvarint};
 
 /// Record type byte of a snapshot Series record.
 pub const SNAPSHOT_SERIES: u8 = 1;
@@ -51,7 +51,8 @@ pub enum SnapshotRecord<'a> {
     Series(SnapshotSeries<'a>),
     /// The tombstones encoding (Heddle writes none: the version byte alone).
     Tombstones(&'a [u8]),
-    /// A record type the head does not load (exemplars), by its type byte.
+    Exemplars(Vec<RefExemplar>),
+    /// A record type the head does not load, by its type byte.
     Other(u8),
 }
 
@@ -93,6 +94,12 @@ pub fn encode_empty_tombstones(buf: &mut Vec<u8>) {
     buf.push(TOMBSTONES_V1);
 }
 
+/// Appends a snapshot Exemplars record of `exemplars` to `buf` (Prometheus writes at most 10,000 a record).
+pub fn encode_exemplars(buf: &mut Vec<u8>, exemplars: &[RefExemplar]) {
+    buf.push(SNAPSHOT_EXEMPLARS);
+    encode_exemplars_body(exemplars, buf);
+}
+
 /// Decodes one snapshot record.
 pub fn decode(rec: &[u8]) -> Result<SnapshotRecord<'_>, RecordError> {
     let Some(&typ) = rec.first() else {
@@ -112,6 +119,7 @@ pub fn decode(rec: &[u8]) -> Result<SnapshotRecord<'_>, RecordError> {
             let len = usize::try_from(len).map_err(|_| d.truncated("tombstones"))?;
             Ok(SnapshotRecord::Tombstones(d.bytes(len, "tombstones")?))
         }
+        SNAPSHOT_EXEMPLARS => d.exemplars().map(SnapshotRecord::Exemplars),
         other => Ok(SnapshotRecord::Other(other)),
     }
 }
@@ -205,6 +213,27 @@ mod tests {
         encode_empty_tombstones(&mut t);
         assert_eq!(t, vec![2, 1, 1]);
         assert_eq!(decode(&t).unwrap(), SnapshotRecord::Tombstones(&[1]));
-        assert_eq!(decode(&[3, 9, 9]).unwrap(), SnapshotRecord::Other(3));
+        // Exemplars: type 3, then a WAL Exemplars record's body (base ref and time, then deltas, value, labels).
+        let e = RefExemplar {
+            series_ref: 5,
+            t: 7,
+            v: 1.0,
+            labels: vec![heddle_model::Label {
+                name: "a".into(),
+                value: "b".into(),
+            }],
+        };
+        let mut x = Vec::new();
+        encode_exemplars(&mut x, std::slice::from_ref(&e));
+        let mut want = vec![3];
+        want.extend(5u64.to_be_bytes());
+        want.extend(7i64.to_be_bytes());
+        want.extend([0, 0]);
+        want.extend(1.0f64.to_bits().to_be_bytes());
+        want.extend([1, 1, b'a', 1, b'b']);
+        assert_eq!(x, want);
+        assert_eq!(decode(&x).unwrap(), SnapshotRecord::Exemplars(vec![e]));
+        assert!(decode(&[3, 9, 9]).is_err(), "a truncated exemplars record");
+        assert_eq!(decode(&[9, 9]).unwrap(), SnapshotRecord::Other(9));
     }
 }

@@ -86,6 +86,7 @@ impl Stages {
             usize::MAX,
             &mut budget.reserve(),
         )
+        .map(|d| d.series)
     }
 
     /// Stage 3: validation of `series` (no HA replica label to drop).
@@ -107,7 +108,7 @@ impl Stages {
 
     /// Stage 5: the accepted series sharded onto `ring`, one body per ingester.
     pub fn shard<'a>(&self, arena: &'a Bump, ring: &IngesterReplicas, valid: &Validated<'a>) -> ShardSummary {
-        let sharded = shard::shard(arena, &self.tenant, ring, &valid.0.accepted, valid.0.window);
+        let sharded = shard::shard(arena, &self.tenant, ring, &valid.0.accepted, &[], valid.0.window);
         ShardSummary {
             batches: sharded.batches.len(),
             copies: sharded.batches.iter().map(|b| b.series.len()).sum(),

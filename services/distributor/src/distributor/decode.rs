@@ -9,6 +9,7 @@
 
 use crate::error::PushError;
 use bumpalo::Bump;
+use heddle_model::MetadataRef;
 use heddle_proto::{
     DecodeError, SnappyError, TimeSeriesRef, decode_measured, decode_measured_v2, measure_write_request,
     measure_write_request_v2, snappy_decompress_into, snappy_decompressed_len,
@@ -46,9 +47,15 @@ impl RemoteWriteVersion {
     }
 }
 
-/// The series of the request of `version` in `body` (framed as `framing`), decoded into `arena`, with what
-/// that allocates added to `reservation` first. Metadata entries are checked for framing and dropped (the
-/// distributor does not forward them).
+/// A decoded request: its series (with their exemplars) and its metric metadata, borrowing the arena.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Decoded<'a> {
+    pub(crate) series: &'a [TimeSeriesRef<'a>],
+    pub(crate) metadata: &'a [MetadataRef<'a>],
+}
+
+/// The series and metadata of the request of `version` in `body` (framed as `framing`), decoded into
+/// `arena`, with what that allocates added to `reservation` first.
 ///
 /// A 2.0 request's series are re-encoded (or copied into a batch) before they are forwarded, and their label
 /// text, resolved from the symbol table, can be many times the body. So the bound of that size is held
@@ -61,7 +68,7 @@ pub(crate) fn decode<'a>(
     version: RemoteWriteVersion,
     max_decompressed: usize,
     reservation: &mut Reservation,
-) -> Result<&'a [TimeSeriesRef<'a>], PushError> {
+) -> Result<Decoded<'a>, PushError> {
     let snappy = |e| match e {
         SnappyError::TooLarge { declared, limit } => PushError::DecompressedTooLarge { declared, limit },
         SnappyError::Corrupt(detail) => PushError::CorruptSnappy { detail },
@@ -97,7 +104,11 @@ pub(crate) fn decode<'a>(
         RemoteWriteVersion::V1 => {
             let measured = measure_write_request(raw).map_err(protobuf)?;
             reservation.grow(measured.shape().decoded_bytes())?;
-            Ok(decode_measured(arena, measured).map_err(protobuf)?.timeseries)
+            let request = decode_measured(arena, measured).map_err(protobuf)?;
+            Ok(Decoded {
+                series: request.timeseries,
+                metadata: request.metadata,
+            })
         }
         RemoteWriteVersion::V2 => {
             let measured = measure_write_request_v2(raw).map_err(protobuf)?;
@@ -110,7 +121,10 @@ pub(crate) fn decode<'a>(
                 });
             }
             reservation.grow(request.expanded_bytes)?;
-            Ok(request.timeseries)
+            Ok(Decoded {
+                series: request.timeseries,
+                metadata: request.metadata,
+            })
         }
     }
 }
@@ -143,7 +157,8 @@ mod tests {
             1 << 20,
             &mut unlimited(),
         )
-        .unwrap();
+        .unwrap()
+        .series;
         assert_eq!(series.len(), 2);
         for (got, want) in series.iter().zip(&sent) {
             assert_eq!(got.labels[0].value, want.labels[0].value);
@@ -169,7 +184,8 @@ mod tests {
             1 << 20,
             &mut unlimited(),
         )
-        .unwrap();
+        .unwrap()
+        .series;
         assert_eq!(series.len(), 2);
         for (got, want) in series.iter().zip(&sent) {
             let labels: Vec<(&str, &str)> = got.labels.iter().map(|l| (l.name, l.value)).collect();
@@ -316,6 +332,7 @@ mod tests {
         assert_eq!(
             decode(&arena, &input, Framing::Snappy, RemoteWriteVersion::V1, 1 << 20, &mut r)
                 .unwrap()
+                .series
                 .len(),
             2
         );

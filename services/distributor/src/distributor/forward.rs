@@ -37,6 +37,8 @@ enum BatchResult {
 pub(crate) struct Acked {
     /// Samples of series that a quorum of replicas acknowledged.
     pub(crate) samples_ingested: u64,
+    /// Exemplars of series that a quorum of replicas acknowledged.
+    pub(crate) exemplars_ingested: u64,
     /// Series so many replicas refused that quorum is out of reach, with the first refusal's reason.
     pub(crate) rejections: Vec<Rejection>,
     /// Series that fell short of quorum for other reasons (the sender should retry).
@@ -116,6 +118,15 @@ pub(crate) async fn forward(
         };
         match result {
             BatchResult::Answered(resp) => {
+                // Every replica of an entry applies the same limits: one rejection per distinct refusal.
+                for e in resp.metadata_errors {
+                    if !rejections.iter().any(|r: &Rejection| r.message == e.message) {
+                        rejections.push(Rejection {
+                            reason: e.reason,
+                            message: e.message,
+                        });
+                    }
+                }
                 let mut refused = vec![false; batch_series.len()];
                 for e in resp.errors {
                     let Some(&s) = batch_series.get(e.series_index as usize) else {
@@ -155,6 +166,7 @@ pub(crate) async fn forward(
     drop(pending);
 
     let mut samples_ingested = 0u64;
+    let mut exemplars_ingested = 0u64;
     let mut failed_series = 0usize;
     let mut failed_samples = 0u64;
     let mut short_of_replicas = None;
@@ -162,6 +174,7 @@ pub(crate) async fn forward(
     for (s, f) in series.iter().enumerate() {
         if acks[s] >= f.min_success {
             samples_ingested += f.samples;
+            exemplars_ingested += f.exemplars;
         } else if f.replicas >= f.min_success && refusals[s] + f.min_success > f.replicas {
             // So many replicas refused that no retry can reach quorum: the sender's problem.
             if let Some(r) = refusal_msg.get_mut(s).and_then(Option::take) {
@@ -215,6 +228,7 @@ pub(crate) async fn forward(
 
     Acked {
         samples_ingested,
+        exemplars_ingested,
         rejections,
         failure,
     }

@@ -2,22 +2,27 @@
 //!
 //! An invalid series is dropped with a precise message (tenant, series, reason, the limit and its config key)
 //! and counted in `heddle_discarded_samples_total`; the valid series of the same request go on. Samples too
-//! far in the future are dropped from a series that is otherwise kept. Native histograms and exemplars are
-//! counted and dropped (not supported yet).
+//! far in the future are dropped from a series that is otherwise kept. Native histograms are counted and
+//! dropped (not supported yet). Exemplars are checked as Mimir checks them (labels present, a timestamp, at
+//! most 128 characters of labels: Prometheus' limit); an invalid one is dropped with a message and counted in
+//! `heddle_distributor_discarded_exemplars_total`, and all are dropped (counted as `exemplars-disabled`) for a
+//! tenant whose exemplar store is off. A series carrying only exemplars (Prometheus sends them apart from
+//! samples) is kept for them.
 //!
 //! Labels with an empty value are treated as absent, as Mimir does (it strips them before validating) and as
 //! Prometheus' own TSDB does (an empty value means "no such label"). They are ignored by every check here
 //! and removed from the series before it is forwarded. The remote-write spec says senders must not send
 //! them, but refusing the series would lose data a Prometheus/Mimir user expects to be kept.
 
-use crate::error::InvalidSeries;
+use crate::error::{InvalidEntry, InvalidSeries};
 use crate::log_limiter::LogLimiter;
-use crate::metrics::{Metrics, REASON_EXEMPLARS, REASON_NATIVE_HISTOGRAMS};
+use crate::metrics::{Metrics, REASON_EXEMPLARS_DISABLED, REASON_NATIVE_HISTOGRAMS};
 use crate::outcome::Rejection;
 use bumpalo::Bump;
 use heddle_limits::Limits;
 use heddle_model::{
-    LabelRef, METRIC_NAME, Sample, TenantId, is_valid_label_name, is_valid_metric_name, quoted, series_text,
+    EXEMPLAR_MAX_LABEL_SET_LENGTH, ExemplarRef, LabelRef, METRIC_NAME, Sample, TenantId, exemplar_label_set_length,
+    is_valid_label_name, is_valid_metric_name, quoted, series_text,
 };
 use heddle_proto::TimeSeriesRef;
 use std::cmp::Ordering;
@@ -163,8 +168,10 @@ pub(crate) struct Accepted<'a> {
     pub(crate) labels: &'a [LabelRef<'a>],
     /// Samples to forward: those inside the time window.
     pub(crate) samples: u64,
-    /// It loses something on the way (an empty-valued or the replica label, samples outside the time window, exemplars,
-    /// histograms), so it is re-encoded instead of forwarded as the raw bytes it arrived as.
+    /// Exemplars to forward: the valid ones.
+    pub(crate) exemplars: &'a [ExemplarRef<'a>],
+    /// It loses something on the way (an empty-valued or the replica label, samples outside the time window,
+    /// invalid exemplars, histograms), so it is re-encoded instead of forwarded as the raw bytes it arrived as.
     pub(crate) rewrite: bool,
 }
 
@@ -175,6 +182,8 @@ pub(crate) struct Validated<'a> {
     pub(crate) accepted: Vec<Accepted<'a>>,
     /// Their samples.
     pub(crate) samples: u64,
+    /// Their exemplars.
+    pub(crate) exemplars: u64,
     /// Series (or some of their samples) refused, in request order.
     pub(crate) rejections: Vec<Rejection>,
     /// The sample timestamps accepted (now - past grace period to now + creation grace period).
@@ -203,6 +212,58 @@ impl Discards<'_> {
             message: format!("{id}: {e} (tenant={tenant}, series={series}): {}", e.remedy()),
         });
     }
+
+    /// Records an invalid exemplar of the series `labels`.
+    fn reject_exemplar(&self, labels: &[LabelRef<'_>], e: InvalidEntry, out: &mut Vec<Rejection>) {
+        let (tenant, id) = (self.tenant, e.id());
+        let series = series_text(labels);
+        self.metrics.discarded_exemplars(tenant.as_str(), id, 1);
+        if let Some(suppressed) = self.warn.check(tokio::time::Instant::now()) {
+            tracing::warn!(reason = id, %series, suppressed, error = %e, "discarded invalid exemplar");
+        }
+        out.push(Rejection {
+            reason: id.to_owned(),
+            message: format!("{id}: {e} (tenant={tenant}, series={series}): {}", e.remedy()),
+        });
+    }
+}
+
+/// Checks an exemplar in Mimir's order: labels present, a timestamp, then the length of its labels as
+/// Prometheus counts it.
+pub(crate) fn validate_exemplar(e: &ExemplarRef<'_>) -> Result<(), InvalidEntry> {
+    if e.labels.is_empty() {
+        return Err(InvalidEntry::ExemplarLabelsMissing { timestamp_ms: e.t });
+    }
+    if e.t == 0 {
+        return Err(InvalidEntry::ExemplarTimestampInvalid);
+    }
+    let len = exemplar_label_set_length(e.labels);
+    if len > EXEMPLAR_MAX_LABEL_SET_LENGTH {
+        return Err(InvalidEntry::ExemplarLabelsTooLong { len, timestamp_ms: e.t });
+    }
+    Ok(())
+}
+
+/// The valid exemplars of a series (`exemplars` itself when all are), the invalid ones reported.
+fn valid_exemplars<'a>(
+    arena: &'a Bump,
+    labels: &[LabelRef<'_>],
+    exemplars: &'a [ExemplarRef<'a>],
+    discards: Discards<'_>,
+    rejections: &mut Vec<Rejection>,
+) -> &'a [ExemplarRef<'a>] {
+    let Some(first_bad) = exemplars.iter().position(|e| validate_exemplar(e).is_err()) else {
+        return exemplars;
+    };
+    let mut kept = bumpalo::collections::Vec::with_capacity_in(exemplars.len(), arena);
+    kept.extend_from_slice(&exemplars[..first_bad]);
+    for e in &exemplars[first_bad..] {
+        match validate_exemplar(e) {
+            Ok(()) => kept.push(*e),
+            Err(err) => discards.reject_exemplar(labels, err, rejections),
+        }
+    }
+    kept.into_bump_slice()
 }
 
 /// Validates every series of a request against the tenant's `limits` at `now_ms` (wall clock), without
@@ -220,10 +281,10 @@ pub(crate) fn validate<'a>(
         window: TimeWindow::of(limits, now_ms),
         ..Validated::default()
     };
-    let (mut histograms, mut exemplars) = (0u64, 0u64);
+    let (mut histograms, mut disabled_exemplars) = (0u64, 0u64);
+    let store_exemplars = limits.max_global_exemplars_per_user > 0;
     for ts in series {
         histograms += u64::from(ts.histograms);
-        exemplars += u64::from(ts.exemplars);
         let (labels, dropped) = without_label(arena, ts.labels, drop_label);
         let check = match validate_labels(labels, limits) {
             Ok(check) => check,
@@ -242,39 +303,43 @@ pub(crate) fn validate<'a>(
             discards.reject(labels, e, count, &mut out.rejections);
         }
         let samples = ts.samples.len() - outside;
-        if samples == 0 {
+        let exemplars = if store_exemplars {
+            valid_exemplars(arena, labels, ts.exemplars, discards, &mut out.rejections)
+        } else {
+            disabled_exemplars += ts.exemplars.len() as u64;
+            &[]
+        };
+        if samples == 0 && exemplars.is_empty() {
             continue;
         }
         // A remote write 2.0 series has no 1.0 bytes to forward as they are (its `raw` is empty).
         let rewrite = check.has_empty_values
             || dropped
             || outside > 0
-            || ts.exemplars > 0
+            || exemplars.len() != ts.exemplars.len()
             || ts.histograms > 0
             || ts.raw.is_empty();
         out.accepted.push(Accepted {
             series: ts,
             labels,
             samples: samples as u64,
+            exemplars,
             rewrite,
         });
         out.samples += samples as u64;
+        out.exemplars += exemplars.len() as u64;
     }
-    if histograms > 0 || exemplars > 0 {
-        let tenant = discards.tenant.as_str();
+    let tenant = discards.tenant.as_str();
+    if histograms > 0 {
         discards
             .metrics
             .discarded
             .add(tenant, REASON_NATIVE_HISTOGRAMS, histograms);
-        discards
-            .metrics
-            .discarded_exemplars(tenant, REASON_EXEMPLARS, exemplars);
-        tracing::debug!(
-            histograms,
-            exemplars,
-            "dropped native histograms and exemplars (not supported yet)"
-        );
+        tracing::debug!(histograms, "dropped native histograms (not supported yet)");
     }
+    discards
+        .metrics
+        .discarded_exemplars(tenant, REASON_EXEMPLARS_DISABLED, disabled_exemplars);
     out
 }
 

@@ -581,3 +581,80 @@ async fn pushes_past_the_inflight_bytes_limit_get_503_until_bytes_are_released()
     assert_eq!(fake.pushed_series().len(), 1);
     assert!(exposition(&registry).contains("heddle_distributor_inflight_push_requests_bytes 0"));
 }
+
+/// With the tenant's exemplar store on, a 2.0 push's exemplars are forwarded (as 1.0 exemplars of their
+/// series), the response counts them, and an invalid one is refused by name while the rest are written.
+#[tokio::test]
+async fn remote_write_2_exemplars_are_forwarded_counted_and_checked() {
+    let ingester = fake(Behavior::Accept);
+    let mut registry = Registry::default();
+    let limits = Limits {
+        max_global_exemplars_per_user: 100,
+        ..Limits::default()
+    };
+    let d = Distributor::new(
+        DistributorConfig::default(),
+        limits,
+        Arc::new(single(ingester.clone())),
+        &mut registry,
+    )
+    .with_clock(manual_clock());
+    let app = router(Arc::new(d)).layer(Extension(tenant()));
+    let exemplar = |trace: &str, t: i64| heddle_proto::prometheus::Exemplar {
+        labels: vec![heddle_proto::prometheus::Label {
+            name: "trace_id".into(),
+            value: trace.into(),
+        }],
+        value: 1.0,
+        timestamp: t,
+    };
+    let mut with = series(&[("__name__", "up"), ("job", "a")], &[(NOW_MS, 1.0)]);
+    with.exemplars = vec![exemplar("t1", NOW_MS), exemplar(&"x".repeat(200), NOW_MS + 1)];
+    // Prometheus sends exemplars in series entries of their own.
+    let mut only = series(&[("__name__", "up"), ("job", "b")], &[]);
+    only.exemplars = vec![exemplar("t2", NOW_MS)];
+    let body = heddle_testkit::codec::encode_write_request_v2(&heddle_proto::prometheus::WriteRequest {
+        timeseries: vec![with, only],
+        metadata: vec![],
+    })
+    .unwrap();
+    let resp = app
+        .oneshot(
+            Request::post("/api/v1/push")
+                .header("content-encoding", "snappy")
+                .header(
+                    "content-type",
+                    "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+                )
+                .body(Body::from(body))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let header = |what: &str| {
+        resp.headers()
+            .get(format!("x-prometheus-remote-write-{what}-written"))
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    assert_eq!(header("exemplars").as_deref(), Some("2"));
+    assert_eq!(header("samples").as_deref(), Some("1"));
+    let text = String::from_utf8_lossy(&axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap()).into_owned();
+    assert!(
+        text.starts_with("err-heddle-exemplar-labels-too-long: exemplar labels hold 208 UTF-8 characters"),
+        "{text}"
+    );
+    let pushed = ingester.pushed_series();
+    let traces: Vec<Vec<&str>> = pushed
+        .iter()
+        .map(|s| s.exemplars.iter().map(|e| e.labels[0].value.as_str()).collect())
+        .collect();
+    assert_eq!(traces, vec![vec!["t1"], vec!["t2"]]);
+    let metrics = exposition(&registry);
+    for line in [
+        "heddle_distributor_discarded_exemplars_total{tenant=\"team-a\",reason=\"err-heddle-exemplar-labels-too-long\"} 1",
+        "heddle_distributor_received_exemplars_total{tenant=\"team-a\"} 2",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+}

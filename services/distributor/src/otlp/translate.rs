@@ -16,17 +16,22 @@
 //!   `{quantile}`, `_sum` and `_count`. A point flagged `NoRecordedValue` becomes the staleness marker.
 //! - Refused, counted in the response's `partial_success`: delta temporality (Prometheus has no delta type) and
 //!   exponential histograms (they need native histograms).
+//! - Each translated metric gets one metadata entry: its Prometheus name as family, its description as help,
+//!   its unit as the suffix words (`seconds`, `bytes_per_second`), its type from the kind above.
+//! - A point's exemplars ride on its series (a histogram's on the first bucket whose bound holds the value):
+//!   `trace_id` and `span_id` as hex labels, then the exemplar's filtered attributes unless they would take
+//!   the labels past Prometheus' 128 characters.
 //!
 //! Each Prometheus sample is its own series entry in the produced `WriteRequest`, so a series the write path
 //! refuses is exactly one refused sample.
 
-use heddle_model::STALE_NAN_BITS;
-use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+use heddle_model::{EXEMPLAR_MAX_LABEL_SET_LENGTH, MetricType, STALE_NAN_BITS};
+use heddle_proto::prometheus::{Exemplar, Label, MetricMetadata, Sample, TimeSeries, WriteRequest};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{
-    AggregationTemporality, DataPointFlags, HistogramDataPoint, NumberDataPoint, SummaryDataPoint, metric::Data,
-    number_data_point,
+    AggregationTemporality, DataPointFlags, Exemplar as OtlpExemplar, HistogramDataPoint, NumberDataPoint,
+    SummaryDataPoint, exemplar, metric::Data, number_data_point,
 };
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -67,9 +72,20 @@ impl Translated {
     }
 
     fn push(&mut self, series: TimeSeries) {
-        let labels: usize = series.labels.iter().map(|l| l.name.len() + l.value.len() + 4).sum();
-        self.bytes = self.bytes.saturating_add(labels + 24);
+        let text = |labels: &[Label]| labels.iter().map(|l| l.name.len() + l.value.len() + 4).sum::<usize>();
+        let exemplars: usize = series.exemplars.iter().map(|e| text(&e.labels) + 24).sum();
+        self.bytes = self.bytes.saturating_add(text(&series.labels) + 24 + exemplars);
         self.request.timeseries.push(series);
+    }
+
+    fn push_metadata(&mut self, family: String, kind: MetricType, help: &str, unit: &str) {
+        self.bytes = self.bytes.saturating_add(family.len() + help.len() + unit.len() + 24);
+        self.request.metadata.push(MetricMetadata {
+            r#type: kind.wire(),
+            metric_family_name: family,
+            help: help.to_owned(),
+            unit: unit.to_owned(),
+        });
     }
 
     fn refuse(&mut self, points: usize, message: String) {
@@ -77,6 +93,18 @@ impl Translated {
         if self.messages.len() < MAX_REFUSAL_MESSAGES && !self.messages.contains(&message) {
             self.messages.push(message);
         }
+    }
+}
+
+/// The Prometheus unit of an OTLP unit: its suffix words as the metric name gets them (`s` -> `seconds`,
+/// `By/s` -> `bytes_per_second`), empty for `1` and annotations.
+pub(crate) fn prometheus_unit(unit: &str) -> String {
+    let (main, per) = unit_suffixes(unit);
+    match (main, per) {
+        (Some(m), Some(p)) => format!("{m}_{p}"),
+        (Some(m), None) => m,
+        (None, Some(p)) => p,
+        (None, None) => String::new(),
     }
 }
 
@@ -425,9 +453,18 @@ fn translate_metric(
         out.refuse(data_points(data), "a metric has an empty name".to_owned());
         return;
     }
+    let metadata = |out: &mut Translated, name: &str, kind: MetricType| {
+        out.push_metadata(
+            name.to_owned(),
+            kind,
+            &metric.description,
+            &prometheus_unit(&metric.unit),
+        );
+    };
     match data {
         Data::Gauge(g) => {
             let name = metric_name(&metric.name, &metric.unit, Kind::Gauge);
+            metadata(out, &name, MetricType::Gauge);
             for p in &g.data_points {
                 if out.too_large() {
                     return;
@@ -446,6 +483,12 @@ fn translate_metric(
                 Kind::UpDownCounter
             };
             let name = metric_name(&metric.name, &metric.unit, kind);
+            let prometheus_kind = if s.is_monotonic {
+                MetricType::Counter
+            } else {
+                MetricType::Gauge
+            };
+            metadata(out, &name, prometheus_kind);
             for p in &s.data_points {
                 if out.too_large() {
                     return;
@@ -458,6 +501,7 @@ fn translate_metric(
         }
         Data::Histogram(h) => {
             let name = metric_name(&metric.name, &metric.unit, Kind::Histogram);
+            metadata(out, &name, MetricType::Histogram);
             for p in &h.data_points {
                 if out.too_large() {
                     return;
@@ -475,6 +519,7 @@ fn translate_metric(
         ),
         Data::Summary(s) => {
             let name = metric_name(&metric.name, &metric.unit, Kind::Summary);
+            metadata(out, &name, MetricType::Summary);
             for p in &s.data_points {
                 if out.too_large() {
                     return;
@@ -531,7 +576,60 @@ fn number_point(name: &str, p: &NumberDataPoint, base: &BTreeMap<String, String>
         }
     };
     let labels = point_labels(name, &p.attributes, base);
-    out.push(one_sample(labels, millis(p.time_unix_nano), value_or_stale(p.flags, v)));
+    let mut series = one_sample(labels, millis(p.time_unix_nano), value_or_stale(p.flags, v));
+    series.exemplars = p.exemplars.iter().map(exemplar).collect();
+    out.push(series);
+}
+
+/// An OTLP exemplar as Prometheus' translator writes it: `trace_id` and `span_id` (hex) when set, then the
+/// filtered attributes, left out whole if they would take the labels past
+/// [`EXEMPLAR_MAX_LABEL_SET_LENGTH`] characters.
+fn exemplar(e: &OtlpExemplar) -> Exemplar {
+    let value = match e.value {
+        Some(exemplar::Value::AsDouble(d)) => d,
+        Some(exemplar::Value::AsInt(i)) => i as f64,
+        None => 0.0,
+    };
+    let hex = |bytes: &[u8]| {
+        bytes.iter().fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    };
+    let mut labels = Vec::with_capacity(2 + e.filtered_attributes.len());
+    // An all-zero id is OTLP's "not set".
+    for (name, id) in [("trace_id", &e.trace_id), ("span_id", &e.span_id)] {
+        if id.iter().any(|&b| b != 0) {
+            labels.push(Label {
+                name: name.to_owned(),
+                value: hex(id),
+            });
+        }
+    }
+    let mut runes: usize = labels
+        .iter()
+        .map(|l| l.name.chars().count() + l.value.chars().count())
+        .sum();
+    let attributes: Vec<Label> = e
+        .filtered_attributes
+        .iter()
+        .map(|kv| Label {
+            name: kv.key.clone(),
+            value: value_string(kv.value.as_ref()),
+        })
+        .collect();
+    runes += attributes
+        .iter()
+        .map(|l| l.name.chars().count() + l.value.chars().count())
+        .sum::<usize>();
+    if runes <= EXEMPLAR_MAX_LABEL_SET_LENGTH {
+        labels.extend(attributes);
+    }
+    Exemplar {
+        labels,
+        value,
+        timestamp: millis(e.time_unix_nano),
+    }
 }
 
 fn histogram_point(
@@ -558,15 +656,33 @@ fn histogram_point(
     let series = |suffix: &str, extra: Option<(&str, String)>, v: f64| {
         component(name, &labels, suffix, extra, ts, value_or_stale(p.flags, v))
     };
+    // Each exemplar goes to the first bucket whose bound holds its value (the +Inf bucket holds every value).
+    let mut exemplars: Vec<(f64, Exemplar)> = p
+        .exemplars
+        .iter()
+        .map(|e| {
+            let e = exemplar(e);
+            (e.value, e)
+        })
+        .collect();
+    let mut take = |bound: f64| -> Vec<Exemplar> {
+        let (mine, rest): (Vec<_>, Vec<_>) = exemplars.drain(..).partition(|(v, _)| *v <= bound);
+        exemplars = rest;
+        mine.into_iter().map(|(_, e)| e).collect()
+    };
     let mut cumulative = 0u64;
     for (bound, count) in p.explicit_bounds.iter().zip(&p.bucket_counts) {
         if out.too_large() {
             return;
         }
         cumulative = cumulative.saturating_add(*count);
-        out.push(series("_bucket", Some(("le", float_text(*bound))), cumulative as f64));
+        let mut bucket = series("_bucket", Some(("le", float_text(*bound))), cumulative as f64);
+        bucket.exemplars = take(*bound);
+        out.push(bucket);
     }
-    out.push(series("_bucket", Some(("le", "+Inf".to_owned())), p.count as f64));
+    let mut inf = series("_bucket", Some(("le", "+Inf".to_owned())), p.count as f64);
+    inf.exemplars = take(f64::INFINITY);
+    out.push(inf);
     if let Some(sum) = p.sum {
         out.push(series("_sum", None, sum));
     }

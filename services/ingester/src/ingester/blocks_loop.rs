@@ -1,5 +1,5 @@
 //! The background loop over every tenant: rate snapshots, compaction ticks (idle heads compacted whole, idle
-//! tenants closed), shipping and retention (see `crate::blocks` for what each does to one tenant).
+//! tenants closed, expired metric metadata dropped), shipping and retention (see `crate::blocks` for what each does to one tenant).
 
 use super::Ingester;
 use std::sync::Arc;
@@ -42,6 +42,7 @@ impl Ingester {
                         }
                     }
                     self.close_idle_tenants().await;
+                    self.purge_metadata();
                 }
                 _ = ship_tick.tick() => {
                     if !self.is_running() || !shipping { continue; }

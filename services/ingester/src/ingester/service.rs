@@ -7,8 +7,9 @@ use crate::push::{PushBody, PushContext};
 use bytes::Bytes;
 use heddle_model::{SeriesBatch, TenantId};
 use heddle_proto::ingester::{
-    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, PushResponse, QueryRequest,
-    SeriesRequest, SeriesResponse,
+    ExemplarQueryRequest, ExemplarQueryResponse, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest,
+    LabelValuesResponse, MetricsMetadataRequest, MetricsMetadataResponse, PushResponse, QueryRequest, SeriesRequest,
+    SeriesResponse,
 };
 use heddle_proto::{IngesterClient, QueryStream};
 use std::sync::Arc;
@@ -42,6 +43,8 @@ impl Ingester {
             metrics: self.metrics.clone(),
             discarded: self.discarded.clone(),
             bounds: self.append_bounds(tenant),
+            entry_limits: self.limits.local_entry_limits(tenant),
+            now_ms: self.now_ms(),
         };
         let max_series = instance.max_series();
         // The only batch the admission hook refuses whole: the instance's series limit (counted when refused).
@@ -107,5 +110,23 @@ impl IngesterClient for Ingester {
     async fn series(&self, tenant: &TenantId, req: SeriesRequest) -> Result<SeriesResponse, tonic::Status> {
         self.check_readable()?;
         Ok(crate::read::series(self.tenant(tenant), self.shipped_blocks_grace(), req).await?)
+    }
+
+    async fn metrics_metadata(
+        &self,
+        tenant: &TenantId,
+        req: MetricsMetadataRequest,
+    ) -> Result<MetricsMetadataResponse, tonic::Status> {
+        self.check_readable()?;
+        Ok(crate::read::metrics_metadata(self.tenant(tenant).as_deref(), &req))
+    }
+
+    async fn query_exemplars(
+        &self,
+        tenant: &TenantId,
+        req: ExemplarQueryRequest,
+    ) -> Result<ExemplarQueryResponse, tonic::Status> {
+        self.check_readable()?;
+        Ok(crate::read::query_exemplars(self.tenant(tenant), req).await?)
     }
 }

@@ -533,3 +533,185 @@ async fn a_batch_is_appended_exactly_as_its_encoded_request() {
     assert_eq!(discarded(&batched), discarded(&encoded));
     assert_eq!(discarded(&encoded).len(), 5, "{:?}", discarded(&encoded));
 }
+
+fn metadata(family: &str, help: &str) -> heddle_proto::prometheus::MetricMetadata {
+    heddle_proto::prometheus::MetricMetadata {
+        r#type: 1,
+        metric_family_name: family.into(),
+        help: help.into(),
+        unit: String::new(),
+    }
+}
+
+async fn push_metadata(
+    i: &Ingester,
+    t: &str,
+    metadata: Vec<heddle_proto::prometheus::MetricMetadata>,
+) -> Result<PushResponse, tonic::Status> {
+    let body = WriteRequest {
+        timeseries: Vec::new(),
+        metadata,
+    }
+    .encode_to_vec();
+    i.push(&tenant(t), Bytes::from(body)).await
+}
+
+async fn read_metadata(i: &Ingester, t: &str, metric: &str) -> Vec<(String, String)> {
+    let req = heddle_proto::ingester::MetricsMetadataRequest {
+        limit: -1,
+        limit_per_metric: -1,
+        metric: metric.into(),
+    };
+    i.metrics_metadata(&tenant(t), req)
+        .await
+        .unwrap()
+        .metadata
+        .into_iter()
+        .map(|m| (m.metric_family_name, m.help))
+        .collect()
+}
+
+/// Metadata is kept per tenant, refused past the tenant's limit with a message and a metric, expired after
+/// the retain period, and never touches the series.
+#[tokio::test]
+async fn metadata_is_kept_per_tenant_bounded_and_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        max_global_metadata_per_user: 2,
+        ..Limits::default()
+    };
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits).await;
+    let i = &s.ingester;
+    let resp = push_metadata(
+        i,
+        "a",
+        vec![metadata("x", "the x"), metadata("y", "the y"), metadata("z", "")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.metadata_errors.len(), 1, "{resp:?}");
+    assert_eq!(resp.metadata_errors[0].reason, "err-heddle-max-metadata-per-user");
+    assert!(
+        resp.metadata_errors[0]
+            .message
+            .contains("limit of 2 metric families reached (tenant=a, metric=\"z\")"),
+        "{}",
+        resp.metadata_errors[0].message
+    );
+    assert!(resp.errors.is_empty() && resp.samples_ingested == 0);
+    assert_eq!(
+        read_metadata(i, "a", "").await,
+        vec![("x".into(), "the x".into()), ("y".into(), "the y".into())]
+    );
+    assert_eq!(read_metadata(i, "a", "y").await, vec![("y".into(), "the y".into())]);
+    assert!(read_metadata(i, "b", "").await.is_empty(), "tenants are apart");
+
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &s.registry).unwrap();
+    assert!(
+        text.contains(
+            "heddle_ingester_discarded_metadata_total{tenant=\"a\",reason=\"err-heddle-max-metadata-per-user\"} 1"
+        ),
+        "{text}"
+    );
+
+    // x is pushed again later; y is not, and expires after the retain period (10m by default).
+    let later = Arc::new(ManualClock::new(NOW + 5 * 60_000));
+    i.set_clock(later.clone());
+    push_metadata(i, "a", vec![metadata("x", "the x")]).await.unwrap();
+    later.set(NOW + 11 * 60_000);
+    i.purge_metadata();
+    assert_eq!(read_metadata(i, "a", "").await, vec![("x".into(), "the x".into())]);
+}
+
+fn exemplar(trace: &str, t: i64) -> heddle_proto::prometheus::Exemplar {
+    heddle_proto::prometheus::Exemplar {
+        labels: vec![Label {
+            name: "trace_id".into(),
+            value: trace.into(),
+        }],
+        value: 1.0,
+        timestamp: t,
+    }
+}
+
+async fn read_exemplars(i: &Ingester, t: &str) -> Vec<(String, Vec<(String, i64)>)> {
+    let req = heddle_proto::ingester::ExemplarQueryRequest {
+        start_timestamp_ms: i64::MIN,
+        end_timestamp_ms: i64::MAX,
+        selectors: vec![heddle_proto::ingester::Selector::default()],
+    };
+    i.query_exemplars(&tenant(t), req)
+        .await
+        .unwrap()
+        .timeseries
+        .into_iter()
+        .map(|ts| {
+            let id = ts.labels.iter().find(|l| l.name == "id").unwrap().value.clone();
+            let e = ts
+                .exemplars
+                .into_iter()
+                .map(|e| (e.labels[0].value.clone(), e.timestamp))
+                .collect();
+            (id, e)
+        })
+        .collect()
+}
+
+/// Exemplars of an encoded push and of a batch land in the tenant's ring, after the samples that create their
+/// series; an exemplar of a series that never got a sample is refused and counted.
+#[tokio::test]
+async fn exemplars_are_stored_from_bodies_and_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        max_global_exemplars_per_user: 10,
+        ..Limits::default()
+    };
+    let s = open(dir.path(), InstanceLimitsConfig::default(), limits).await;
+    let i = &s.ingester;
+    let mut a = ts("m", "a", &[T0 + HOUR]);
+    a.exemplars = vec![exemplar("t1", T0 + HOUR)];
+    let mut lonely = ts("m", "nobody", &[]);
+    lonely.exemplars = vec![exemplar("t0", T0 + HOUR)];
+    push(i, "x", vec![a, lonely]).await.unwrap();
+
+    let mut batch = heddle_model::SeriesBatch::default();
+    let labels = [
+        heddle_model::LabelRef {
+            name: "__name__",
+            value: "m",
+        },
+        heddle_model::LabelRef { name: "id", value: "b" },
+    ];
+    let trace = [heddle_model::LabelRef {
+        name: "trace_id",
+        value: "t2",
+    }];
+    batch
+        .push_with_exemplars(
+            labels,
+            [heddle_model::Sample::new(T0 + HOUR, 1.0)],
+            [heddle_model::ExemplarRef {
+                labels: &trace,
+                value: 2.0,
+                t: T0 + HOUR + 1,
+            }],
+        )
+        .unwrap();
+    i.push_batch(&tenant("x"), batch).await.unwrap();
+    assert_eq!(
+        read_exemplars(i, "x").await,
+        vec![
+            ("a".into(), vec![("t1".into(), T0 + HOUR)]),
+            ("b".into(), vec![("t2".into(), T0 + HOUR + 1)]),
+        ]
+    );
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &s.registry).unwrap();
+    for line in [
+        "heddle_ingester_exemplars_appended_total 2",
+        "heddle_ingester_exemplars_refused_total{reason=\"unknown-series\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
+}

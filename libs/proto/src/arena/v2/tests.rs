@@ -144,27 +144,61 @@ proptest! {
 }
 
 #[test]
-fn histograms_exemplars_metadata_and_created_timestamps_are_counted() {
+fn exemplars_and_metadata_are_decoded_histograms_and_created_timestamps_counted() {
+    // symbols: "", "__name__", "h", "trace_id", "abc", "help text", "seconds"
     let mut req = v2_request(&[(vec![("__name__".into(), "h".into())], vec![])]);
+    req.symbols
+        .extend(["trace_id", "abc", "help text", "seconds"].map(String::from));
     let ts = &mut req.timeseries[0];
     ts.histograms = vec![write_v2::Histogram::default(); 2];
-    ts.exemplars = vec![write_v2::Exemplar {
-        labels_refs: vec![1, 2],
-        value: 1.0,
-        timestamp: 5,
-    }];
+    ts.exemplars = vec![
+        write_v2::Exemplar {
+            labels_refs: vec![3, 4],
+            value: 1.5,
+            timestamp: 5,
+        },
+        write_v2::Exemplar {
+            labels_refs: vec![],
+            value: -1.0,
+            timestamp: -7,
+        },
+    ];
     ts.metadata = Some(write_v2::Metadata {
         r#type: write_v2::metadata::MetricType::Histogram as i32,
-        help_ref: 0,
-        unit_ref: 0,
+        help_ref: 5,
+        unit_ref: 6,
     });
     ts.created_timestamp = 1000;
+    // A second series whose metadata says nothing: no entry.
+    let mut quiet = req.timeseries[0].clone();
+    quiet.exemplars.clear();
+    quiet.metadata = Some(write_v2::Metadata::default());
+    req.timeseries.push(quiet);
     let body = req.encode_to_vec();
     let arena = Bump::new();
     let got = decode_write_request_v2(&arena, &body).unwrap();
     let ts = &got.timeseries[0];
-    assert_eq!((ts.histograms, ts.exemplars), (2, 1));
-    assert_eq!((got.metadata, got.created_timestamps), (1, 1));
+    assert_eq!((ts.histograms, ts.exemplars.len()), (2, 2));
+    assert_eq!(
+        ts.exemplars[0].labels,
+        &[LabelRef {
+            name: "trace_id",
+            value: "abc"
+        }]
+    );
+    assert_eq!((ts.exemplars[0].t, ts.exemplars[0].value), (5, 1.5));
+    assert_eq!((ts.exemplars[1].t, ts.exemplars[1].labels.len()), (-7, 0));
+    assert!(got.timeseries[1].exemplars.is_empty());
+    assert_eq!(
+        got.metadata,
+        &[MetadataRef {
+            family: "h",
+            kind: MetricType::Histogram,
+            help: "help text",
+            unit: "seconds",
+        }]
+    );
+    assert_eq!(got.created_timestamps, 2);
     assert_eq!(
         ts.labels,
         &[LabelRef {
@@ -172,6 +206,57 @@ fn histograms_exemplars_metadata_and_created_timestamps_are_counted() {
             value: "h"
         }]
     );
+}
+
+#[test]
+fn exemplar_and_metadata_references_are_checked() {
+    let cases: Vec<(&str, write_v2::TimeSeries)> = vec![
+        (
+            "exemplar reference past the symbols",
+            write_v2::TimeSeries {
+                exemplars: vec![write_v2::Exemplar {
+                    labels_refs: vec![1, 99],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        ),
+        (
+            "odd exemplar references",
+            write_v2::TimeSeries {
+                exemplars: vec![write_v2::Exemplar {
+                    labels_refs: vec![1],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        ),
+        (
+            "help reference past the symbols",
+            write_v2::TimeSeries {
+                metadata: Some(write_v2::Metadata {
+                    help_ref: 42,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (name, ts) in cases {
+        let req = write_v2::Request {
+            symbols: vec![String::new(), "a".into()],
+            timeseries: vec![ts],
+        };
+        let arena = Bump::new();
+        let err = decode_write_request_v2(&arena, &req.encode_to_vec()).expect_err(name);
+        assert!(
+            matches!(
+                err,
+                DecodeError::SymbolOutOfRange { .. } | DecodeError::OddLabelRefs { .. }
+            ),
+            "case {name}: {err}"
+        );
+    }
 }
 
 #[test]

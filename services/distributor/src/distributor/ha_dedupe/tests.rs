@@ -52,7 +52,8 @@ fn judge(
         1 << 20,
         &mut crate::testutil::unlimited_reservation(),
     )
-    .unwrap();
+    .unwrap()
+    .series;
     dedupe(tracker, &tenant(), limits, series, now_ms, discarded).map(|v| match v {
         HaVerdict::Ingest { drop_label } => Judged::Ingest {
             drop_label: drop_label.map(str::to_owned),

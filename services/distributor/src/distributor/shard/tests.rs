@@ -7,7 +7,7 @@ use crate::distributor::tests::{ParityRing, StageSinks, distributor, push};
 use crate::distributor::validate::validate;
 use crate::testutil::*;
 use heddle_limits::Limits;
-use heddle_proto::prometheus::{Exemplar, Histogram, Label, TimeSeries};
+use heddle_proto::prometheus::{Exemplar, Histogram, Label, MetricMetadata, TimeSeries, WriteRequest};
 use http::StatusCode;
 use prost::Message as _;
 
@@ -23,9 +23,10 @@ fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
         1 << 20,
         &mut crate::testutil::unlimited_reservation(),
     )
-    .unwrap();
+    .unwrap()
+    .series;
     let valid = validate(&arena, &Limits::default(), series, None, NOW_MS, sinks.discards());
-    shard(&arena, &sinks.tenant, ring, &valid.accepted, valid.window)
+    shard(&arena, &sinks.tenant, ring, &valid.accepted, &[], valid.window)
 }
 
 /// Lists one ingester twice and reports why it could not find more.
@@ -62,6 +63,7 @@ fn an_ingester_listed_twice_gets_each_series_once() {
         vec![
             Forwarded {
                 samples: 1,
+                exemplars: 0,
                 replicas: 2,
                 min_success: 2
             };
@@ -191,6 +193,55 @@ async fn series_are_sharded_by_token_and_forwarded_byte_for_byte() {
     assert_eq!(received, 40);
 }
 
+/// Each metadata entry goes, with the series, to the replicas of its family's token (tenant + family name),
+/// deduplicated, encoded as prost encodes it for a remote ingester and carried in the batch of a local one.
+#[tokio::test]
+async fn metadata_is_sharded_by_family_and_rides_with_the_series() {
+    for batches in [false, true] {
+        let make = || {
+            let f = FakeIngester::new();
+            Arc::new(if batches { f.taking_batches() } else { f })
+        };
+        let ring = Arc::new(ParityRing {
+            even: make(),
+            odd: make(),
+        });
+        let (d, _r) = distributor(ring.clone());
+        let family = |i: usize| format!("family_{i}");
+        let metadata: Vec<MetricMetadata> = (0..20)
+            .map(|i| MetricMetadata {
+                r#type: 1,
+                metric_family_name: family(i),
+                help: format!("help {i}"),
+                unit: if i % 2 == 0 { "seconds".into() } else { String::new() },
+            })
+            .collect();
+        let mut repeated = metadata.clone();
+        repeated.extend(metadata.iter().cloned());
+        let req = WriteRequest {
+            timeseries: vec![up("a")],
+            metadata: repeated,
+        };
+        let outcome = d.push(&tenant(), &snappy(&req.encode_to_vec())).await.unwrap();
+        assert_eq!(outcome.status(), StatusCode::OK, "{}", outcome.body());
+        let seed = heddle_model::tenant_token_seed("team-a");
+        for (parity, ingester) in [(0, &ring.even), (1, &ring.odd)] {
+            let got: Vec<MetricMetadata> = ingester
+                .pushed_bodies()
+                .iter()
+                .flat_map(|b| WriteRequest::decode(b.as_ref()).unwrap().metadata)
+                .collect();
+            let want: Vec<MetricMetadata> = metadata
+                .iter()
+                .filter(|m| super::metadata_token(seed, &m.metric_family_name) % 2 == parity)
+                .cloned()
+                .collect();
+            assert!(!want.is_empty(), "both ingesters get some families");
+            assert_eq!(got, want, "batches={batches} parity={parity}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn series_losing_parts_are_rewritten() {
     let fake = fake(Behavior::Accept);
@@ -227,13 +278,13 @@ async fn series_losing_parts_are_rewritten() {
     assert_eq!(
         got[0],
         series(&[("__name__", "up"), ("job", "a")], &[(NOW_MS, 1.0), (NOW_MS + 1, 3.0)]),
-        "empty label, future sample, exemplar and histogram removed"
+        "empty label, future sample, exemplar (the tenant's store is off) and histogram removed"
     );
     let text = exposition(&registry);
     for line in [
         r#"heddle_discarded_samples_total{tenant="team-a",reason="native-histograms-unsupported"} 2"#,
         r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-too-far-in-future"} 1"#,
-        r#"heddle_distributor_discarded_exemplars_total{tenant="team-a",reason="exemplars-unsupported"} 1"#,
+        r#"heddle_distributor_discarded_exemplars_total{tenant="team-a",reason="exemplars-disabled"} 1"#,
         r#"heddle_distributor_received_samples_total{tenant="team-a"} 2"#,
     ] {
         assert!(text.contains(line), "{line} not in\n{text}");
@@ -274,10 +325,11 @@ fn rewritten_series_are_the_bytes_prost_encodes() {
         1 << 20,
         &mut unlimited_reservation(),
     )
-    .unwrap();
+    .unwrap()
+    .series;
     for (ts, labels) in decoded.iter().zip(&label_sets) {
         for window in [window, TimeWindow::default(), TimeWindow { min_ms: 1, max_ms: 0 }] {
-            let got = rewrite_series(&arena, ts.labels, ts, window);
+            let got = rewrite_series(&arena, ts.labels, ts, &[], window);
             let kept: Vec<(&str, &str)> = labels.iter().copied().filter(|(_, v)| !v.is_empty()).collect();
             let inside: Vec<(i64, f64)> = samples.iter().copied().filter(|s| window.contains(s.0)).collect();
             let want = series(&kept, &inside).encode_to_vec();

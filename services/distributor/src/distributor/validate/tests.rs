@@ -28,6 +28,7 @@ fn decode_unlimited<'a>(arena: &'a Bump, body: &[u8]) -> &'a [TimeSeriesRef<'a>]
         &mut crate::testutil::unlimited_reservation(),
     )
     .unwrap()
+    .series
 }
 
 fn small_limits() -> Limits {
@@ -369,4 +370,41 @@ fn past_grace_period() {
         "{m}"
     );
     assert!(m.contains("--validation.past-grace-period"), "{m}");
+}
+
+#[test]
+fn exemplars_are_checked_in_mimirs_order() {
+    let long_value = "é".repeat(121);
+    let at_limit_value = "é".repeat(120);
+    let trace = labels(&[("trace_id", "abc")]);
+    let long = labels(&[("trace_id", long_value.as_str())]);
+    let at_limit = labels(&[("trace_id", at_limit_value.as_str())]);
+    let e = |labels: &[LabelRef<'_>], t: i64| {
+        super::validate_exemplar(&heddle_model::ExemplarRef { labels, value: 1.0, t })
+            .err()
+            .map(|e| e.id())
+    };
+    let cases: &[(&str, Option<&str>, Option<&str>)] = &[
+        ("valid", e(&trace, 5), None),
+        ("128 characters (256 bytes)", e(&at_limit, 5), None),
+        ("no labels", e(&[], 5), Some("err-heddle-exemplar-labels-missing")),
+        (
+            "no labels and no timestamp",
+            e(&[], 0),
+            Some("err-heddle-exemplar-labels-missing"),
+        ),
+        (
+            "no timestamp",
+            e(&trace, 0),
+            Some("err-heddle-exemplar-timestamp-invalid"),
+        ),
+        (
+            "129 characters",
+            e(&long, 5),
+            Some("err-heddle-exemplar-labels-too-long"),
+        ),
+    ];
+    for (name, got, want) in cases {
+        assert_eq!(got, want, "case {name}");
+    }
 }

@@ -562,3 +562,136 @@ fn a_resource_label_copied_onto_many_points_stops_the_translation_at_the_limit()
     );
     assert!(!translate(&req, &[], 64 << 20).too_large());
 }
+
+/// Each metric gets one metadata entry: the Prometheus name, the description as help, the unit's suffix words,
+/// the type of what the metric became.
+#[test]
+fn metadata_per_metric() {
+    let with_description = |mut m: Metric, d: &str| {
+        m.description = d.into();
+        m
+    };
+    let histogram = Data::Histogram(Histogram {
+        data_points: vec![HistogramDataPoint {
+            time_unix_nano: T_NS,
+            count: 1,
+            bucket_counts: vec![1, 0],
+            explicit_bounds: vec![1.0],
+            ..HistogramDataPoint::default()
+        }],
+        aggregation_temporality: AggregationTemporality::Cumulative as i32,
+    });
+    let req = request(
+        vec![],
+        vec![
+            with_description(
+                metric("requests", "1", sum(1.0, true, AggregationTemporality::Cumulative)),
+                "reqs",
+            ),
+            with_description(
+                metric("queue", "{item}", sum(1.0, false, AggregationTemporality::Cumulative)),
+                "",
+            ),
+            with_description(metric("temp", "Cel", gauge(20.0, vec![])), "temperature"),
+            with_description(metric("latency", "s", histogram), "how long"),
+            with_description(metric("rate", "By/s", gauge(1.0, vec![])), "throughput"),
+        ],
+    );
+    let got: Vec<(String, i32, String, String)> = translate(&req, &[], usize::MAX)
+        .request
+        .metadata
+        .into_iter()
+        .map(|m| (m.metric_family_name, m.r#type, m.help, m.unit))
+        .collect();
+    let want = [
+        ("requests_total", MetricType::Counter, "reqs", ""),
+        ("queue", MetricType::Gauge, "", ""),
+        ("temp_celsius", MetricType::Gauge, "temperature", "celsius"),
+        ("latency_seconds", MetricType::Histogram, "how long", "seconds"),
+        (
+            "rate_bytes_per_second",
+            MetricType::Gauge,
+            "throughput",
+            "bytes_per_second",
+        ),
+    ]
+    .map(|(f, t, h, u)| (f.to_owned(), t.wire(), h.to_owned(), u.to_owned()));
+    assert_eq!(got, want);
+}
+
+/// Exemplars as Prometheus' OTLP receiver writes them: `trace_id` and `span_id` in hex (left out when all
+/// zero), then the filtered attributes unless they pass 128 characters; a histogram's on the first bucket
+/// whose bound holds the value.
+#[test]
+fn exemplars_carry_trace_and_span_ids() {
+    use opentelemetry_proto::tonic::metrics::v1::{Exemplar as OtlpExemplar, exemplar::Value as ExemplarValue};
+    let e = |v: f64, trace: Vec<u8>, attrs: Vec<KeyValue>| OtlpExemplar {
+        filtered_attributes: attrs,
+        time_unix_nano: T_NS,
+        span_id: vec![0xab, 0xcd, 0, 0, 0, 0, 0, 1],
+        trace_id: trace,
+        value: Some(ExemplarValue::AsDouble(v)),
+    };
+    let trace = vec![0x01; 16];
+    let mut point = number(1.0, vec![]);
+    point.exemplars = vec![
+        e(0.5, trace.clone(), attrs(&[("user", "u1")])),
+        e(0.7, vec![0; 16], attrs(&[("big", &"x".repeat(200))])),
+    ];
+    let gauge = metric(
+        "g",
+        "",
+        Data::Gauge(Gauge {
+            data_points: vec![point],
+        }),
+    );
+    let histogram = metric(
+        "h",
+        "",
+        Data::Histogram(Histogram {
+            data_points: vec![HistogramDataPoint {
+                time_unix_nano: T_NS,
+                count: 3,
+                bucket_counts: vec![1, 1, 1],
+                explicit_bounds: vec![1.0, 2.0],
+                exemplars: vec![e(1.5, trace.clone(), vec![]), e(9.0, trace.clone(), vec![])],
+                ..HistogramDataPoint::default()
+            }],
+            aggregation_temporality: AggregationTemporality::Cumulative as i32,
+        }),
+    );
+    let out = translate(&request(vec![], vec![gauge, histogram]), &[], usize::MAX).request;
+    let text = |e: &Exemplar| -> String {
+        let labels: Vec<String> = e.labels.iter().map(|l| format!("{}={}", l.name, l.value)).collect();
+        format!("{} {}@{}", labels.join(","), e.value, e.timestamp)
+    };
+    let by_series: Vec<(String, Vec<String>)> = out
+        .timeseries
+        .iter()
+        .filter(|s| !s.exemplars.is_empty())
+        .map(|s| {
+            let name = s
+                .labels
+                .iter()
+                .map(|l| format!("{}={}", l.name, l.value))
+                .collect::<Vec<_>>()
+                .join(",");
+            (name, s.exemplars.iter().map(text).collect())
+        })
+        .collect();
+    let ids = "trace_id=01010101010101010101010101010101,span_id=abcd000000000001";
+    assert_eq!(
+        by_series,
+        vec![
+            (
+                "__name__=g".to_owned(),
+                vec![
+                    format!("{ids},user=u1 0.5@{T_MS}"),
+                    format!("span_id=abcd000000000001 0.7@{T_MS}"),
+                ]
+            ),
+            ("__name__=h_bucket,le=2".to_owned(), vec![format!("{ids} 1.5@{T_MS}")]),
+            ("__name__=h_bucket,le=+Inf".to_owned(), vec![format!("{ids} 9@{T_MS}")]),
+        ]
+    );
+}
