@@ -11,7 +11,8 @@
 
 use heddle_model::Labels;
 use heddle_testkit::{
-    HeddleOptions, HeddleProcess, ReadClient, ReadMode, eq, http_client, now_ms, query, run_loadtest, wait_until_async,
+    CommandOutput, HeddleOptions, HeddleProcess, ReadClient, ReadMode, eq, http_client, now_ms, query, run_bounded,
+    run_loadtest, wait_until_async,
 };
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -76,6 +77,26 @@ fn otel_python() -> Option<PathBuf> {
     None
 }
 
+/// Runs the Python `script` with `endpoint` as its argument, for at most a minute, and asserts that it
+/// exited with success.
+async fn run_sender(python: PathBuf, script: &'static str, endpoint: String, heddle: &HeddleProcess) -> CommandOutput {
+    let sent = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(python);
+        cmd.args(["-c", script, &endpoint]);
+        run_bounded(cmd, Duration::from_secs(60)).expect("run the python sender")
+    })
+    .await
+    .expect("join");
+    assert!(
+        sent.status.success(),
+        "sender failed: {}\n{}\nheddle:\n{}",
+        sent.status,
+        sent.stderr,
+        heddle.log_tail(30)
+    );
+    sent
+}
+
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     Labels::from_unsorted(pairs.iter().copied()).expect("labels")
 }
@@ -91,19 +112,11 @@ async fn the_opentelemetry_python_sdk_pushes_to_heddle() {
         .expect("start heddle");
     let lo = now_ms() - 60_000;
     let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
-    let sent = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .args(["-c", SENDER, &endpoint])
-            .output()
-            .expect("run the python sender")
-    })
-    .await
-    .expect("join");
+    let sent = run_sender(python, SENDER, endpoint, &heddle).await;
     assert!(
-        sent.status.success() && !String::from_utf8_lossy(&sent.stderr).contains("Failed to export"),
-        "sender failed: {}\n{}\nheddle:\n{}",
-        sent.status,
-        String::from_utf8_lossy(&sent.stderr),
+        !sent.stderr.contains("Failed to export"),
+        "sender failed: {}\nheddle:\n{}",
+        sent.stderr,
         heddle.log_tail(30)
     );
 
@@ -306,22 +319,8 @@ async fn otlp_json_stores_what_its_protobuf_twin_stores() {
     .expect("start heddle");
     let lo = now_ms() - 60_000;
     let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
-    let sent = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .args(["-c", TWIN_SENDER, &endpoint])
-            .output()
-            .expect("run the python sender")
-    })
-    .await
-    .expect("join");
-    let stdout = String::from_utf8_lossy(&sent.stdout);
-    assert!(
-        sent.status.success(),
-        "sender failed: {}\n{}\nheddle:\n{}",
-        sent.status,
-        String::from_utf8_lossy(&sent.stderr),
-        heddle.log_tail(30)
-    );
+    let sent = run_sender(python, TWIN_SENDER, endpoint, &heddle).await;
+    let stdout = sent.stdout;
     // The protobuf answer is an empty ExportMetricsServiceResponse (no bytes); the JSON one is `{}`.
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
