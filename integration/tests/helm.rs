@@ -749,9 +749,11 @@ fn alerts_and_dashboard_use_only_metrics_heddle_exports() {
     let referenced = heddle_metric_names(&format!("{rules}\n{dashboard}"));
     assert!(referenced.len() >= 8, "{referenced:?}");
 
-    // Families appear in the exposition once used: push a valid and an invalid series, ask the querier once.
+    // Families appear in the exposition once used: push a valid and an invalid series, ask the querier once,
+    // flush so the compactor (a pass a second) finds a tenant in the bucket.
     let h = HeddleProcess::start(HeddleOptions {
         ready_timeout: Duration::from_secs(120),
+        args: vec!["--compactor.compaction-interval=1s".to_owned()],
         ..HeddleOptions::default()
     })
     .expect("start heddle");
@@ -779,6 +781,22 @@ fn alerts_and_dashboard_use_only_metrics_heddle_exports() {
     assert_eq!(outcome.status, 400, "the invalid series is refused: {}", outcome.body);
     let (status, _) = http_get(h.http_addr(), "/prometheus/api/v1/labels", Duration::from_secs(10)).expect("labels");
     assert_eq!(status, 200);
+    let flush_url = format!("{}/ingester/flush?wait=true", h.url());
+    let flushed = runtime
+        .block_on(async {
+            let client = http_client(Duration::from_secs(60)).expect("client");
+            client.post(flush_url).send().await
+        })
+        .expect("flush");
+    assert_eq!(flushed.status().as_u16(), 204, "flush");
+    let compacted = || {
+        http_get(h.http_addr(), "/metrics", Duration::from_secs(10))
+            .is_ok_and(|(_, text)| text.contains("heddle_compactor_tenant_uncompacted_blocks{"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), compacted),
+        "the compactor passed over the tenant"
+    );
     let (status, exposition) = http_get(h.http_addr(), "/metrics", Duration::from_secs(10)).expect("metrics");
     assert_eq!(status, 200);
     let mut exported: BTreeSet<String> = exposition
