@@ -159,10 +159,17 @@ fn reader_args() -> Vec<String> {
     .to_vec()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rf3_replicas_become_one_block_per_range() {
-    let Some(promtool) = promtool() else { return };
-    let s3 = S3Server::start().expect("s3s-fs starts");
+/// A 3-ingester RF-3 cluster on `s3` that has shipped `series` series of one sample a minute over five hours
+/// (three 2 h ranges, from a range boundary six hours ago) as three replicas of each range, and what it
+/// acknowledged.
+struct ShippedCluster {
+    cluster: Cluster,
+    g: SeriesGen,
+    rounds: u32,
+    want: Dump,
+}
+
+async fn ship_rf3(s3: &S3Server, series: usize) -> ShippedCluster {
     let mut args = s3.heddle_args();
     args.extend(reader_args());
     args.extend(
@@ -170,9 +177,9 @@ async fn rf3_replicas_become_one_block_per_range() {
             "--blocks-storage.tsdb.head-compaction-interval=500ms",
             "--blocks-storage.tsdb.ship-interval=500ms",
             "--blocks-storage.tsdb.empty-head-sample-age-limit=24h",
-            // Shipped blocks hours old go from the ingesters' disks at once: reads come from the bucket.
-            "--blocks-storage.tsdb.retention-period=1s",
-            "--blocks-storage.bucket-store.bucket-index.max-stale-period=1m",
+            // Ingesters stop answering a shipped block 200 ms after its upload (the sync interval plus the bucket
+            // index's staleness): reads come from the bucket.
+            "--blocks-storage.bucket-store.bucket-index.max-stale-period=0s",
         ]
         .map(String::from),
     );
@@ -182,24 +189,22 @@ async fn rf3_replicas_become_one_block_per_range() {
         ..ClusterOptions::default()
     })
     .expect("cluster starts");
-
-    // Five hours at one sample a minute, from a range boundary six hours ago: three 2 h ranges.
     let start = (now_ms() - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
-    let mut g = SeriesGen::new(11, 40, 4, start);
+    let mut g = SeriesGen::new(11, series, 4, start);
     g.interval_ms = 60_000;
     g.job = "compactor".to_owned();
     let rounds = 300;
     let http = http_client(Duration::from_secs(30)).unwrap();
-    for r in (0..rounds).step_by(20) {
-        let out = push(
-            &http,
-            &cluster.distributor(0).push_url(),
-            None,
-            &g.write_request(0..g.series, r..r + 20),
-        )
-        .await
-        .expect("push sent");
-        assert!(out.is_success(), "push of rounds {r}.. refused: {out:?}");
+    let per_request = (20_000 / series).clamp(1, 20) as u32;
+    for r in (0..rounds).step_by(per_request as usize) {
+        let to = (r + per_request).min(rounds);
+        for part in (0..g.series).step_by(1000) {
+            let batch = g.write_request(part..(part + 1000).min(g.series), r..to);
+            let out = push(&http, &cluster.distributor(0).push_url(), None, &batch)
+                .await
+                .expect("push sent");
+            assert!(out.is_success(), "push of rounds {r}..{to} refused: {out:?}");
+        }
     }
     let want: Dump = (0..g.series)
         .map(|i| {
@@ -210,19 +215,45 @@ async fn rf3_replicas_become_one_block_per_range() {
         })
         .collect();
     for ing in cluster.ingesters() {
-        let resp = http_client(Duration::from_secs(120))
+        let resp = http_client(Duration::from_secs(300))
             .unwrap()
             .post(format!("{}/ingester/flush?wait=true", ing.url()))
             .send()
             .await
             .expect("flush answered");
-        assert_eq!(resp.status().as_u16(), 204, "flush of {}", ing.name());
+        let status = resp.status().as_u16();
+        assert_eq!(
+            status,
+            204,
+            "flush of {}: {}\n{}",
+            ing.name(),
+            resp.text().await.unwrap_or_default(),
+            ing.log_tail(20)
+        );
     }
     assert!(
-        wait_until(WAIT, || live_blocks(&s3).len() == 9),
+        wait_until(WAIT, || live_blocks(s3).len() == 9),
         "three replicas of three ranges were not shipped: {:?}",
-        bucket_blocks(&s3)
+        bucket_blocks(s3)
     );
+    ShippedCluster {
+        cluster,
+        g,
+        rounds,
+        want,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rf3_replicas_become_one_block_per_range() {
+    let Some(promtool) = promtool() else { return };
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let ShippedCluster {
+        cluster,
+        g,
+        rounds,
+        want,
+    } = ship_rf3(&s3, 40).await;
     let (lo, hi) = g.time_range(rounds);
     let querier = cluster.querier().prometheus_url();
     assert_exactly(
@@ -266,6 +297,84 @@ async fn rf3_replicas_become_one_block_per_range() {
         &read_job(&querier, &g.job, lo, hi).await,
         &want,
     );
+}
+
+/// Bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |rd| {
+        rd.filter_map(Result::ok)
+            .map(|e| {
+                let p = e.path();
+                if p.is_dir() {
+                    dir_bytes(&p)
+                } else {
+                    e.metadata().map_or(0, |m| m.len())
+                }
+            })
+            .sum()
+    })
+}
+
+/// A gauge or counter of `name` (no labels) in the exposition of `process`.
+fn scrape(process: &HeddleProcess, name: &str) -> f64 {
+    let (_, text) = heddle_testkit::http_get(process.http_addr(), "/metrics", Duration::from_secs(10)).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The footprint the compactor removes: bucket bytes per acknowledged sample at RF 3 before and after
+/// compaction (the goal: at most 1.05 times one replica's), the compaction's throughput and the compactor's
+/// peak memory. A measurement, run by hand (`loadtest/README.md`); it prints its figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: cargo test -p heddle-integration --test compactor -- --ignored --nocapture"]
+async fn footprint_at_rf3() {
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let series = 3000;
+    let ShippedCluster { want, .. } = ship_rf3(&s3, series).await;
+    let samples: usize = want.values().map(Vec::len).sum();
+    let tenant_dir = s3.bucket_dir().join(TENANT);
+    let before = dir_bytes(&tenant_dir);
+    let compactor = start_compactor(&s3, "1h", &[]);
+    assert!(
+        wait_until(Duration::from_secs(600), || bucket_blocks(&s3).len() == 3
+            && scrape(&compactor, "heddle_compactor_runs_completed_total") >= 1.0),
+        "compaction did not finish: {:?}",
+        bucket_blocks(&s3)
+    );
+    // The bucket index and the lock are the compactor's own; the blocks are what is compared.
+    let after = dir_bytes(&tenant_dir) - dir_bytes_of(&tenant_dir, &["bucket-index.json.gz"]);
+    let written = scrape(&compactor, "heddle_compactor_samples_written_total");
+    let run_seconds = scrape(&compactor, "heddle_compactor_run_duration_seconds_sum");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", compactor.pid().unwrap())).unwrap();
+    let peak_rss = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .unwrap_or("VmHWM: ?")
+        .to_owned();
+    let one_replica = before as f64 / 3.0;
+    println!(
+        "footprint: {series} series, {samples} acknowledged samples; bucket before {before} B ({:.3} B/sample, \
+         3 replicas), after {after} B ({:.3} B/sample) = {:.3}x one replica; compaction wrote {written} samples \
+         in {run_seconds:.2} s ({:.0} samples/s); compactor {peak_rss}",
+        before as f64 / samples as f64,
+        after as f64 / samples as f64,
+        after as f64 / one_replica,
+        written / run_seconds.max(f64::EPSILON),
+    );
+    assert_eq!(written as usize, samples, "each acknowledged sample written once");
+    assert!(
+        after as f64 <= 1.05 * one_replica,
+        "after compaction {after} B > 1.05 x one replica ({one_replica} B)"
+    );
+}
+
+/// Bytes of the files `names` directly under `dir`.
+fn dir_bytes_of(dir: &Path, names: &[&str]) -> u64 {
+    names
+        .iter()
+        .map(|n| std::fs::metadata(dir.join(n)).map_or(0, |m| m.len()))
+        .sum()
 }
 
 /// Three "replicas" of the same series over two 2 h ranges a day apart, as OpenMetrics files: replica `r`

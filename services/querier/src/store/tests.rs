@@ -117,9 +117,17 @@ async fn marked_blocks_are_read_until_their_mark_is_older_than_the_delay() {
         .unwrap();
     let hour = Duration::from_secs(3600);
     let patient = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(hour, hour);
-    assert_eq!(jobs(&patient, 0, 5000).await.unwrap(), ["first", "second"], "marked 10 minutes ago");
+    assert_eq!(
+        jobs(&patient, 0, 5000).await.unwrap(),
+        ["first", "second"],
+        "marked 10 minutes ago"
+    );
     let prompt = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(Duration::from_secs(300), hour);
-    assert_eq!(jobs(&prompt, 0, 5000).await.unwrap(), ["second"], "past a 5 minute delay");
+    assert_eq!(
+        jobs(&prompt, 0, 5000).await.unwrap(),
+        ["second"],
+        "past a 5 minute delay"
+    );
 }
 
 #[tokio::test]
@@ -142,7 +150,11 @@ async fn a_fresh_bucket_index_replaces_the_listing() {
         now_secs(),
     );
     b.write_bucket_index(&tenant(), &marked).await.unwrap();
-    assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["first"], "the index's mark is old");
+    assert_eq!(
+        jobs(&store, 0, 5000).await.unwrap(),
+        ["first"],
+        "the index's mark is old"
+    );
     // Too old an index is not trusted: the bucket is listed.
     let stale = heddle_bucket::BucketIndex::new(&listing.blocks, &[], now_secs() - 7200);
     b.write_bucket_index(&tenant(), &stale).await.unwrap();
