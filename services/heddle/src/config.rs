@@ -363,6 +363,7 @@ impl Config {
         self.blocks_storage.bucket().validate()?;
         self.querier.validate()?;
         self.compactor.validate()?;
+        self.validate_query_split()?;
         self.ingester.ring.validate()?;
         self.memberlist.validate()?;
         self.server.grpc_tls_config.validate()?;
@@ -381,6 +382,34 @@ impl Config {
             Target::Compactor => false,
             Target::Distributor | Target::Ingester | Target::Querier => true,
         }
+    }
+
+    /// Queriers leave data newer than `querier.query_store_after` to the ingesters, which answer for it only
+    /// while they hold it: their local blocks (kept `retention_period`) and their open tenants (closed when idle
+    /// for `close_idle_tsdb_timeout`).
+    fn validate_query_split(&self) -> Result<(), String> {
+        let after = self.querier.query_store_after;
+        if after.is_zero() {
+            return Ok(());
+        }
+        let tsdb = &self.blocks_storage.tsdb;
+        for (key, held) in [
+            ("blocks_storage.tsdb.retention_period", tsdb.retention_period),
+            (
+                "blocks_storage.tsdb.close_idle_tsdb_timeout",
+                tsdb.close_idle_tsdb_timeout,
+            ),
+        ] {
+            if !held.is_zero() && held <= after {
+                return Err(format!(
+                    "querier.query_store_after: {} is not shorter than {key} ({}), so data between the two would be \
+                     read from neither the bucket nor the ingesters",
+                    heddle_config::format_duration(after),
+                    heddle_config::format_duration(held)
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// With tenants to keep apart (multitenancy) or an admin surface to protect (an admin token), a cluster's
@@ -574,6 +603,21 @@ mod tests {
         c.server.admin_grpc_listen_port = 9096;
         c.validate().unwrap();
         assert_eq!(c.server.admin_listener().as_deref(), Some("127.0.0.1:9096"));
+    }
+
+    #[test]
+    fn the_store_is_left_only_what_ingesters_still_hold() {
+        let mut c = Config::default();
+        c.querier.query_store_after = std::time::Duration::from_secs(12 * 3600);
+        c.querier.query_ingesters_within = std::time::Duration::from_secs(13 * 3600);
+        c.validate().unwrap();
+        c.blocks_storage.tsdb.retention_period = std::time::Duration::from_secs(6 * 3600);
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("blocks_storage.tsdb.retention_period"), "{e}");
+        c.blocks_storage.tsdb.retention_period = std::time::Duration::from_secs(24 * 3600);
+        c.querier.query_ingesters_within = std::time::Duration::from_secs(3600);
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("querier.query_ingesters_within"), "{e}");
     }
 
     #[test]

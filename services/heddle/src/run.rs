@@ -238,8 +238,12 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         ing.set_overrides(overrides.clone());
         // Reads leave a shipped block to the querier once its block list refresh has had time to find it, in a
         // listing or in a bucket index as old as queriers accept.
+        // With `querier.query_store_after`, queriers leave recent data to the ingesters: a block is answered
+        // here at least that long after its upload.
         let store = &cfg.blocks_storage.bucket_store;
-        ing.set_shipped_blocks_grace(store.sync_interval + store.bucket_index.max_stale_period);
+        ing.set_shipped_blocks_grace(
+            (store.sync_interval + store.bucket_index.max_stale_period).max(cfg.querier.query_store_after),
+        );
         // A single process keeps the default topology (RF 1, one ingester): the global limits apply whole.
         if let Some(c) = &cluster {
             ing.set_topology_source(Arc::new(RingTopology {
