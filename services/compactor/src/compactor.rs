@@ -196,8 +196,8 @@ impl Compactor {
         self.write_index(tenant).await
     }
 
-    /// Steps 2 and 3: deletes blocks whose mark is old enough, marks superseded blocks and blocks past
-    /// retention. Returns the blocks left to plan with (complete, not marked).
+    /// Steps 2 and 3: deletes blocks whose mark is old enough and old partial blocks, marks superseded blocks
+    /// and blocks past retention. Returns the blocks left to plan with (complete, not marked).
     async fn clean_up(
         &self,
         tenant: &TenantId,
@@ -218,6 +218,19 @@ impl Compactor {
             }
         }
         let marked: HashSet<&str> = listing.deletion_marks.iter().map(|m| m.id.as_str()).collect();
+        let partial_delay = self.cfg.partial_block_deletion_delay;
+        if !partial_delay.is_zero() {
+            let now = std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.clock.now_ms().max(0) as u64);
+            for (ulid, newest) in &listing.partial {
+                let old_enough = newest.is_some_and(|t| now.duration_since(t).is_ok_and(|age| age >= partial_delay));
+                if old_enough && !marked.contains(ulid.as_str()) {
+                    let objects = self.bucket.delete_block(tenant, ulid).await.map_err(bucket_err)?;
+                    tracing::info!(tenant = %tenant, block = %ulid, objects, "deleted a partial block");
+                    self.metrics.deleted.inc();
+                    report.deleted += 1;
+                }
+            }
+        }
         let mut live: Vec<BlockMeta> = listing
             .blocks
             .iter()

@@ -32,6 +32,11 @@ pub struct CompactorConfig {
     /// `compactor.first_level_compaction_wait_period`).
     #[serde(with = "serde_duration")]
     pub first_level_compaction_wait_period: Duration,
+    /// How long a block directory without `meta.json` and without a deletion mark (an upload cut short, by an
+    /// ingester or a compactor) stays before the compactor deletes it; 0 never deletes them. Far longer than
+    /// any upload takes (Mimir's `compactor.partial_block_deletion_delay`, 1d).
+    #[serde(with = "serde_duration")]
+    pub partial_block_deletion_delay: Duration,
 }
 
 impl Default for CompactorConfig {
@@ -46,6 +51,7 @@ impl Default for CompactorConfig {
             deletion_delay: Duration::from_secs(12 * 3600),
             data_dir: PathBuf::from("./data-compactor"),
             first_level_compaction_wait_period: Duration::from_secs(25 * 60),
+            partial_block_deletion_delay: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -81,6 +87,12 @@ pub const COMPACTOR_FLAGS: &[FlagSpec] = &[
         key: "compactor.first_level_compaction_wait_period",
         kind: FlagKind::Value,
         help: "How long a block shipped by an ingester waits before it is compacted, so the other replicas' arrive",
+    },
+    FlagSpec {
+        flag: "compactor.partial-block-deletion-delay",
+        key: "compactor.partial_block_deletion_delay",
+        kind: FlagKind::Value,
+        help: "How long an incomplete block (no meta.json, an upload cut short) stays before it is deleted (0 = never)",
     },
 ];
 

@@ -292,3 +292,35 @@ async fn a_locked_tenant_is_left_to_its_compactor() {
         "the compactor released its lock; the old holder did not remove it"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn partial_blocks_go_after_their_delay() {
+    let e = env();
+    let kept = e.upload(0, 2 * H, 1, |_| false).await;
+    let cut = e.upload(2 * H, 4 * H, 1, |_| false).await;
+    // An upload cut short before its meta.json.
+    std::fs::remove_file(
+        e.root
+            .join("bucket")
+            .join(e.tenant.as_str())
+            .join(&cut.ulid)
+            .join("meta.json"),
+    )
+    .unwrap();
+    let real_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    e.clock.set(real_now);
+    let mut c = e.compactor("c1");
+    c.cfg.partial_block_deletion_delay = Duration::from_secs(3600);
+    let report = c.run_once().await;
+    assert_eq!(report.deleted, 0, "an hour has not passed: {report:?}");
+    assert_eq!(e.listing().await.partial.len(), 1);
+    e.clock.set(real_now + H);
+    let report = c.run_once().await;
+    assert_eq!(report.deleted, 1, "{report:?}");
+    let listing = e.listing().await;
+    assert!(listing.partial.is_empty(), "{:?}", listing.partial);
+    assert_eq!(listing.blocks.iter().map(|b| &b.ulid).collect::<Vec<_>>(), [&kept.ulid]);
+}
