@@ -338,6 +338,19 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 
     if matches!(cfg.target, Target::All | Target::Compactor) {
         let bucket = bucket.clone().context("the compactor needs the blocks bucket")?;
+        // Queriers drop a marked block from their lists at most this long after the mark (if they share this
+        // config, as the chart's pods do); deleting it sooner can fail a query that still reads it.
+        let store = &cfg.blocks_storage.bucket_store;
+        let dropped_within =
+            store.ignore_deletion_mark_delay + store.bucket_index.max_stale_period + store.sync_interval;
+        if cfg.compactor.deletion_delay < dropped_within {
+            tracing::warn!(
+                deletion_delay = ?cfg.compactor.deletion_delay,
+                queriers_drop_marked_blocks_within = ?dropped_within,
+                "compactor.deletion_delay is shorter than ignore_deletion_mark_delay + bucket_index.max_stale_period \
+                 + sync_interval: a query may still read a block when it is deleted, and fail"
+            );
+        }
         let holder = format!("{}-compactor-{}", heddle_ring::hostname(), cfg.server.http_listen_port);
         let compactor = heddle_compactor::Compactor::new(
             cfg.compactor.clone(),
