@@ -72,9 +72,9 @@ heddle.io/zone: {{ . }}
 {{- end -}}
 
 {{/*
-The YAML configuration, in Mimir's layout (docs/configuration.md). Both modes keep the TSDB under /data/tsdb (and
-the compactor's scratch space, in single-node where it runs, under /data/compactor) and
-cut, retain and ship blocks the same way; single-node ships them to a filesystem bucket on the same volume
+The YAML configuration, in Mimir's layout (docs/configuration.md). Both modes keep the TSDB under /data/tsdb and
+the compactor's scratch space under /data/compactor (the single-node pod's volume, the compactor pod's emptyDir),
+and cut, retain and ship blocks the same way; single-node ships them to a filesystem bucket on the same volume
 (/data/blocks), distributed mode to S3 and adds the ring and gossip keys. The chart tests start the real binary
 with every rendered key (only paths, ports and the gossip seed are swapped for local ones).
 */}}

@@ -123,7 +123,7 @@ impl LocalTls {
 pub struct LocalPod {
     /// The pod name (`<workload>-<ordinal>` for StatefulSets).
     pub name: String,
-    /// `ingester`, `distributor`, `querier` or `single-node`.
+    /// `ingester`, `distributor`, `querier`, `compactor` or `single-node`.
     pub component: String,
     pub http: SocketAddr,
     pub grpc: SocketAddr,
