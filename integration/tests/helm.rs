@@ -136,8 +136,8 @@ fn distributed_mode_mounts_one_cluster_token_in_every_pod() {
     assert!(token.len() >= 64, "48 random characters, base64: {token}");
     let pods = workloads(&objs);
     assert!(
-        pods.len() >= 5,
-        "3 ingester zones, distributors, queriers: {}",
+        pods.len() >= 6,
+        "3 ingester zones, distributors, queriers, the compactor: {}",
         pods.len()
     );
     for w in &pods {
@@ -388,6 +388,75 @@ fn external_s3_values_take_the_keys_from_the_existing_secret() {
     );
 }
 
+/// Distributed mode runs the compactor as its own Deployment (`--target=compactor`): no ring and no gossip
+/// (several share the tenants through a lock in the bucket), its scratch directory on the pod's emptyDir, a
+/// Service for scraping. Single-node runs it inside its one pod (`--target=all`) with the same scratch path on
+/// the pod's volume.
+#[test]
+fn the_compactor_runs_in_its_own_deployment_or_inside_the_single_node() {
+    let Some(helm) = helm() else { return };
+    let production = [ci_values("production-3-zone-values.yaml")];
+    let objs = objects(&render_ok(&helm, &production, &[]));
+    let name = format!("{RELEASE}-compactor");
+    let deploy = named(&objs, "Deployment", &name);
+    assert_eq!(deploy["spec"]["replicas"], 1);
+    assert_eq!(deploy["spec"]["strategy"]["type"], "Recreate");
+    let a = args(deploy);
+    assert!(a.contains(&"--target=compactor"), "{a:?}");
+    assert!(!a.iter().any(|f| f.starts_with("--memberlist.")), "no gossip: {a:?}");
+    let template = &deploy["spec"]["template"];
+    assert!(
+        template["metadata"]["labels"].get("heddle.io/gossip-member").is_none(),
+        "the compactor is no gossip member"
+    );
+    let pod = &template["spec"];
+    let container = &pod["containers"][0];
+    let ports: Vec<&str> = container["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(ports, ["http-metrics", "grpc"]);
+    let data = pod["volumes"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "data"))
+        .expect("a data volume");
+    assert!(data["emptyDir"].is_object(), "{data}");
+    assert!(
+        container["volumeMounts"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["name"] == "data" && m["mountPath"] == "/data")),
+        "{container}"
+    );
+    assert_eq!(rendered_config(&objs).1["compactor"]["data_dir"], "/data/compactor");
+    let svc = named(&objs, "Service", &name);
+    assert_eq!(svc["metadata"]["labels"]["heddle.io/monitor"], "true");
+    assert_eq!(svc["spec"]["selector"]["app.kubernetes.io/component"], "compactor");
+
+    let scaled = objects(&render_ok(
+        &helm,
+        &production,
+        &["compactor.replicas=3", "compactor.resources.requests.memory=2Gi"],
+    ));
+    let deploy = named(&scaled, "Deployment", &name);
+    assert_eq!(deploy["spec"]["replicas"], 3);
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"],
+        "2Gi"
+    );
+
+    let single = objects(&render_ok(&helm, &[ci_values("single-node-values.yaml")], &[]));
+    assert!(
+        !names(&single).iter().any(|n| n.contains("compactor")),
+        "single-node has no compactor pod: {:?}",
+        names(&single)
+    );
+    let sts = &of_kind(&single, "StatefulSet")[0];
+    assert!(args(sts).contains(&"--target=all"), "{:?}", args(sts));
+    assert_eq!(rendered_config(&single).1["compactor"]["data_dir"], "/data/compactor");
+}
+
 /// The gossip key: generated into a Secret, random per install, mounted read-only in every pod and named by
 /// `memberlist.cluster_key_file`; an existing Secret replaces it; off, or in single-node mode, none of it.
 #[test]
@@ -410,7 +479,7 @@ fn distributed_gossip_is_signed_with_a_generated_or_existing_key() {
     let (_, config) = rendered_config(&objs);
     assert_eq!(config["memberlist"]["cluster_key_file"], "/etc/heddle-gossip/key");
     let pods = workloads(&objs);
-    assert!(pods.len() >= 5, "{:?}", names(&objs));
+    assert!(pods.len() >= 6, "{:?}", names(&objs));
     for w in &pods {
         let pod = &w["spec"]["template"]["spec"];
         let volume = pod["volumes"]
@@ -749,9 +818,11 @@ fn alerts_and_dashboard_use_only_metrics_heddle_exports() {
     let referenced = heddle_metric_names(&format!("{rules}\n{dashboard}"));
     assert!(referenced.len() >= 8, "{referenced:?}");
 
-    // Families appear in the exposition once used: push a valid and an invalid series, ask the querier once.
+    // Families appear in the exposition once used: push a valid and an invalid series, ask the querier once,
+    // flush so the compactor (a pass a second) finds a tenant in the bucket.
     let h = HeddleProcess::start(HeddleOptions {
         ready_timeout: Duration::from_secs(120),
+        args: vec!["--compactor.compaction-interval=1s".to_owned()],
         ..HeddleOptions::default()
     })
     .expect("start heddle");
@@ -779,6 +850,22 @@ fn alerts_and_dashboard_use_only_metrics_heddle_exports() {
     assert_eq!(outcome.status, 400, "the invalid series is refused: {}", outcome.body);
     let (status, _) = http_get(h.http_addr(), "/prometheus/api/v1/labels", Duration::from_secs(10)).expect("labels");
     assert_eq!(status, 200);
+    let flush_url = format!("{}/ingester/flush?wait=true", h.url());
+    let flushed = runtime
+        .block_on(async {
+            let client = http_client(Duration::from_secs(60)).expect("client");
+            client.post(flush_url).send().await
+        })
+        .expect("flush");
+    assert_eq!(flushed.status().as_u16(), 204, "flush");
+    let compacted = || {
+        http_get(h.http_addr(), "/metrics", Duration::from_secs(10))
+            .is_ok_and(|(_, text)| text.contains("heddle_compactor_tenant_uncompacted_blocks{"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), compacted),
+        "the compactor passed over the tenant"
+    );
     let (status, exposition) = http_get(h.http_addr(), "/metrics", Duration::from_secs(10)).expect("metrics");
     assert_eq!(status, 200);
     let mut exported: BTreeSet<String> = exposition

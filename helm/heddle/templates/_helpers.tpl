@@ -73,7 +73,8 @@ heddle.io/zone: {{ . }}
 
 {{/*
 The YAML configuration, in Mimir's layout (docs/configuration.md). Both modes keep the TSDB under /data/tsdb and
-cut, retain and ship blocks the same way; single-node ships them to a filesystem bucket on the same volume
+the compactor's scratch space under /data/compactor (the single-node pod's volume, the compactor pod's emptyDir),
+and cut, retain and ship blocks the same way; single-node ships them to a filesystem bucket on the same volume
 (/data/blocks), distributed mode to S3 and adds the ring and gossip keys. The chart tests start the real binary
 with every rendered key (only paths, ports and the gossip seed are swapped for local ones).
 */}}
@@ -111,6 +112,7 @@ with every rendered key (only paths, ports and the gossip seed are swapped for l
     "query_timeout" $c.querier.queryTimeout
     "max_samples_per_query" (int64 $c.querier.maxSamplesPerQuery))
   "blocks_storage" $blocks
+  "compactor" (dict "data_dir" "/data/compactor")
 -}}
 {{- if include "heddle.s3" . -}}
 {{- $s3 := $v.storage.s3 -}}

@@ -31,6 +31,7 @@ pub const LOCAL_SWAPS: &[(&str, &str)] = &[
         "blocks_storage.filesystem.dir",
         "the bucket directory on that volume (single-node)",
     ),
+    ("compactor.data_dir", "the compactor's scratch directory on that volume"),
     (
         "ingester.ring.tokens_file_path",
         "the tokens file on that volume (distributed)",
@@ -122,7 +123,7 @@ impl LocalTls {
 pub struct LocalPod {
     /// The pod name (`<workload>-<ordinal>` for StatefulSets).
     pub name: String,
-    /// `ingester`, `distributor`, `querier` or `single-node`.
+    /// `ingester`, `distributor`, `querier`, `compactor` or `single-node`.
     pub component: String,
     pub http: SocketAddr,
     pub grpc: SocketAddr,
@@ -272,6 +273,7 @@ fn start_pod(
         ("server.http_listen_port", http_port.into()),
         ("server.grpc_listen_port", grpc_port.into()),
         ("blocks_storage.tsdb.dir", path_value(&data.join("tsdb"))),
+        ("compactor.data_dir", path_value(&data.join("compactor"))),
     ];
     if distributed {
         swaps.push(("ingester.ring.tokens_file_path", path_value(&data.join("tokens"))));

@@ -5,6 +5,9 @@
 
 mod files;
 mod store;
+mod tenant;
+
+pub use tenant::TenantListing;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

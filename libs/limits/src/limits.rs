@@ -83,6 +83,10 @@ pub struct Limits {
     /// as if they held no data. Mimir's `max_query_lookback`, also 0 by default.
     #[serde(with = "serde_duration")]
     pub max_query_lookback: Duration,
+    /// How long the compactor keeps a tenant's blocks in the bucket (0 = forever): a block whose newest sample
+    /// is older than this is marked for deletion. Mimir's `compactor_blocks_retention_period`, also 0 by default.
+    #[serde(with = "serde_duration")]
+    pub compactor_blocks_retention_period: Duration,
 }
 
 impl Default for Limits {
@@ -110,6 +114,7 @@ impl Default for Limits {
             max_fetched_chunk_bytes_per_query: 1 << 30,
             max_query_length: Duration::ZERO,
             max_query_lookback: Duration::ZERO,
+            compactor_blocks_retention_period: Duration::ZERO,
         }
     }
 }
@@ -301,6 +306,12 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         key: "limits.max_query_lookback",
         kind: FlagKind::Value,
         help: "How far back from now a query may read; older data is left out of answers (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "compactor.blocks-retention-period",
+        key: "limits.compactor_blocks_retention_period",
+        kind: FlagKind::Value,
+        help: "How long the compactor keeps a tenant's blocks in the bucket; older blocks are deleted (0 = forever)",
     },
 ];
 

@@ -10,6 +10,8 @@ use tempfile::TempDir;
 /// How a [`HeddleProcess`] is started.
 #[derive(Debug, Clone)]
 pub struct HeddleOptions {
+    /// `--target`: `all` by default.
+    pub target: String,
     /// Passes `--auth.multitenancy-enabled`: requests must then carry `X-Scope-OrgID`.
     pub multitenancy: bool,
     /// YAML written to `<root>/heddle.yaml` and passed as `--config.file`.
@@ -27,6 +29,7 @@ pub struct HeddleOptions {
 impl Default for HeddleOptions {
     fn default() -> Self {
         Self {
+            target: "all".to_owned(),
             multitenancy: false,
             config_yaml: None,
             args: Vec::new(),
@@ -37,7 +40,7 @@ impl Default for HeddleOptions {
     }
 }
 
-/// A running `heddle --target=all` owned by a test. The data directory (`<root>/data`) lives in a temporary
+/// A running `heddle` (by default `--target=all`) owned by a test. The data directory (`<root>/data`) lives in a temporary
 /// directory that survives restarts and is deleted on drop; the HTTP and gRPC ports are picked once and kept
 /// across restarts, so URLs stay valid. Dropping it kills the process.
 #[derive(Debug)]
@@ -95,7 +98,7 @@ impl HeddleProcess {
     /// The exact command line (without the program) the harness runs.
     pub fn command_args(&self) -> Vec<String> {
         let mut args = vec![
-            "--target=all".to_owned(),
+            format!("--target={}", self.opts.target),
             "--server.http-listen-address=127.0.0.1".to_owned(),
             format!("--server.http-listen-port={}", self.http_port),
             "--server.grpc-listen-address=127.0.0.1".to_owned(),
@@ -106,6 +109,8 @@ impl HeddleProcess {
                 "--blocks-storage.filesystem.dir={}",
                 self.root.path().join("blocks").display()
             ),
+            // Likewise the compactor's default `./data-compactor`.
+            format!("--compactor.data-dir={}", self.root.path().join("compactor").display()),
         ];
         if self.opts.multitenancy {
             args.push("--auth.multitenancy-enabled".to_owned());

@@ -1,5 +1,6 @@
 //! The whole process's configuration: one struct per component, and the flag table covering every key.
 
+use heddle_compactor::CompactorConfig;
 use heddle_config::{FlagKind, FlagSpec};
 use heddle_distributor::DistributorConfig;
 use heddle_ingester::{IngesterConfig, TsdbConfig};
@@ -24,6 +25,8 @@ pub enum Target {
     Distributor,
     Ingester,
     Querier,
+    /// Only the compactor: it needs the bucket, nothing of the ring.
+    Compactor,
 }
 
 /// Top-level YAML, Mimir's layout.
@@ -45,6 +48,7 @@ pub struct Config {
     pub memberlist: MemberlistConfig,
     /// How distributors and queriers dial ingesters (Mimir's `ingester_client`).
     pub ingester_client: IngesterClientConfig,
+    pub compactor: CompactorConfig,
 }
 
 /// `server:`: listeners and logging.
@@ -156,22 +160,63 @@ pub struct BucketStoreConfig {
     /// shipped by a flush is queryable from the bucket within a minute).
     #[serde(with = "heddle_config::serde_duration")]
     pub sync_interval: std::time::Duration,
+    /// How long after a block is marked for deletion queriers stop reading it (Mimir's default, 1h). Keep it
+    /// well under `compactor.deletion_delay` (less `bucket_index.max_stale_period` and `sync_interval`), so
+    /// no querier still reads a block when it is deleted.
+    #[serde(with = "heddle_config::serde_duration")]
+    pub ignore_deletion_mark_delay: std::time::Duration,
+    pub bucket_index: BucketIndexConfig,
 }
 
 impl Default for BucketStoreConfig {
     fn default() -> Self {
         Self {
             sync_interval: std::time::Duration::from_secs(60),
+            ignore_deletion_mark_delay: std::time::Duration::from_secs(3600),
+            bucket_index: BucketIndexConfig::default(),
         }
     }
 }
 
-const BUCKET_STORE_FLAGS: &[FlagSpec] = &[FlagSpec {
-    flag: "blocks-storage.bucket-store.sync-interval",
-    key: "blocks_storage.bucket_store.sync_interval",
-    kind: FlagKind::Value,
-    help: "How often queriers list a tenant's blocks in the bucket again",
-}];
+/// `blocks_storage.bucket_store.bucket_index:`: how queriers use the bucket index the compactor writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BucketIndexConfig {
+    /// Oldest bucket index a querier uses; with none younger it lists the bucket. Ingesters keep answering a
+    /// shipped block this long (plus `sync_interval`) after its upload, since an index that old may not list
+    /// it yet (Mimir's default, 1h).
+    #[serde(with = "heddle_config::serde_duration")]
+    pub max_stale_period: std::time::Duration,
+}
+
+impl Default for BucketIndexConfig {
+    fn default() -> Self {
+        Self {
+            max_stale_period: std::time::Duration::from_secs(3600),
+        }
+    }
+}
+
+const BUCKET_STORE_FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        flag: "blocks-storage.bucket-store.sync-interval",
+        key: "blocks_storage.bucket_store.sync_interval",
+        kind: FlagKind::Value,
+        help: "How often queriers list a tenant's blocks in the bucket again",
+    },
+    FlagSpec {
+        flag: "blocks-storage.bucket-store.ignore-deletion-marks-delay",
+        key: "blocks_storage.bucket_store.ignore_deletion_mark_delay",
+        kind: FlagKind::Value,
+        help: "How long after a block is marked for deletion queriers stop reading it",
+    },
+    FlagSpec {
+        flag: "blocks-storage.bucket-store.bucket-index.max-stale-period",
+        key: "blocks_storage.bucket_store.bucket_index.max_stale_period",
+        kind: FlagKind::Value,
+        help: "Oldest bucket index queriers use instead of listing the bucket",
+    },
+];
 
 /// Flags of the keys this crate owns.
 const OWN_FLAGS: &[FlagSpec] = &[
@@ -179,7 +224,7 @@ const OWN_FLAGS: &[FlagSpec] = &[
         flag: "target",
         key: "target",
         kind: FlagKind::Value,
-        help: "Roles to run: all, distributor, ingester or querier",
+        help: "Roles to run: all, distributor, ingester, querier or compactor",
     },
     FlagSpec {
         flag: "auth.multitenancy-enabled",
@@ -297,6 +342,7 @@ pub fn flags() -> Vec<FlagSpec> {
         heddle_limits::LIMITS_FLAGS,
         heddle_limits::RUNTIME_CONFIG_FLAGS,
         heddle_querier::QUERIER_FLAGS,
+        heddle_compactor::COMPACTOR_FLAGS,
         heddle_ring::RING_FLAGS,
         heddle_ring::MEMBERLIST_FLAGS,
     ]
@@ -316,6 +362,8 @@ impl Config {
         self.blocks_storage.tsdb.validate()?;
         self.blocks_storage.bucket().validate()?;
         self.querier.validate()?;
+        self.compactor.validate()?;
+        self.validate_query_split()?;
         self.ingester.ring.validate()?;
         self.memberlist.validate()?;
         self.server.grpc_tls_config.validate()?;
@@ -325,10 +373,43 @@ impl Config {
         Ok(())
     }
 
-    /// Whether this process is part of a cluster: every role but the single process without peers. Only then
-    /// does it serve (an ingester) or dial (a distributor, a querier) the ingester gRPC API.
+    /// Whether this process is part of a cluster: every role but the single process without peers and the
+    /// compactor (which only talks to the bucket). Only then does it serve (an ingester) or dial (a
+    /// distributor, a querier) the ingester gRPC API.
     pub fn clustered(&self) -> bool {
-        self.target != Target::All || !self.memberlist.join_members.is_empty()
+        match self.target {
+            Target::All => !self.memberlist.join_members.is_empty(),
+            Target::Compactor => false,
+            Target::Distributor | Target::Ingester | Target::Querier => true,
+        }
+    }
+
+    /// Queriers leave data newer than `querier.query_store_after` to the ingesters, which answer for it only
+    /// while they hold it: their local blocks (kept `retention_period`) and their open tenants (closed when idle
+    /// for `close_idle_tsdb_timeout`).
+    fn validate_query_split(&self) -> Result<(), String> {
+        let after = self.querier.query_store_after;
+        if after.is_zero() {
+            return Ok(());
+        }
+        let tsdb = &self.blocks_storage.tsdb;
+        for (key, held) in [
+            ("blocks_storage.tsdb.retention_period", tsdb.retention_period),
+            (
+                "blocks_storage.tsdb.close_idle_tsdb_timeout",
+                tsdb.close_idle_tsdb_timeout,
+            ),
+        ] {
+            if !held.is_zero() && held <= after {
+                return Err(format!(
+                    "querier.query_store_after: {} is not shorter than {key} ({}), so data between the two would be \
+                     read from neither the bucket nor the ingesters",
+                    heddle_config::format_duration(after),
+                    heddle_config::format_duration(held)
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// With tenants to keep apart (multitenancy) or an admin surface to protect (an admin token), a cluster's
@@ -522,6 +603,21 @@ mod tests {
         c.server.admin_grpc_listen_port = 9096;
         c.validate().unwrap();
         assert_eq!(c.server.admin_listener().as_deref(), Some("127.0.0.1:9096"));
+    }
+
+    #[test]
+    fn the_store_is_left_only_what_ingesters_still_hold() {
+        let mut c = Config::default();
+        c.querier.query_store_after = std::time::Duration::from_secs(12 * 3600);
+        c.querier.query_ingesters_within = std::time::Duration::from_secs(13 * 3600);
+        c.validate().unwrap();
+        c.blocks_storage.tsdb.retention_period = std::time::Duration::from_secs(6 * 3600);
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("blocks_storage.tsdb.retention_period"), "{e}");
+        c.blocks_storage.tsdb.retention_period = std::time::Duration::from_secs(24 * 3600);
+        c.querier.query_ingesters_within = std::time::Duration::from_secs(3600);
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("querier.query_ingesters_within"), "{e}");
     }
 
     #[test]

@@ -136,6 +136,7 @@ fn reader_node_id(cfg: &Config) -> String {
         Target::Distributor => "distributor",
         Target::Ingester => "ingester",
         Target::Querier => "querier",
+        Target::Compactor => "compactor",
     };
     format!("{}-{role}-{}", heddle_ring::hostname(), cfg.server.http_listen_port)
 }
@@ -203,7 +204,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
                 discarded.clone(),
             ))
         }
-        Target::Distributor | Target::Querier => None,
+        Target::Distributor | Target::Querier | Target::Compactor => None,
     };
     // Single-process mode (all roles, nobody to join) keeps its ring of one in-process ingester with RF 1;
     // everything else joins the gossip ring.
@@ -235,8 +236,14 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 
     if let Some(ing) = &ingester {
         ing.set_overrides(overrides.clone());
-        // Reads leave a shipped block to the querier once its block list refresh has had time to find it.
-        ing.set_shipped_blocks_grace(cfg.blocks_storage.bucket_store.sync_interval);
+        // Reads leave a shipped block to the querier once its block list refresh has had time to find it, in a
+        // listing or in a bucket index as old as queriers accept.
+        // With `querier.query_store_after`, queriers leave recent data to the ingesters: a block is answered
+        // here at least that long after its upload.
+        let store = &cfg.blocks_storage.bucket_store;
+        ing.set_shipped_blocks_grace(
+            (store.sync_interval + store.bucket_index.max_stale_period).max(cfg.querier.query_store_after),
+        );
         // A single process keeps the default topology (RF 1, one ingester): the global limits apply whole.
         if let Some(c) = &cluster {
             ing.set_topology_source(Arc::new(RingTopology {
@@ -246,15 +253,21 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
 
-    // One replica seam for both roles: the distributor asks it per series token, the querier per query.
-    let replicas: Arc<IngesterReplicas> = match (&cluster, &ingester) {
-        (Some(c), _) => Arc::new(RingReplicas::new(Arc::clone(&c.ring), Arc::clone(&c.pool))),
+    // One replica seam for both roles: the distributor asks it per series token, the querier per query. A
+    // compactor alone has no use for it.
+    let replicas: Option<Arc<IngesterReplicas>> = match (&cluster, &ingester) {
+        (Some(c), _) => Some(Arc::new(RingReplicas::new(Arc::clone(&c.ring), Arc::clone(&c.pool)))),
         (None, Some(ing)) => {
             let client: Arc<dyn IngesterClient> = ing.clone();
-            Arc::new(FixedReplicas::single(cfg.ingester.ring.resolved_instance_id(), client))
+            Some(Arc::new(FixedReplicas::single(
+                cfg.ingester.ring.resolved_instance_id(),
+                client,
+            )))
         }
+        (None, None) if cfg.target == Target::Compactor => None,
         (None, None) => bail!("--target={:?} without an ingester needs the cluster ring", cfg.target),
     };
+    let replicas = move || replicas.clone().expect("every target but the compactor has replicas");
     let admin = crate::admin::AdminCore::new(
         ingester.clone(),
         ring_admin(
@@ -274,7 +287,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         let distributor = Distributor::with_discarded_samples(
             distributor_cfg,
             cfg.limits.clone(),
-            Arc::clone(&replicas),
+            replicas(),
             &mut registry,
             discarded.clone(),
         )
@@ -307,19 +320,47 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             revision: crate::admin::build::GIT_COMMIT,
             rustc: crate::admin::build::RUSTC,
         };
-        let mut querier = Querier::new(cfg.querier.clone(), replicas, &mut registry)
+        let mut querier = Querier::new(cfg.querier.clone(), replicas(), &mut registry)
             .with_overrides(overrides.clone())
             .with_build_info(build);
         if let Some(bucket) = &bucket {
-            querier = querier.with_store(Arc::new(heddle_querier::BucketStore::new(
-                bucket.clone(),
-                cfg.blocks_storage.bucket_store.sync_interval,
-            )));
+            let store = &cfg.blocks_storage.bucket_store;
+            querier = querier.with_store(Arc::new(
+                heddle_querier::BucketStore::new(bucket.clone(), store.sync_interval)
+                    .with_deletion_marks(store.ignore_deletion_mark_delay, store.bucket_index.max_stale_period),
+            ));
         }
         api = api.merge(heddle_querier::router(Arc::new(querier)));
         if let (Some(c), None) = (&cluster, &ingester) {
             c.gate_readiness(&readiness, "ring", &stop);
         }
+    }
+
+    if matches!(cfg.target, Target::All | Target::Compactor) {
+        let bucket = bucket.clone().context("the compactor needs the blocks bucket")?;
+        // Queriers drop a marked block from their lists at most this long after the mark (if they share this
+        // config, as the chart's pods do); deleting it sooner can fail a query that still reads it.
+        let store = &cfg.blocks_storage.bucket_store;
+        let dropped_within =
+            store.ignore_deletion_mark_delay + store.bucket_index.max_stale_period + store.sync_interval;
+        if cfg.compactor.deletion_delay < dropped_within {
+            tracing::warn!(
+                deletion_delay = ?cfg.compactor.deletion_delay,
+                queriers_drop_marked_blocks_within = ?dropped_within,
+                "compactor.deletion_delay is shorter than ignore_deletion_mark_delay + bucket_index.max_stale_period \
+                 + sync_interval: a query may still read a block when it is deleted, and fail"
+            );
+        }
+        let holder = format!("{}-compactor-{}", heddle_ring::hostname(), cfg.server.http_listen_port);
+        let compactor = heddle_compactor::Compactor::new(
+            cfg.compactor.clone(),
+            bucket,
+            overrides.clone(),
+            Arc::new(heddle_model::SystemClock),
+            holder,
+            &mut registry,
+        );
+        tokio::spawn(Arc::new(compactor).run(stop.clone()));
     }
 
     let http_options = heddle_server::HttpServerOptions::new(

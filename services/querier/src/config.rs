@@ -33,6 +33,16 @@ pub struct QuerierConfig {
     /// PromQL queries (`query`, `query_range`) one querier evaluates at once; more wait for a slot, and the
     /// wait counts toward the query's timeout (Mimir: `querier.max-concurrent`, same default).
     pub max_concurrent: usize,
+    /// Ingesters are asked only by queries whose end is within this long before now (0: always, Heddle's
+    /// default; Mimir's is 13h). Set it only below what every ingester answers for: its shipped blocks, kept
+    /// `blocks_storage.tsdb.retention_period` (a block not shipped yet is older only when the bucket is down).
+    #[serde(with = "heddle_config::serde_duration")]
+    pub query_ingesters_within: Duration,
+    /// The bucket is asked only for the part of a query's range older than this before now (0: always,
+    /// Heddle's default; Mimir's is 12h). Ingesters then keep answering their shipped blocks this long after
+    /// the upload, so it must stay below `blocks_storage.tsdb.retention_period`.
+    #[serde(with = "heddle_config::serde_duration")]
+    pub query_store_after: Duration,
 }
 
 impl Default for QuerierConfig {
@@ -46,6 +56,8 @@ impl Default for QuerierConfig {
             max_samples: 50_000_000,
             lookback_delta: Duration::from_secs(5 * 60),
             max_concurrent: 20,
+            query_ingesters_within: Duration::ZERO,
+            query_store_after: Duration::ZERO,
         }
     }
 }
@@ -101,6 +113,18 @@ pub const QUERIER_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Value,
         help: "PromQL queries evaluated at once by one querier; more wait, within their timeout",
     },
+    FlagSpec {
+        flag: "querier.query-ingesters-within",
+        key: "querier.query_ingesters_within",
+        kind: FlagKind::Value,
+        help: "Ask ingesters only for queries ending within this long before now (0 = always)",
+    },
+    FlagSpec {
+        flag: "querier.query-store-after",
+        key: "querier.query_store_after",
+        kind: FlagKind::Value,
+        help: "Ask the bucket only for the part of a query older than this before now (0 = always)",
+    },
 ];
 
 /// Smallest frame limit accepted: one XOR chunk (at most ~1 KiB) plus a generous label set must fit.
@@ -114,6 +138,17 @@ impl QuerierConfig {
                 "querier.max_bytes_in_frame is {}; it must be at least {MIN_BYTES_IN_FRAME} so that one chunk and \
                  its labels fit in a frame",
                 self.max_bytes_in_frame
+            ));
+        }
+        if !self.query_ingesters_within.is_zero()
+            && !self.query_store_after.is_zero()
+            && self.query_ingesters_within < self.query_store_after
+        {
+            return Err(format!(
+                "querier.query_ingesters_within ({}) is shorter than querier.query_store_after ({}): data between \
+                 the two would be read from neither the ingesters nor the bucket",
+                heddle_config::format_duration(self.query_ingesters_within),
+                heddle_config::format_duration(self.query_store_after)
             ));
         }
         if self.query_timeout.is_zero() {

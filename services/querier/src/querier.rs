@@ -12,7 +12,7 @@ use crate::select::{Bounds, Merge, SelectedSeries, timeout_error};
 use crate::store::BucketStore;
 use futures::future::try_join_all;
 use heddle_limits::{Limits, Overrides};
-use heddle_model::{Labels, Matcher, Sample, TenantId};
+use heddle_model::{Clock, Labels, Matcher, Sample, SystemClock, TenantId};
 use heddle_proto::IngesterClient;
 use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, QueryRequest, Selector, SeriesRequest};
 use heddle_proto::prometheus::LabelMatcher;
@@ -21,6 +21,7 @@ use prometheus_client::registry::Registry;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::Semaphore;
 
 mod exemplars;
@@ -132,6 +133,31 @@ impl Querier {
         self.replicas.for_read().map_err(|e| QuerierError::Ring(e.to_string()))
     }
 
+    /// Which sources a query of `[start, end]` reads ([`split_by_time`] at the wall clock's now).
+    fn sources(&self, start: i64, end: i64) -> Sources {
+        split_by_time(
+            start,
+            end,
+            SystemClock.now_ms(),
+            self.cfg.query_ingesters_within,
+            self.cfg.query_store_after,
+        )
+    }
+
+    /// The ingesters a query of `sources` asks: the read set, or none.
+    fn read_set_for(&self, sources: Sources) -> Result<IngesterSet, QuerierError> {
+        if sources.ingesters {
+            self.read_set()
+        } else {
+            Ok(IngesterSet {
+                replicas: Vec::new(),
+                unreachable: Vec::new(),
+                max_errors: 0,
+                zones: None,
+            })
+        }
+    }
+
     async fn with_timeout<T>(
         &self,
         tenant: &TenantId,
@@ -154,14 +180,15 @@ impl Querier {
         let tenant = limiter.tenant();
         let req = query_request(start, end, matchers)?;
         let deadline = tokio::time::Instant::now() + self.cfg.query_timeout;
-        let set = self.read_set()?;
+        let sources = self.sources(start, end);
+        let set = self.read_set_for(sources)?;
         let blocks = async {
-            match &self.store {
+            match (&self.store, sources.store_end) {
                 // Blocks and ingesters may both hold a range (an ingester answers a shipped block until the
                 // querier's list can have found it): the merge treats each block as one more replica and
                 // de-duplicates.
-                Some(store) => store.query(tenant, start, end, matchers, limiter).await,
-                None => Ok(Vec::new()),
+                (Some(store), Some(store_end)) => store.query(tenant, start, store_end, matchers, limiter).await,
+                _ => Ok(Vec::new()),
             }
         };
         let opening = async {
@@ -270,8 +297,9 @@ impl Querier {
                 .collect(),
         };
         let limiter = self.limiter(tenant);
+        let sources = self.sources(start, end);
         self.with_timeout(tenant, async {
-            let set = self.read_set()?;
+            let set = self.read_set_for(sources)?;
             let mut out = BTreeSet::new();
             // Each answer is counted as it is taken, before it is merged into the result.
             for answer in fetch::series(&set, tenant, &req).await? {
@@ -280,9 +308,9 @@ impl Querier {
                     out.insert(labels_from_proto(&labels.labels)?);
                 }
             }
-            if let Some(store) = &self.store {
+            if let (Some(store), Some(store_end)) = (&self.store, sources.store_end) {
                 for matchers in selectors {
-                    let stored = store.series(tenant, start, end, matchers).await?;
+                    let stored = store.series(tenant, start, store_end, matchers).await?;
                     limiter.add(FetchLimit::Series, stored.len())?;
                     out.extend(stored);
                 }
@@ -301,7 +329,8 @@ impl Querier {
         end: i64,
         selectors: &[Vec<Matcher>],
     ) -> Result<Vec<String>, QuerierError> {
-        let set = self.read_set()?;
+        let sources = self.sources(start, end);
+        let set = self.read_set_for(sources)?;
         let requests = per_selector(selectors).map(|matchers| LabelNamesRequest {
             start_timestamp_ms: start,
             end_timestamp_ms: end,
@@ -314,9 +343,9 @@ impl Querier {
             }))
             .await?;
             let mut stored = Vec::new();
-            if let Some(store) = &self.store {
+            if let (Some(store), Some(store_end)) = (&self.store, sources.store_end) {
                 for matchers in selectors_or_all(selectors) {
-                    stored.extend(store.label_names(tenant, start, end, matchers).await?);
+                    stored.extend(store.label_names(tenant, start, store_end, matchers).await?);
                 }
             }
             Ok(sorted_union(answers.into_iter().flatten().flatten().chain(stored)))
@@ -334,7 +363,8 @@ impl Querier {
         end: i64,
         selectors: &[Vec<Matcher>],
     ) -> Result<Vec<String>, QuerierError> {
-        let set = self.read_set()?;
+        let sources = self.sources(start, end);
+        let set = self.read_set_for(sources)?;
         let requests = per_selector(selectors).map(|matchers| LabelValuesRequest {
             name: name.to_owned(),
             start_timestamp_ms: start,
@@ -348,14 +378,46 @@ impl Querier {
             }))
             .await?;
             let mut stored = Vec::new();
-            if let Some(store) = &self.store {
+            if let (Some(store), Some(store_end)) = (&self.store, sources.store_end) {
                 for matchers in selectors_or_all(selectors) {
-                    stored.extend(store.label_values(tenant, name, start, end, matchers).await?);
+                    stored.extend(store.label_values(tenant, name, start, store_end, matchers).await?);
                 }
             }
             Ok(sorted_union(answers.into_iter().flatten().flatten().chain(stored)))
         })
         .await
+    }
+}
+
+/// Which sources a query reads (Mimir's query split by time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sources {
+    /// Whether the ingesters are asked.
+    pub(crate) ingesters: bool,
+    /// The end of the range asked of the bucket, `None` when the bucket is not asked.
+    pub(crate) store_end: Option<i64>,
+}
+
+/// The sources of a query of `[start, end]` at `now_ms`: ingesters unless the query ends more than
+/// `ingesters_within` before now; the bucket for the part of the range more than `store_after` before now.
+/// Zero durations mean "always".
+pub(crate) fn split_by_time(
+    start: i64,
+    end: i64,
+    now_ms: i64,
+    ingesters_within: Duration,
+    store_after: Duration,
+) -> Sources {
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let ingesters = ingesters_within.is_zero() || end >= now_ms.saturating_sub(ms(ingesters_within));
+    let store_end = if store_after.is_zero() {
+        end
+    } else {
+        end.min(now_ms.saturating_sub(ms(store_after)))
+    };
+    Sources {
+        ingesters,
+        store_end: (store_end >= start).then_some(store_end),
     }
 }
 
@@ -393,4 +455,63 @@ fn sorted_union(values: impl Iterator<Item = String>) -> Vec<String> {
         .into_iter()
         .filter(|v| !v.is_empty())
         .collect()
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    #[test]
+    fn split_by_time_cases() {
+        const H: i64 = 3600 * 1000;
+        let now = 100 * H;
+        let (within, after) = (Duration::from_secs(13 * 3600), Duration::from_secs(12 * 3600));
+        let cases = [
+            (
+                "both off: every source, whole range",
+                0,
+                now,
+                Duration::ZERO,
+                Duration::ZERO,
+                true,
+                Some(now),
+            ),
+            ("recent query: ingesters only", now - H, now, within, after, true, None),
+            (
+                "old query: bucket only",
+                now - 50 * H,
+                now - 20 * H,
+                within,
+                after,
+                false,
+                Some(now - 20 * H),
+            ),
+            (
+                "spanning query: both, bucket clipped",
+                now - 50 * H,
+                now,
+                within,
+                after,
+                true,
+                Some(now - 12 * H),
+            ),
+            (
+                "ending exactly at the ingesters' edge",
+                now - 20 * H,
+                now - 13 * H,
+                within,
+                after,
+                true,
+                Some(now - 13 * H),
+            ),
+            ("store after only", now - 2 * H, now, Duration::ZERO, after, true, None),
+        ];
+        for (name, start, end, w, a, ingesters, store_end) in cases {
+            assert_eq!(
+                split_by_time(start, end, now, w, a),
+                Sources { ingesters, store_end },
+                "case {name}"
+            );
+        }
+    }
 }

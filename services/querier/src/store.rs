@@ -1,17 +1,23 @@
 //! Reading blocks straight from the bucket (the role Mimir gives its store-gateways): data older than what the
 //! ingesters still hold.
 //!
-//! Per tenant, the list of blocks (their `meta.json`) is refreshed at most every `sync_interval`; each block is
-//! opened once through ranged reads of the bucket, and its index header (TOC, symbols, postings offset table)
-//! stays in memory, so a query costs ranged GETs of the postings, series entries and chunks it touches.
+//! Per tenant, the list of blocks is refreshed at most every `sync_interval`; each block is opened once through
+//! ranged reads of the bucket, and its index header (TOC, symbols, postings offset table) stays in memory, so a
+//! query costs ranged GETs of the postings, series entries and chunks it touches.
+//!
+//! The list comes from the tenant's bucket index (`bucket-index.json.gz`, written by the compactor) when there
+//! is one no older than `bucket_index_max_stale_period`, else from listing the tenant's prefix. Either way a
+//! block whose deletion mark is older than `ignore_deletion_marks_delay` is left out: the compactor has put
+//! its samples in another block (or it is past retention), so the two are not both read for long, and the
+//! block is gone from every querier's list before the compactor's (longer) deletion delay deletes it.
 
 use crate::error::{FetchLimit, QuerierError};
 use crate::limits::QueryLimiter;
-use heddle_bucket::Bucket;
+use heddle_bucket::{Bucket, DeletionMark, IndexBlock};
 use heddle_model::{Labels, Matcher, TenantId};
 use heddle_tsdb::SeriesChunks;
-use heddle_tsdb::block::BlockReader;
-use std::collections::HashMap;
+use heddle_tsdb::block::{BlockMeta, BlockReader};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +26,8 @@ use std::time::{Duration, Instant};
 pub struct BucketStore {
     bucket: Bucket,
     sync_interval: Duration,
+    ignore_deletion_marks_delay: Duration,
+    bucket_index_max_stale_period: Duration,
     /// Held only to find or add a tenant: a slow bucket listing for one tenant never blocks another's queries.
     tenants: std::sync::Mutex<HashMap<TenantId, Arc<TenantBlocks>>>,
 }
@@ -45,12 +53,84 @@ struct BlockSet {
 
 impl BucketStore {
     /// Reads `bucket`, listing a tenant's blocks again when its list is older than `sync_interval`.
+    /// Marked blocks are ignored after an hour and a bucket index is used up to an hour old (Mimir's defaults);
+    /// see [`BucketStore::with_deletion_marks`].
     pub fn new(bucket: Bucket, sync_interval: Duration) -> Self {
         Self {
             bucket,
             sync_interval,
+            ignore_deletion_marks_delay: Duration::from_secs(3600),
+            bucket_index_max_stale_period: Duration::from_secs(3600),
             tenants: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Leaves out blocks marked for deletion longer than `ignore_deletion_marks_delay` ago, and reads a
+    /// tenant's bucket index instead of listing when it is at most `bucket_index_max_stale_period` old.
+    pub fn with_deletion_marks(
+        mut self,
+        ignore_deletion_marks_delay: Duration,
+        bucket_index_max_stale_period: Duration,
+    ) -> Self {
+        self.ignore_deletion_marks_delay = ignore_deletion_marks_delay;
+        self.bucket_index_max_stale_period = bucket_index_max_stale_period;
+        self
+    }
+
+    /// The tenant's blocks to read: from its bucket index when fresh enough, else from a listing; without
+    /// the blocks whose deletion mark is older than the delay.
+    async fn current_blocks(&self, tenant: &TenantId) -> Result<Vec<BlockMeta>, QuerierError> {
+        let store_err = |e: heddle_bucket::BucketError| QuerierError::Store {
+            tenant: tenant.to_string(),
+            reason: e.to_string(),
+        };
+        let now_secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let max_stale = i64::try_from(self.bucket_index_max_stale_period.as_secs()).unwrap_or(i64::MAX);
+        let index = match self.bucket.read_bucket_index(tenant).await {
+            Ok(Some(index)) if now_secs.saturating_sub(index.updated_at) <= max_stale => Some(index),
+            Ok(Some(index)) => {
+                tracing::debug!(tenant = %tenant, updated_at = index.updated_at, "bucket index too old; listing");
+                None
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(tenant = %tenant, error = %e, "cannot read the bucket index; listing");
+                None
+            }
+        };
+        let delay = self.ignore_deletion_marks_delay;
+        let ignored = |marks: Vec<DeletionMark>| -> HashSet<String> {
+            marks
+                .into_iter()
+                .filter(|m| m.older_than(delay, now_secs))
+                .map(|m| m.id)
+                .collect()
+        };
+        let blocks = match index {
+            Some(index) => {
+                let gone = ignored(
+                    index
+                        .block_deletion_marks
+                        .iter()
+                        .map(|m| DeletionMark::new(&m.block_id, m.deletion_time))
+                        .collect(),
+                );
+                index
+                    .blocks
+                    .iter()
+                    .filter(|b| !gone.contains(&b.block_id))
+                    .map(IndexBlock::to_meta)
+                    .collect()
+            }
+            None => {
+                let listing = self.bucket.list_tenant(tenant).await.map_err(store_err)?;
+                let gone = ignored(listing.deletion_marks);
+                listing.blocks.into_iter().filter(|b| !gone.contains(&b.ulid)).collect()
+            }
+        };
+        Ok(blocks)
     }
 
     fn tenant(&self, tenant: &TenantId) -> Arc<TenantBlocks> {
@@ -65,14 +145,12 @@ impl BucketStore {
         if synced.is_some_and(|t| t.elapsed() < self.sync_interval) {
             return Ok(());
         }
-        // The list is as fresh as the moment the listing starts, not the moment the new blocks are open: an
-        // ingester stops answering a block `sync_interval` after its upload, counting on the next refresh of a
-        // list that missed it to start by then.
+        // The list is as fresh as the moment the listing starts, not the moment the new blocks are open (from
+        // a bucket index, as fresh as the index, at most `bucket_index_max_stale_period` older): an ingester
+        // stops answering a block `sync_interval` plus that period after its upload, counting on the next
+        // refresh of a list that missed it to start by then.
         let listed_at = Instant::now();
-        let metas = self.bucket.list_blocks(tenant).await.map_err(|e| QuerierError::Store {
-            tenant: tenant.to_string(),
-            reason: e.to_string(),
-        })?;
+        let metas = self.current_blocks(tenant).await?;
         let current = Arc::clone(&blocks.state.read().unwrap_or_else(|p| p.into_inner()));
         let mut next = BlockSet::default();
         let mut to_open = Vec::new();

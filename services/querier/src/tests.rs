@@ -336,6 +336,37 @@ async fn failing_replicas_within_max_errors_are_tolerated() {
 }
 
 #[tokio::test]
+async fn queries_older_than_query_ingesters_within_leave_the_ingesters_alone() {
+    let labels = [("__name__", "up")];
+    let now = heddle_model::Clock::now_ms(&heddle_model::SystemClock);
+    let recent = now - 60_000;
+    let up = || -> Arc<dyn IngesterClient> {
+        Arc::new(FakeIngester::new().with_samples(&labels, &samples(recent..recent + 10), 120))
+    };
+    let down = || -> Arc<dyn IngesterClient> { Arc::new(down()) };
+    let m = || vec![matcher(Type::Eq, "__name__", "up")];
+    let cfg = QuerierConfig {
+        query_ingesters_within: Duration::from_secs(3600),
+        ..QuerierConfig::default()
+    };
+    // Every ingester down: a query of two days ago does not ask them (and, without a bucket, finds nothing),
+    // a query of the last minute does, and fails.
+    let h = harness(cfg.clone(), vec![down(), down(), down()], 1);
+    let old = send(
+        &h.app,
+        read_request(vec![query(now - 49 * 3_600_000, now - 48 * 3_600_000, m())], &[]),
+    )
+    .await;
+    assert_eq!(old.status, StatusCode::OK, "{}", String::from_utf8_lossy(&old.body));
+    assert!(decode_samples_response(&old).results[0].timeseries.is_empty());
+    let new = send(&h.app, read_request(vec![query(now - 120_000, now, m())], &[])).await;
+    assert_eq!(new.status, StatusCode::SERVICE_UNAVAILABLE);
+    let h = harness(cfg, vec![up(), up(), up()], 1);
+    let resp = decode_samples_response(&send(&h.app, read_request(vec![query(now - 120_000, now, m())], &[])).await);
+    assert_eq!(resp.results[0].timeseries[0].samples.len(), 10);
+}
+
+#[tokio::test]
 async fn remote_read_rejects_bad_requests() {
     let fake = Arc::new(standard_ingester());
     let h = harness(QuerierConfig::default(), vec![fake.clone()], 0);

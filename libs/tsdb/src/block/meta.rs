@@ -16,6 +16,8 @@ pub const META_VERSION: u32 = 1;
 pub const TENANT_EXTERNAL_LABEL: &str = "__org_id__";
 /// `thanos.source` of blocks cut by an ingester (the value Mimir's ingesters write).
 pub const SOURCE_INGESTER: &str = "receive";
+/// `thanos.source` of blocks the compactor wrote (the value Thanos' and Mimir's compactors write).
+pub const SOURCE_COMPACTOR: &str = "compactor";
 
 /// A block's `meta.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,13 +58,27 @@ pub struct BlockStats {
     pub num_tombstones: u64,
 }
 
-/// `compaction` of a block: level 1 and its own ULID as the only source for a block cut from a head.
+/// `compaction` of a block: level 1 and its own ULID as the only source for a block cut from a head; for a
+/// compacted block, one more than the highest level of its parents, the union of their sources (the level-1
+/// blocks it holds, sorted) and the parents themselves, as Prometheus' `LeveledCompactor` writes them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockCompaction {
     #[serde(default)]
     pub level: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<BlockDesc>,
+}
+
+/// A parent of a compacted block (`compaction.parents[]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockDesc {
+    pub ulid: String,
+    #[serde(rename = "minTime")]
+    pub min_time: i64,
+    #[serde(rename = "maxTime")]
+    pub max_time: i64,
 }
 
 /// The `thanos` section.
@@ -98,6 +114,7 @@ impl BlockMeta {
             compaction: BlockCompaction {
                 level: 1,
                 sources: vec![ulid.clone()],
+                parents: Vec::new(),
             },
             ulid,
             min_time,
@@ -109,6 +126,43 @@ impl BlockMeta {
                 downsample: ThanosDownsample::default(),
                 source: SOURCE_INGESTER.to_owned(),
             }),
+        }
+    }
+
+    /// Metadata of block `ulid` made by compacting `parents` (at least one): it covers their whole range,
+    /// its level is one above the highest parent's, its sources are the union of theirs, and it keeps the
+    /// `thanos` section of the first parent that has one, with the compactor as its source.
+    pub fn compacted(ulid: ulid::Ulid, parents: &[BlockMeta]) -> Self {
+        let ulid = ulid.to_string();
+        let mut sources: Vec<String> = parents
+            .iter()
+            .flat_map(|p| p.compaction.sources.iter().cloned())
+            .collect();
+        sources.sort();
+        sources.dedup();
+        let thanos = parents.iter().find_map(|p| p.thanos.clone()).map(|mut t| {
+            t.source = SOURCE_COMPACTOR.to_owned();
+            t
+        });
+        Self {
+            ulid,
+            min_time: parents.iter().map(|p| p.min_time).min().unwrap_or(0),
+            max_time: parents.iter().map(|p| p.max_time).max().unwrap_or(0),
+            stats: BlockStats::default(),
+            compaction: BlockCompaction {
+                level: parents.iter().map(|p| p.compaction.level).max().unwrap_or(0) + 1,
+                sources,
+                parents: parents
+                    .iter()
+                    .map(|p| BlockDesc {
+                        ulid: p.ulid.clone(),
+                        min_time: p.min_time,
+                        max_time: p.max_time,
+                    })
+                    .collect(),
+            },
+            version: META_VERSION,
+            thanos,
         }
     }
 
@@ -183,6 +237,32 @@ mod tests {
         assert_eq!(json["compaction"]["level"], 1);
         assert_eq!(json["minTime"], 0);
         assert_eq!(json["maxTime"], 7_200_000);
+    }
+
+    #[test]
+    fn a_compacted_block_records_its_lineage() {
+        let a = BlockMeta::new(new_ulid(), 0, 7_200_000, Some("team-a"));
+        let b = BlockMeta::new(new_ulid(), 10, 7_200_000, Some("team-a"));
+        let ab = BlockMeta::compacted(new_ulid(), &[a.clone(), b.clone()]);
+        assert_eq!((ab.min_time, ab.max_time), (0, 7_200_000));
+        assert_eq!(ab.compaction.level, 2);
+        let mut want = vec![a.ulid.clone(), b.ulid.clone()];
+        want.sort();
+        assert_eq!(ab.compaction.sources, want);
+        assert_eq!(ab.tenant(), Some("team-a"));
+        let c = BlockMeta::new(new_ulid(), 7_200_000, 14_400_000, Some("team-a"));
+        let abc = BlockMeta::compacted(new_ulid(), &[ab.clone(), c.clone()]);
+        assert_eq!(abc.compaction.level, 3);
+        assert_eq!(
+            abc.compaction.sources.len(),
+            3,
+            "sources are the level-1 blocks, not the parents"
+        );
+        let json: serde_json::Value = serde_json::from_slice(&abc.to_json()).unwrap();
+        assert_eq!(json["compaction"]["parents"][0]["ulid"], ab.ulid.as_str());
+        assert_eq!(json["compaction"]["parents"][1]["minTime"], 7_200_000);
+        assert_eq!(json["thanos"]["source"], SOURCE_COMPACTOR);
+        assert_eq!(BlockMeta::parse(&abc.to_json(), "abc").unwrap(), abc);
     }
 
     #[test]

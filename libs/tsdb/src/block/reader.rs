@@ -158,6 +158,27 @@ impl BlockReader {
         Ok(out)
     }
 
+    /// Ids of every series of the block, ascending. A block's series ids follow its series' label order (the
+    /// index stores entries sorted by labels), so reading them in batches with [`BlockReader::read_series`]
+    /// walks the block in label order without holding more than a batch: how compaction streams a block.
+    pub fn series_ids(&self) -> Result<Vec<u32>, TsdbError> {
+        let all = self.index.all_postings()?;
+        Ok(self.postings(&[all])?.into_iter().flatten().collect())
+    }
+
+    /// The series `ids` (ascending, from [`BlockReader::series_ids`]) with all their chunks, in id order (which
+    /// is label order). Chunks of a skipped encoding are left out and counted as in [`BlockReader::select`].
+    pub fn read_series(&self, ids: &[u32]) -> Result<Vec<SeriesChunks>, TsdbError> {
+        let selected = self.read_series_entries(ids)?;
+        if let Some(w) = selected.windows(2).find(|w| w[0].labels >= w[1].labels) {
+            return Err(self.index.corrupt(
+                self.index.toc.series,
+                format!("series {} comes before {} in the index", w[0].labels, w[1].labels),
+            ));
+        }
+        self.read_selected(SelectPlan { selected })
+    }
+
     /// Labels of the series matching all `matchers` with a chunk overlapping `[mint, maxt]`, sorted. Only the
     /// index is read (a series whose chunks are all of a skipped encoding is still listed).
     pub fn series(&self, mint: i64, maxt: i64, matchers: &[Matcher]) -> Result<Vec<Labels>, TsdbError> {
@@ -248,7 +269,7 @@ impl BlockReader {
             let all = self.index.all_postings()?;
             self.postings(&[all])?.into_iter().flatten().collect()
         };
-        let mut entries = self.read_series(&candidates)?;
+        let mut entries = self.read_series_entries(&candidates)?;
         entries.retain(|s| rest.iter().all(|m| m.matches(s.labels.get(m.name()).unwrap_or(""))));
         Ok(entries)
     }
@@ -264,7 +285,7 @@ impl BlockReader {
     }
 
     /// The series entries of `ids` (ascending).
-    fn read_series(&self, ids: &[u32]) -> Result<Vec<SeriesEntry>, TsdbError> {
+    fn read_series_entries(&self, ids: &[u32]) -> Result<Vec<SeriesEntry>, TsdbError> {
         let offsets: Vec<u64> = ids.iter().map(|&id| u64::from(id) * SERIES_ALIGN).collect();
         let start = self.index.toc.series;
         if let Some(&bad) = offsets.iter().find(|&&o| o < start) {

@@ -1,6 +1,6 @@
 use super::*;
 use bytes::Bytes;
-use heddle_bucket::{Backend, BucketConfig, FilesystemConfig};
+use heddle_bucket::{Backend, BucketConfig, DeletionMark, FilesystemConfig};
 use heddle_tsdb::block::{BlockMeta, BlockWriter, new_ulid};
 use heddle_tsdb::chunkenc::XorChunk;
 use heddle_tsdb::head::ChunkData;
@@ -97,6 +97,68 @@ async fn refreshes_see_new_blocks_and_forget_deleted_ones() {
     assert_eq!(jobs(&cached, 0, 5000).await.unwrap(), ["second"]);
     upload(&b, scratch.path(), 2000, 3000, "third").await;
     assert_eq!(jobs(&cached, 0, 5000).await.unwrap(), ["second"]);
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+#[tokio::test]
+async fn marked_blocks_are_read_until_their_mark_is_older_than_the_delay() {
+    let (dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let b = bucket(dir.path());
+    let first = upload(&b, scratch.path(), 0, 1000, "first").await;
+    upload(&b, scratch.path(), 0, 1000, "second").await;
+    b.mark_for_deletion(&tenant(), DeletionMark::new(&first, now_secs() - 600))
+        .await
+        .unwrap();
+    let hour = Duration::from_secs(3600);
+    let patient = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(hour, hour);
+    assert_eq!(
+        jobs(&patient, 0, 5000).await.unwrap(),
+        ["first", "second"],
+        "marked 10 minutes ago"
+    );
+    let prompt = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(Duration::from_secs(300), hour);
+    assert_eq!(
+        jobs(&prompt, 0, 5000).await.unwrap(),
+        ["second"],
+        "past a 5 minute delay"
+    );
+}
+
+#[tokio::test]
+async fn a_fresh_bucket_index_replaces_the_listing() {
+    let (dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let b = bucket(dir.path());
+    upload(&b, scratch.path(), 0, 1000, "first").await;
+    let listing = b.list_tenant(&tenant()).await.unwrap();
+    let second = upload(&b, scratch.path(), 1000, 2000, "second").await;
+    let hour = Duration::from_secs(3600);
+    let store = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(hour, hour);
+    // An index made before the second upload: the querier reads it, so the second block is not seen yet.
+    let index = heddle_bucket::BucketIndex::new(&listing.blocks, &[], now_secs() - 60);
+    b.write_bucket_index(&tenant(), &index).await.unwrap();
+    assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["first"], "from the index");
+    // Its marks count as the bucket's would.
+    let marked = heddle_bucket::BucketIndex::new(
+        &b.list_tenant(&tenant()).await.unwrap().blocks,
+        &[DeletionMark::new(&second, 0)],
+        now_secs(),
+    );
+    b.write_bucket_index(&tenant(), &marked).await.unwrap();
+    assert_eq!(
+        jobs(&store, 0, 5000).await.unwrap(),
+        ["first"],
+        "the index's mark is old"
+    );
+    // Too old an index is not trusted: the bucket is listed.
+    let stale = heddle_bucket::BucketIndex::new(&listing.blocks, &[], now_secs() - 7200);
+    b.write_bucket_index(&tenant(), &stale).await.unwrap();
+    assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["first", "second"], "listed");
 }
 
 fn limiter(limits: heddle_limits::Limits) -> Arc<QueryLimiter> {

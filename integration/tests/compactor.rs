@@ -1,0 +1,583 @@
+//! The compactor end to end, against a real S3-compatible server (s3s-fs), with promtool as the judge.
+//!
+//! - `rf3_replicas_become_one_block_per_range`: a 3-ingester cluster at RF 3 ships three copies of every 2 h
+//!   range; the compactor (`--target=compactor`) leaves one block per range, whose `promtool tsdb dump` is
+//!   exactly the acknowledged samples, each once, and the querier answers the same before and after.
+//! - `promtool_blocks_through_crashes_and_retention`: blocks made by `promtool tsdb create-blocks-from
+//!   openmetrics` (three overlapping "replicas" of two ranges, each missing other samples) are compacted by a
+//!   compactor killed after uploading a merged block and again after marking sources: after each restart no
+//!   sample is lost or doubled (remote read through a querier, and promtool on the result). Then a retention
+//!   set for the tenant in the runtime config file, without a restart, deletes exactly the older range.
+
+use heddle_bucket::{Backend, Bucket, BucketConfig, S3Config};
+use heddle_model::TenantId;
+use heddle_testkit::promtool::{Dump, check, parse_dump};
+use heddle_testkit::s3::S3Server;
+use heddle_testkit::{
+    Cluster, ClusterOptions, HeddleOptions, HeddleProcess, ReadClient, ReadMode, SeriesGen, copy_dir, eq, http_client,
+    now_ms, prometheus_tool, push, query, run_bounded, wait_until,
+};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const TENANT: &str = "anonymous";
+const RANGE_MS: i64 = 2 * 3600 * 1000;
+const WAIT: Duration = Duration::from_secs(90);
+const PROMTOOL_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn promtool() -> Option<PathBuf> {
+    prometheus_tool("PROMTOOL_BIN", "promtool", "compactor")
+}
+
+/// Whether `dir` holds a file, at any depth (a deleted block may leave empty directories behind).
+fn has_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.filter_map(Result::ok)
+            .any(|e| e.path().is_file() || (e.path().is_dir() && has_files(&e.path())))
+    })
+}
+
+/// Block directories of `TENANT` in the bucket s3s-fs serves: `(ulid, complete, marked)`, sorted.
+fn bucket_blocks(s3: &S3Server) -> Vec<(String, bool, bool)> {
+    let dir = s3.bucket_dir().join(TENANT);
+    let mut out: Vec<(String, bool, bool)> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    (name.len() == 26 && has_files(&e.path())).then(|| {
+                        (
+                            name,
+                            e.path().join("meta.json").is_file(),
+                            e.path().join("deletion-mark.json").is_file(),
+                        )
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The complete blocks that are not marked for deletion.
+fn live_blocks(s3: &S3Server) -> Vec<String> {
+    bucket_blocks(s3)
+        .into_iter()
+        .filter(|(_, complete, marked)| *complete && !marked)
+        .map(|(u, ..)| u)
+        .collect()
+}
+
+fn meta(s3: &S3Server, ulid: &str) -> serde_json::Value {
+    let path = s3.bucket_dir().join(TENANT).join(ulid).join("meta.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Copies `blocks` of the bucket into `scratch/<what>` (with the empty `wal/` promtool wants), runs
+/// `promtool tsdb analyze` on each and `promtool tsdb dump` on all, and returns the dump.
+fn judge(promtool: &Path, s3: &S3Server, blocks: &[String], scratch: &Path, what: &str) -> Dump {
+    let dir = scratch.join(what);
+    std::fs::create_dir_all(dir.join("wal")).unwrap();
+    for ulid in blocks {
+        copy_dir(&s3.bucket_dir().join(TENANT).join(ulid), &dir.join(ulid)).unwrap();
+        let mut cmd = Command::new(promtool);
+        cmd.args(["tsdb", "analyze"]).arg(&dir).arg(ulid);
+        let out = run_bounded(cmd, PROMTOOL_TIMEOUT).expect("promtool tsdb analyze runs");
+        assert!(
+            out.status.success() && out.stdout.contains("Block ID: "),
+            "{what}: promtool tsdb analyze {ulid} failed ({}):\n{}\n{}",
+            out.status,
+            out.stdout,
+            out.stderr
+        );
+    }
+    let mut cmd = Command::new(promtool);
+    cmd.args(["tsdb", "dump"]).arg(&dir);
+    let out = run_bounded(cmd, PROMTOOL_TIMEOUT).expect("promtool tsdb dump runs");
+    assert!(
+        out.status.success(),
+        "{what}: promtool tsdb dump failed:\n{}",
+        out.stderr
+    );
+    parse_dump(&out.stdout).unwrap_or_else(|e| panic!("{what}: unreadable dump: {e}"))
+}
+
+fn assert_exactly(what: &str, got: &Dump, want: &Dump) {
+    let problems = check(got, want, &Dump::new());
+    assert!(
+        problems.is_empty(),
+        "{what}: {} problems, first: {:?}",
+        problems.len(),
+        &problems[..problems.len().min(5)]
+    );
+}
+
+/// Remote read (samples) of `job` over `[start, end]` through the querier at `url`.
+async fn read_job(url: &str, job: &str, start: i64, end: i64) -> Dump {
+    let client = ReadClient::new(http_client(Duration::from_secs(60)).unwrap(), url, None);
+    let answer = client
+        .read(ReadMode::Samples, vec![query(start, end, vec![eq("job", job)])])
+        .await
+        .unwrap_or_else(|e| panic!("remote read: {e}"));
+    answer
+        .into_iter()
+        .flatten()
+        .map(|s| (s.labels, s.samples.iter().map(|p| (p.t, p.v.to_bits())).collect()))
+        .collect()
+}
+
+/// A compactor process on the S3 server: compacts at once and then every `interval`, deletes marked blocks on
+/// the next pass, and compacts blocks as soon as they are listed.
+fn start_compactor(s3: &S3Server, interval: &str, extra: &[String]) -> HeddleProcess {
+    let mut args = s3.heddle_args();
+    args.push(format!("--compactor.compaction-interval={interval}"));
+    args.extend(
+        [
+            "--compactor.deletion-delay=0s",
+            "--compactor.first-level-compaction-wait-period=0s",
+        ]
+        .map(String::from),
+    );
+    args.extend(extra.iter().cloned());
+    HeddleProcess::start(HeddleOptions {
+        target: "compactor".to_owned(),
+        args,
+        ..HeddleOptions::default()
+    })
+    .expect("compactor starts")
+}
+
+/// The compactor flag that leaves only the merge of overlapping blocks: the three 2 h ranges `ship_rf3` writes
+/// cross a 12 h boundary when the test runs between 02:00 and 06:00 or 14:00 and 18:00 UTC, and the default
+/// ranges then, rightly, compact the finished window's blocks into one: the count of blocks per range would
+/// depend on the clock. Compaction into longer ranges has its own test
+/// (`heddle-compactor`, `replicas_become_one_block_then_longer_ranges`).
+const VERTICAL_ONLY: &str = "--compactor.block-ranges=2h";
+
+/// Flags of processes that read the bucket: fresh block lists, marked blocks ignored at once.
+fn reader_args() -> Vec<String> {
+    [
+        "--blocks-storage.bucket-store.sync-interval=200ms",
+        "--blocks-storage.bucket-store.ignore-deletion-marks-delay=0s",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A 3-ingester RF-3 cluster on `s3` that has shipped `series` series of one sample a minute over five hours
+/// (three 2 h ranges, from a range boundary six hours ago) as three replicas of each range, and what it
+/// acknowledged.
+struct ShippedCluster {
+    cluster: Cluster,
+    g: SeriesGen,
+    rounds: u32,
+    want: Dump,
+}
+
+async fn ship_rf3(s3: &S3Server, series: usize) -> ShippedCluster {
+    let mut args = s3.heddle_args();
+    args.extend(reader_args());
+    args.extend(
+        [
+            "--blocks-storage.tsdb.head-compaction-interval=500ms",
+            "--blocks-storage.tsdb.ship-interval=500ms",
+            "--blocks-storage.tsdb.empty-head-sample-age-limit=24h",
+            // Ingesters stop answering a shipped block 200 ms after its upload (the sync interval plus the bucket
+            // index's staleness): reads come from the bucket.
+            "--blocks-storage.bucket-store.bucket-index.max-stale-period=0s",
+        ]
+        .map(String::from),
+    );
+    let cluster = Cluster::start(ClusterOptions {
+        distributors: 1,
+        args,
+        ..ClusterOptions::default()
+    })
+    .expect("cluster starts");
+    let start = (now_ms() - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
+    let mut g = SeriesGen::new(11, series, 4, start);
+    g.interval_ms = 60_000;
+    g.job = "compactor".to_owned();
+    let rounds = 300;
+    let http = http_client(Duration::from_secs(30)).unwrap();
+    let per_request = (20_000 / series).clamp(1, 20) as u32;
+    for r in (0..rounds).step_by(per_request as usize) {
+        let to = (r + per_request).min(rounds);
+        for part in (0..g.series).step_by(1000) {
+            let batch = g.write_request(part..(part + 1000).min(g.series), r..to);
+            let out = push(&http, &cluster.distributor(0).push_url(), None, &batch)
+                .await
+                .expect("push sent");
+            assert!(out.is_success(), "push of rounds {r}..{to} refused: {out:?}");
+        }
+    }
+    let want: Dump = (0..g.series)
+        .map(|i| {
+            let points = (0..rounds)
+                .map(|r| (g.timestamp(i, r), g.value(i, r).to_bits()))
+                .collect();
+            (g.model_labels(i), points)
+        })
+        .collect();
+    for ing in cluster.ingesters() {
+        let resp = http_client(Duration::from_secs(300))
+            .unwrap()
+            .post(format!("{}/ingester/flush?wait=true", ing.url()))
+            .send()
+            .await
+            .expect("flush answered");
+        let status = resp.status().as_u16();
+        assert_eq!(
+            status,
+            204,
+            "flush of {}: {}\n{}",
+            ing.name(),
+            resp.text().await.unwrap_or_default(),
+            ing.log_tail(20)
+        );
+    }
+    assert!(
+        wait_until(WAIT, || live_blocks(s3).len() == 9),
+        "three replicas of three ranges were not shipped: {:?}",
+        bucket_blocks(s3)
+    );
+    ShippedCluster {
+        cluster,
+        g,
+        rounds,
+        want,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rf3_replicas_become_one_block_per_range() {
+    let Some(promtool) = promtool() else { return };
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let ShippedCluster {
+        cluster,
+        g,
+        rounds,
+        want,
+    } = ship_rf3(&s3, 40).await;
+    let (lo, hi) = g.time_range(rounds);
+    let querier = cluster.querier().prometheus_url();
+    assert_exactly(
+        "read before compaction",
+        &read_job(&querier, &g.job, lo, hi).await,
+        &want,
+    );
+
+    let index = s3.bucket_dir().join(TENANT).join("bucket-index.json.gz");
+    let compactor = start_compactor(&s3, "1s", &[VERTICAL_ONLY.to_owned()]);
+    assert!(
+        wait_until(WAIT, || bucket_blocks(&s3).len() == 3
+            && live_blocks(&s3).len() == 3
+            && index.is_file()),
+        "the replicas were not compacted into one block per range, with a bucket index: {:?}\n{}",
+        bucket_blocks(&s3),
+        compactor.log_tail(30)
+    );
+    let blocks = live_blocks(&s3);
+    for ulid in &blocks {
+        let m = meta(&s3, ulid);
+        assert_eq!(m["compaction"]["level"], 2, "block {ulid}: {m}");
+        assert_eq!(
+            m["compaction"]["sources"].as_array().map(Vec::len),
+            Some(3),
+            "block {ulid}: {m}"
+        );
+        assert_eq!(
+            m["compaction"]["parents"].as_array().map(Vec::len),
+            Some(3),
+            "block {ulid}: {m}"
+        );
+        assert_eq!(m["thanos"]["labels"]["__org_id__"], TENANT, "block {ulid}: {m}");
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let got = judge(&promtool, &s3, &blocks, scratch.path(), "compacted");
+    assert_exactly("promtool dump of the compacted blocks", &got, &want);
+    assert_exactly(
+        "read after compaction",
+        &read_job(&querier, &g.job, lo, hi).await,
+        &want,
+    );
+}
+
+/// Bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |rd| {
+        rd.filter_map(Result::ok)
+            .map(|e| {
+                let p = e.path();
+                if p.is_dir() {
+                    dir_bytes(&p)
+                } else {
+                    e.metadata().map_or(0, |m| m.len())
+                }
+            })
+            .sum()
+    })
+}
+
+/// A gauge or counter of `name` (no labels) in the exposition of `process`.
+fn scrape(process: &HeddleProcess, name: &str) -> f64 {
+    let (_, text) = heddle_testkit::http_get(process.http_addr(), "/metrics", Duration::from_secs(10)).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The footprint the compactor removes: bucket bytes per acknowledged sample at RF 3 before and after
+/// compaction (the goal: at most 1.05 times one replica's), the compaction's throughput and the compactor's
+/// peak memory. A measurement, run by hand (`loadtest/README.md`); it prints its figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: cargo test -p heddle-integration --test compactor -- --ignored --nocapture"]
+async fn footprint_at_rf3() {
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let series = 3000;
+    let ShippedCluster { want, .. } = ship_rf3(&s3, series).await;
+    let samples: usize = want.values().map(Vec::len).sum();
+    let tenant_dir = s3.bucket_dir().join(TENANT);
+    let before = dir_bytes(&tenant_dir);
+    let compactor = start_compactor(&s3, "1h", &[VERTICAL_ONLY.to_owned()]);
+    assert!(
+        wait_until(Duration::from_secs(600), || bucket_blocks(&s3).len() == 3
+            && scrape(&compactor, "heddle_compactor_runs_completed_total") >= 1.0),
+        "compaction did not finish: {:?}",
+        bucket_blocks(&s3)
+    );
+    // The bucket index and the lock are the compactor's own; the blocks are what is compared.
+    let after = dir_bytes(&tenant_dir) - dir_bytes_of(&tenant_dir, &["bucket-index.json.gz"]);
+    let written = scrape(&compactor, "heddle_compactor_samples_written_total");
+    let run_seconds = scrape(&compactor, "heddle_compactor_run_duration_seconds_sum");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", compactor.pid().unwrap())).unwrap();
+    let peak_rss = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .unwrap_or("VmHWM: ?")
+        .to_owned();
+    let one_replica = before as f64 / 3.0;
+    println!(
+        "footprint: {series} series, {samples} acknowledged samples; bucket before {before} B ({:.3} B/sample, \
+         3 replicas), after {after} B ({:.3} B/sample) = {:.3}x one replica; compaction wrote {written} samples \
+         in {run_seconds:.2} s ({:.0} samples/s); compactor {peak_rss}",
+        before as f64 / samples as f64,
+        after as f64 / samples as f64,
+        after as f64 / one_replica,
+        written / run_seconds.max(f64::EPSILON),
+    );
+    assert_eq!(written as usize, samples, "each acknowledged sample written once");
+    assert!(
+        after as f64 <= 1.05 * one_replica,
+        "after compaction {after} B > 1.05 x one replica ({one_replica} B)"
+    );
+}
+
+/// Bytes of the files `names` directly under `dir`.
+fn dir_bytes_of(dir: &Path, names: &[&str]) -> u64 {
+    names
+        .iter()
+        .map(|n| std::fs::metadata(dir.join(n)).map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// Three "replicas" of the same series over two 2 h ranges a day apart, as OpenMetrics files: replica `r`
+/// misses the samples whose index is `r` modulo 5, so every sample is in two replicas at least. Returns the
+/// files and the samples all of them hold together, per range.
+fn openmetrics_replicas(dir: &Path, old: i64, new: i64) -> (Vec<PathBuf>, Dump, Dump) {
+    let (mut old_want, mut new_want) = (Dump::new(), Dump::new());
+    let mut files = Vec::new();
+    for r in 0..3 {
+        let mut text = String::new();
+        for m in 0..3 {
+            let name = format!("om_metric_{m}");
+            text.push_str(&format!("# TYPE {name} gauge\n"));
+            for s in 0..10 {
+                let labels = heddle_model::Labels::from_unsorted([
+                    ("__name__", name.as_str()),
+                    ("instance", &format!("i-{s}")),
+                    ("job", "om"),
+                ])
+                .unwrap();
+                for (base, want) in [(old, &mut old_want), (new, &mut new_want)] {
+                    for k in 0..240i64 {
+                        let t = base + k * 30_000;
+                        let v = (k * 7 + s * 3 + m) as f64 / 4.0;
+                        if (k + s) % 5 != r {
+                            text.push_str(&format!(
+                                "{name}{{instance=\"i-{s}\",job=\"om\"}} {v} {}.{:03}\n",
+                                t / 1000,
+                                t % 1000
+                            ));
+                        }
+                        let points = want.entry(labels.clone()).or_default();
+                        if r == 0 {
+                            points.push((t, v.to_bits()));
+                        }
+                    }
+                }
+            }
+        }
+        text.push_str("# EOF\n");
+        let path = dir.join(format!("replica-{r}.om"));
+        std::fs::write(&path, text).unwrap();
+        files.push(path);
+    }
+    (files, old_want, new_want)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promtool_blocks_through_crashes_and_retention() {
+    let Some(promtool) = promtool() else { return };
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let scratch = tempfile::tempdir().unwrap();
+    // A querier (the single process, whose ingester stays empty) and a compactor with nothing to do yet; the
+    // querier's own compactor waits a day before touching level-1 blocks and has run its first pass by now.
+    let mut reader_args = reader_args();
+    reader_args.extend(s3.heddle_args());
+    reader_args.push("--compactor.first-level-compaction-wait-period=24h".to_owned());
+    let reader = HeddleProcess::start(HeddleOptions {
+        args: reader_args,
+        ..HeddleOptions::default()
+    })
+    .expect("reader starts");
+    let runtime_config = scratch.path().join("runtime.yaml");
+    std::fs::write(&runtime_config, "overrides: {}\n").unwrap();
+    // Its first pass finds nothing; it passes again only when restarted, until the last restart below.
+    let mut compactor = start_compactor(
+        &s3,
+        "1h",
+        &[
+            format!("--runtime-config.file={}", runtime_config.display()),
+            "--runtime-config.reload-period=500ms".to_owned(),
+        ],
+    );
+
+    let now = now_ms();
+    let old = (now - 50 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
+    let new = (now - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
+    let (files, old_want, new_want) = openmetrics_replicas(scratch.path(), old, new);
+    let want: Dump = heddle_testkit::promtool::union(old_want, new_want.clone());
+    let bucket = Bucket::new(
+        &BucketConfig {
+            backend: Backend::S3,
+            s3: S3Config {
+                endpoint: s3.addr().to_string(),
+                bucket_name: s3.bucket().to_owned(),
+                access_key_id: s3.access_key().to_owned(),
+                secret_access_key: s3.secret_key().to_owned(),
+                insecure: true,
+                region: String::new(),
+            },
+            ..BucketConfig::default()
+        },
+        &mut prometheus_client::registry::Registry::default(),
+    )
+    .unwrap();
+    let tenant = TenantId::new(TENANT).unwrap();
+    for (r, file) in files.iter().enumerate() {
+        let out = scratch.path().join(format!("blocks-{r}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let mut cmd = Command::new(&promtool);
+        cmd.args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(file)
+            .arg(&out);
+        let res = run_bounded(cmd, PROMTOOL_TIMEOUT).expect("promtool runs");
+        assert!(res.status.success(), "create-blocks-from: {}", res.stderr);
+        for entry in std::fs::read_dir(&out).unwrap() {
+            bucket.upload_block(&tenant, &entry.unwrap().path()).await.unwrap();
+        }
+    }
+    assert_eq!(live_blocks(&s3).len(), 6, "two ranges, three replicas");
+    let (lo, hi) = (old, new + RANGE_MS);
+    let url = reader.prometheus_url();
+    assert_exactly("read of the replicas", &read_job(&url, "om", lo, hi).await, &want);
+
+    // Killed after uploading the first merged block, before marking its sources.
+    compactor.options_mut().env = vec![("HEDDLE_FAILPOINT".into(), "compactor-after-upload".into())];
+    let _ = compactor.restart();
+    assert!(
+        compactor.wait_exit(WAIT)
+            && compactor
+                .log_tail(5)
+                .contains("failpoint compactor-after-upload reached"),
+        "the compactor did not stop after its upload\n{}",
+        compactor.log_tail(30)
+    );
+    let blocks = bucket_blocks(&s3);
+    assert_eq!(blocks.len(), 7, "one merged block more: {blocks:?}");
+    assert!(
+        blocks.iter().all(|(_, complete, marked)| *complete && !marked),
+        "{blocks:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_exactly("read after the first crash", &read_job(&url, "om", lo, hi).await, &want);
+
+    // Killed after marking the sources of the second range's merge; the first range's sources are marked
+    // as superseded by the merged block the first run left.
+    compactor.options_mut().env = vec![("HEDDLE_FAILPOINT".into(), "compactor-after-mark".into())];
+    let _ = compactor.restart();
+    assert!(
+        compactor.wait_exit(WAIT) && compactor.log_tail(5).contains("failpoint compactor-after-mark reached"),
+        "the compactor did not stop after marking\n{}",
+        compactor.log_tail(30)
+    );
+    let blocks = bucket_blocks(&s3);
+    assert_eq!(
+        live_blocks(&s3).len(),
+        2,
+        "two merged blocks, every source marked: {blocks:?}"
+    );
+    assert_eq!(blocks.len(), 8, "nothing deleted yet: {blocks:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_exactly(
+        "read after the second crash",
+        &read_job(&url, "om", lo, hi).await,
+        &want,
+    );
+
+    // No more failpoints, a pass every second: the marked blocks go, two blocks are left, each sample once.
+    compactor.options_mut().env.clear();
+    for a in &mut compactor.options_mut().args {
+        if a.starts_with("--compactor.compaction-interval=") {
+            *a = "--compactor.compaction-interval=1s".to_owned();
+        }
+    }
+    compactor.restart().unwrap();
+    assert!(
+        wait_until(WAIT, || bucket_blocks(&s3).len() == 2),
+        "marked blocks were not deleted: {:?}\n{}",
+        bucket_blocks(&s3),
+        compactor.log_tail(30)
+    );
+    let blocks = live_blocks(&s3);
+    let got = judge(&promtool, &s3, &blocks, scratch.path(), "compacted");
+    assert_exactly("promtool dump after the crashes", &got, &want);
+    for ulid in &blocks {
+        let m = meta(&s3, ulid);
+        assert_eq!(m["compaction"]["level"], 2, "{m}");
+        assert_eq!(m["thanos"]["labels"]["__org_id__"], TENANT, "the tenant is named: {m}");
+    }
+    assert_exactly("read after compaction", &read_job(&url, "om", lo, hi).await, &want);
+
+    // A day of retention for the tenant, picked up without a restart: the older range goes, nothing else.
+    std::fs::write(
+        &runtime_config,
+        format!("overrides:\n  {TENANT}:\n    compactor_blocks_retention_period: 24h\n"),
+    )
+    .unwrap();
+    assert!(
+        wait_until(WAIT, || bucket_blocks(&s3).len() == 1),
+        "retention did not delete the older block: {:?}\n{}",
+        bucket_blocks(&s3),
+        compactor.log_tail(30)
+    );
+    let left = live_blocks(&s3);
+    assert_eq!(meta(&s3, &left[0])["minTime"], new, "the recent range is kept");
+    let got = judge(&promtool, &s3, &left, scratch.path(), "retention");
+    assert_exactly("promtool dump after retention", &got, &new_want);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_exactly("read after retention", &read_job(&url, "om", lo, hi).await, &new_want);
+}
