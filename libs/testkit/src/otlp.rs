@@ -49,7 +49,7 @@ pub fn otlp_request(req: &WriteRequest) -> ExportMetricsServiceRequest {
         let points = resources.entry((job, instance)).or_default().entry(name).or_default();
         points.extend(ts.samples.iter().map(|s| NumberDataPoint {
             attributes: attributes.clone(),
-            time_unix_nano: u64::try_from(s.timestamp).unwrap_or(0) * 1_000_000,
+            time_unix_nano: u64::try_from(s.timestamp).unwrap_or(0).saturating_mul(1_000_000),
             value: Some(number_data_point::Value::AsDouble(s.value)),
             ..NumberDataPoint::default()
         }));

@@ -17,7 +17,7 @@
 //! blocks are marked, and queriers skip marked blocks after their own delay).
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -273,15 +273,23 @@ impl Compactor {
         Ok(())
     }
 
-    /// Step 4 for one group: download, merge, upload, then mark the sources.
+    /// Step 4 for one group: download, merge, upload, then mark the sources. The scratch directory is removed
+    /// whether the compaction succeeds or fails, so a tenant that fails and is never planned again leaves no
+    /// downloaded blocks on disk.
     async fn compact_group(&self, tenant: &TenantId, plan: &Plan) -> Result<(), CompactorError> {
+        let work = self.cfg.data_dir.join(tenant.as_str());
+        reset_dir(&work).await?;
+        let outcome = self.compact_group_in(tenant, plan, &work).await;
+        let cleaned = reset_dir(&work).await;
+        outcome.and(cleaned)
+    }
+
+    async fn compact_group_in(&self, tenant: &TenantId, plan: &Plan, work: &Path) -> Result<(), CompactorError> {
         let started = Instant::now();
         let bucket_err = |source| CompactorError::Bucket {
             tenant: tenant.to_string(),
             source,
         };
-        let work = self.cfg.data_dir.join(tenant.as_str());
-        reset_dir(&work).await?;
         let (sources, out) = (work.join("sources"), work.join("out"));
         for dir in [&sources, &out] {
             tokio::fs::create_dir_all(dir)
@@ -365,7 +373,7 @@ impl Compactor {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "compacted blocks"
         );
-        reset_dir(&work).await
+        Ok(())
     }
 
     /// Writes the tenant's bucket index from a fresh listing, and the tenant's gauges.
@@ -393,12 +401,12 @@ impl Compactor {
 }
 
 /// Removes `dir` and everything in it (what a compaction cut short left), if it exists.
-async fn reset_dir(dir: &PathBuf) -> Result<(), CompactorError> {
+async fn reset_dir(dir: &Path) -> Result<(), CompactorError> {
     match tokio::fs::remove_dir_all(dir).await {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(CompactorError::Local {
-            path: dir.clone(),
+            path: dir.to_path_buf(),
             source,
         }),
     }

@@ -9,6 +9,7 @@ use heddle_limits::Limits;
 use heddle_model::{Labels, ManualClock, Sample};
 use heddle_tsdb::ChunkData;
 use heddle_tsdb::chunkenc::{XorChunk, decode_xor};
+use std::path::PathBuf;
 use std::time::Duration;
 
 const H: i64 = 3600 * 1000;
