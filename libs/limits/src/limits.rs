@@ -57,6 +57,13 @@ pub struct Limits {
     /// each ingester keeps a circular buffer of `global * replication_factor / ingesters` exemplars, the oldest
     /// overwritten first (Prometheus' `max_exemplars`).
     pub max_global_exemplars_per_user: usize,
+    /// Store a zero sample at a remote-write series' created timestamp (2.0's `created_timestamp` or
+    /// `Sample.start_timestamp`), as Prometheus' `created-timestamp-zero-ingestion` feature does, so `rate()`
+    /// and `increase()` see a counter's first increment. Off by default, as in Prometheus.
+    pub created_timestamp_zero_ingestion_enabled: bool,
+    /// The same for OTLP: a zero sample at the start time of cumulative sums, histograms and summaries
+    /// (Mimir's `otel_created_timestamp_zero_ingestion_enabled`, off by default).
+    pub otel_created_timestamp_zero_ingestion_enabled: bool,
     /// Deduplicate samples from Prometheus HA pairs (the HA tracker) for this tenant.
     pub accept_ha_samples: bool,
     /// Label naming the HA cluster (the Prometheus pair) a series comes from.
@@ -105,6 +112,8 @@ impl Default for Limits {
             max_global_metadata_per_user: 10_000,
             max_global_metadata_per_metric: 10,
             max_global_exemplars_per_user: 0,
+            created_timestamp_zero_ingestion_enabled: false,
+            otel_created_timestamp_zero_ingestion_enabled: false,
             accept_ha_samples: false,
             ha_cluster_label: "cluster".into(),
             ha_replica_label: "__replica__".into(),
@@ -252,6 +261,18 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         key: "limits.max_global_exemplars_per_user",
         kind: FlagKind::Value,
         help: "Exemplars kept per tenant across the cluster, in a circular buffer per ingester (0 = exemplars are dropped)",
+    },
+    FlagSpec {
+        flag: "distributor.created-timestamp-zero-ingestion-enabled",
+        key: "limits.created_timestamp_zero_ingestion_enabled",
+        kind: FlagKind::Bool,
+        help: "Store a zero sample at each remote-write series' created timestamp, when it precedes the series' samples",
+    },
+    FlagSpec {
+        flag: "distributor.otel-created-timestamp-zero-ingestion-enabled",
+        key: "limits.otel_created_timestamp_zero_ingestion_enabled",
+        kind: FlagKind::Bool,
+        help: "Store a zero sample at the start time of OTLP cumulative sums, histograms and summaries",
     },
     FlagSpec {
         flag: "distributor.ha-tracker.enable-for-all-users",

@@ -31,6 +31,8 @@ pub struct SeriesBatch {
     exemplar_text: String,
     /// Metric metadata, not tied to a series.
     metadata: Vec<MetricMetadata>,
+    /// Created timestamps, by series index in increasing order: only the few series that have one.
+    created: Vec<(u32, i64)>,
 }
 
 /// Why a series could not be added to a [`SeriesBatch`].
@@ -140,6 +142,23 @@ impl SeriesBatch {
         Some(())
     }
 
+    /// Gives the series pushed last the created timestamp `t` (when its counter started, ms).
+    pub fn set_created(&mut self, t: i64) {
+        if let Some(last) = self.series.len().checked_sub(1).and_then(|i| u32::try_from(i).ok()) {
+            match self.created.last_mut() {
+                Some(entry) if entry.0 == last => entry.1 = t,
+                _ => self.created.push((last, t)),
+            }
+        }
+    }
+
+    /// The created timestamp of series `index`, if it was given one.
+    pub fn created(&self, index: usize) -> Option<i64> {
+        let index = u32::try_from(index).ok()?;
+        let at = self.created.binary_search_by_key(&index, |&(i, _)| i).ok()?;
+        Some(self.created[at].1)
+    }
+
     /// Adds a metric metadata entry (copied).
     pub fn push_metadata(&mut self, metadata: MetadataRef<'_>) {
         self.metadata.push(metadata.to_owned());
@@ -187,6 +206,7 @@ impl SeriesBatch {
             + self.exemplar_text.len()
             + self.metadata.iter().map(|m| m.as_ref().text_len()).sum::<usize>()
             + self.metadata.len() * size_of::<MetricMetadata>()
+            + self.created.len() * size_of::<(u32, i64)>()
     }
 
     /// Every label of every series, in order, borrowing the batch's text; slice it with the label ranges of
@@ -291,6 +311,22 @@ mod tests {
             "__name__upjobnäive ✓a".len() + 4 * 8 + 3 * 8 + 3 * 16 + 3 * 4,
             "text, labels, series, samples, exemplar ends"
         );
+    }
+
+    #[test]
+    fn created_timestamps_belong_to_the_series_they_were_set_on() {
+        let mut b = SeriesBatch::default();
+        b.set_created(5);
+        assert_eq!(b.created(0), None, "no series yet: nothing to set");
+        for i in 0..4 {
+            b.push([l("__name__", "c")], [Sample::new(10, 1.0)]).unwrap();
+            if i % 2 == 1 {
+                b.set_created(i);
+            }
+        }
+        b.set_created(-7);
+        let got: Vec<Option<i64>> = (0..5).map(|i| b.created(i)).collect();
+        assert_eq!(got, [None, Some(1), None, Some(-7), None], "the last set wins");
     }
 
     #[test]

@@ -117,6 +117,7 @@ fn v2_request(req: &WriteRequest) -> write_v2::Request {
                 .map(|s| write_v2::Sample {
                     value: s.value,
                     timestamp: s.timestamp,
+                    start_timestamp: 0,
                 })
                 .collect(),
             ..Default::default()

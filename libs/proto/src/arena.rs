@@ -56,10 +56,11 @@ mod v2;
 mod wire;
 
 pub use decode::{
-    DECODED_BYTES_ALLOWANCE, MAX_DECODED_BYTES_PER_INPUT_BYTE, MeasuredWriteRequest, TimeSeriesRef, WriteRequestRef,
-    WriteRequestShape, decode_measured, decode_write_request, max_decoded_bytes, measure_write_request,
+    CREATED_TIMESTAMP_FIELD, DECODED_BYTES_ALLOWANCE, MAX_DECODED_BYTES_PER_INPUT_BYTE, MeasuredWriteRequest,
+    TimeSeriesRef, WriteRequestRef, WriteRequestShape, decode_measured, decode_write_request, max_decoded_bytes,
+    measure_write_request,
 };
-pub use encode::encode_write_request_raw;
+pub use encode::{encode_write_request_created, encode_write_request_raw};
 pub use pool::{ArenaPool, PooledArena};
 pub use snappy::{snappy_decompress_into, snappy_decompressed_len};
 pub use v2::{

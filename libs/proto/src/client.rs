@@ -12,7 +12,6 @@ use crate::ingester::{
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use heddle_model::{SeriesBatch, TenantId};
-use prost::Message as _;
 
 /// A stream of query results; ends after the last series.
 pub type QueryStream = BoxStream<'static, Result<QueryStreamResponse, tonic::Status>>;
@@ -119,7 +118,7 @@ pub fn encode_batch(batch: &SeriesBatch) -> Vec<u8> {
             })
             .collect(),
     };
-    request.encode_to_vec()
+    crate::encode_write_request_created(&request, |i| batch.created(i).unwrap_or(0))
 }
 
 #[cfg(test)]

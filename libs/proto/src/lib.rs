@@ -59,9 +59,10 @@ pub mod testing;
 pub mod transport;
 
 pub use arena::{
-    ArenaPool, DECODED_BYTES_ALLOWANCE, MAX_DECODED_BYTES_PER_INPUT_BYTE, MeasuredWriteRequest, PooledArena,
-    TimeSeriesRef, WriteRequestRef, WriteRequestShape, decode_measured, decode_write_request, encode_write_request_raw,
-    max_decoded_bytes, measure_write_request, snappy_decompress_into, snappy_decompressed_len,
+    ArenaPool, CREATED_TIMESTAMP_FIELD, DECODED_BYTES_ALLOWANCE, MAX_DECODED_BYTES_PER_INPUT_BYTE,
+    MeasuredWriteRequest, PooledArena, TimeSeriesRef, WriteRequestRef, WriteRequestShape, decode_measured,
+    decode_write_request, encode_write_request_created, encode_write_request_raw, max_decoded_bytes,
+    measure_write_request, snappy_decompress_into, snappy_decompressed_len,
 };
 pub use arena::{
     MAX_DECODED_BYTES_PER_INPUT_BYTE_V2, MeasuredWriteRequestV2, WriteRequestV2Ref, WriteRequestV2Shape,

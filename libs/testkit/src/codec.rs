@@ -77,6 +77,7 @@ pub fn write_request_v2(req: &WriteRequest) -> write_v2::Request {
                 .map(|s| write_v2::Sample {
                     value: s.value,
                     timestamp: s.timestamp,
+                    start_timestamp: 0,
                 })
                 .collect(),
             exemplars: ts

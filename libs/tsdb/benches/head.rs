@@ -87,6 +87,7 @@ fn append_round<'a, L: AsRef<[LabelRef<'a>]>>(
             .map(|i| AppendSeries {
                 labels: labels[i].as_ref(),
                 samples: &samples[i],
+                created: None,
             })
             .collect();
         let out = head.append(&batch).expect("append");

@@ -144,6 +144,11 @@ impl Distributor {
         &self.cfg
     }
 
+    /// The limits of `tenant` now (its runtime overrides applied).
+    pub(crate) fn limits(&self, tenant: &TenantId) -> Arc<Limits> {
+        self.overrides.get(tenant.as_str())
+    }
+
     /// The budget of bytes in-flight push requests hold (`distributor.instance_limits`): the HTTP layer
     /// reserves a body in it as the body arrives.
     pub fn inflight(&self) -> &Arc<InflightBytes> {
@@ -308,7 +313,9 @@ impl Distributor {
                 validate::refuse_native_histograms(arena, series, drop_label, discards, &mut rejections)
             }
         };
-        let mut valid = validate::validate(arena, &limits, series, drop_label, now_ms, discards);
+        // A plain body is the OTLP translation, which carries start times only for a tenant that wants them.
+        let keep_created = framing == Framing::Plain || limits.created_timestamp_zero_ingestion_enabled;
+        let mut valid = validate::validate(arena, &limits, series, drop_label, keep_created, now_ms, discards);
         rejections.append(&mut valid.rejections);
         let metadata = metadata::validate(&limits, metadata, discards, &mut rejections);
         limit::admit(
@@ -347,6 +354,8 @@ impl Distributor {
 
 #[cfg(test)]
 mod corpus_tests;
+#[cfg(test)]
+mod created_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

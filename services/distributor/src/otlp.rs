@@ -26,6 +26,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use heddle_model::TenantId;
 use heddle_model::error_id::Scope;
+use heddle_proto::encode_write_request_created;
 use heddle_server::Reservation;
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
@@ -123,7 +124,12 @@ async fn export(
         d.record_answered_early(StatusCode::OK, start);
     } else {
         // The translation goes once it is encoded: only one copy of the series is held during the push.
-        let encoded = translated.request.encode_to_vec();
+        let encoded = if d.limits(tenant).otel_created_timestamp_zero_ingestion_enabled {
+            let created = &translated.created;
+            encode_write_request_created(&translated.request, |i| created[i])
+        } else {
+            translated.request.encode_to_vec()
+        };
         drop(translated.request);
         let outcome = d
             .push_framed(tenant, RemoteWriteVersion::V1, &encoded, Framing::Plain, reservation)

@@ -26,6 +26,8 @@ pub(crate) struct Metrics {
     /// Exemplars the heads refused, by reason.
     pub(crate) exemplars_refused: Family<ReasonLabels, Counter>,
     pub(crate) ingested_samples: Counter,
+    /// Zero samples stored at series' created timestamps.
+    pub(crate) created_zero_samples: Counter,
     /// Metadata entries refused by the tenant metadata limits.
     pub(crate) discarded_metadata: Family<TenantReasonLabels, Counter>,
     /// Metadata entries held, all tenants together.
@@ -107,6 +109,7 @@ impl Metrics {
     pub(crate) fn register(r: &mut Registry) -> Self {
         let m = Self {
             ingested_samples: Counter::default(),
+            created_zero_samples: Counter::default(),
             discarded_metadata: Family::default(),
             exemplars_appended: Counter::default(),
             exemplars_refused: Family::default(),
@@ -129,6 +132,12 @@ impl Metrics {
             "heddle_ingester_ingested_samples",
             "Samples appended to tenant heads",
             m.ingested_samples.clone(),
+        );
+        r.register(
+            "heddle_ingester_created_timestamp_zero_samples",
+            "Zero samples stored at series' created timestamps (remote write 2.0 created timestamps, OTLP start times), \
+             when the tenant has created-timestamp zero ingestion on",
+            m.created_zero_samples.clone(),
         );
         r.register(
             "heddle_ingester_discarded_metadata",

@@ -106,6 +106,7 @@ pub(crate) async fn push(
 fn record(tenant: &Tenant, ctx: &PushContext, outcome: &AppendOutcome) {
     let m = &ctx.metrics;
     m.ingested_samples.inc_by(outcome.samples_appended);
+    m.created_zero_samples.inc_by(outcome.created_zero_samples);
     m.deduplicated_samples.inc_by(outcome.samples_deduplicated);
     m.series_created.inc_by(outcome.series_created);
     m.wal_bytes_written.inc_by(outcome.wal_bytes);
@@ -208,6 +209,7 @@ fn append(
             let series = req.timeseries.iter().map(|ts| AppendSeries {
                 labels: ts.labels,
                 samples: ts.samples,
+                created: (ts.created != 0).then_some(ts.created),
             });
             let (outcome, errors) = append_series(tenant, ctx, series, req.timeseries.len(), refused)?;
             let exemplars = append_exemplars(
@@ -232,9 +234,10 @@ fn append(
             let entries: Vec<MetadataRef<'_>> = batch.metadata().iter().map(|m| m.as_ref()).collect();
             let metadata = add_metadata(tenant, ctx, &entries);
             let labels = batch.label_refs();
-            let series = batch.series().map(|(range, samples)| AppendSeries {
+            let series = batch.series().enumerate().map(|(i, (range, samples))| AppendSeries {
                 labels: &labels[range],
                 samples,
+                created: batch.created(i),
             });
             let (outcome, errors) = append_series(tenant, ctx, series, batch.len(), refused)?;
             let exemplar_labels = batch.exemplar_label_refs();

@@ -68,6 +68,12 @@ pub struct TimeSeriesRef<'a> {
     pub exemplars: &'a [ExemplarRef<'a>],
     /// Number of native histograms (framing checked, contents not decoded).
     pub histograms: u32,
+    /// When the series' counter (or histogram, or summary) started, in milliseconds; 0 when the sender said
+    /// nothing. Remote write 2.0's created timestamp (a `TimeSeries.created_timestamp`, or since 2.0-rc.4
+    /// the first sample's `start_timestamp`), OTLP's start time; in 1.0 bodies `TimeSeries` field 6 (an
+    /// `int64`, the field Mimir's internal `TimeSeries` gives it), which Prometheus' own 1.0 schema leaves
+    /// free: it is how the distributor forwards the timestamp to the ingesters.
+    pub created: i64,
     /// The encoded `TimeSeries` message: the payload of the `WriteRequest.timeseries` field, without its tag
     /// and length. Forward it with [`super::encode_write_request_raw`] to avoid re-encoding. Empty for a
     /// series decoded from a remote write 2.0 request, which has no 1.0 encoding: such a series must be
@@ -128,6 +134,10 @@ const LABEL: &str = "prometheus.Label";
 const SAMPLE: &str = "prometheus.Sample";
 const EXEMPLAR: &str = "prometheus.Exemplar";
 const METADATA: &str = "prometheus.MetricMetadata";
+/// `TimeSeries.created_timestamp` (see [`TimeSeriesRef::created`]), which the distributor writes when it
+/// re-encodes a series.
+pub const CREATED_TIMESTAMP_FIELD: u32 = 6;
+const CREATED_TIMESTAMP: &str = "prometheus.TimeSeries.created_timestamp";
 
 /// Decodes an uncompressed `prometheus.WriteRequest`: [`measure_write_request`] then [`decode_measured`].
 pub fn decode_write_request<'a>(arena: &'a Bump, body: &'a [u8]) -> Result<WriteRequestRef<'a>, DecodeError> {
@@ -254,6 +264,7 @@ pub(crate) fn fill<'a>(
                         samples: my_samples,
                         exemplars: &[],
                         histograms: 0,
+                        created: 0,
                         raw,
                     };
                     (series, labels_rest, samples_rest)
@@ -412,6 +423,9 @@ fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Res
                 let (data, offset) = len_payload(&field, "prometheus.TimeSeries.histograms")?;
                 check_message(data, offset, "prometheus.Histogram")?;
             }
+            CREATED_TIMESTAMP_FIELD if !matches!(field.value, Value::Varint(_)) => {
+                return Err(field.wrong_type(CREATED_TIMESTAMP, WIRE_VARINT));
+            }
             _ => {}
         }
     }
@@ -440,6 +454,7 @@ fn decode_series<'a>(
     let (mut label_rest, mut sample_rest) = (&mut *labels, &mut *samples);
     let (mut label_count, mut sample_count, mut exemplar_count) = (0usize, 0usize, 0usize);
     let mut histograms = 0u32;
+    let mut created = 0i64;
     for field in Fields::new(raw, base, TIME_SERIES) {
         let field = field?;
         match field.number {
@@ -464,6 +479,11 @@ fn decode_series<'a>(
             }
             // Framing checked by the measure pass.
             4 => histograms = histograms.saturating_add(1),
+            // int64 is a two's-complement varint: the cast is the protobuf conversion.
+            CREATED_TIMESTAMP_FIELD => match field.value {
+                Value::Varint(t) => created = t as i64,
+                _ => return Err(field.wrong_type(CREATED_TIMESTAMP, WIRE_VARINT)),
+            },
             _ => {}
         }
     }
@@ -476,6 +496,7 @@ fn decode_series<'a>(
         samples: my_samples,
         exemplars: my_exemplars,
         histograms,
+        created,
         raw,
     };
     Ok((series, label_rest, sample_rest))
@@ -566,6 +587,34 @@ mod tests {
         assert_eq!(ts.samples.len(), 1);
         assert!(ts.samples[0].bit_eq(&Sample { t: -1, v: 1.5 }));
         assert_eq!(ts.raw, series.as_slice());
+    }
+
+    #[test]
+    fn a_created_timestamp_is_field_6_of_the_series() {
+        // timeseries{labels{"a"="b"}, created_timestamp: -2 (ten-byte varint), sample{}} and one without.
+        let mut series = vec![0x0a, 6, 0x0a, 1, b'a', 0x12, 1, b'b'];
+        series.extend([0x30, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        series.extend([0x12, 0]);
+        let mut body = vec![0x0a, series.len() as u8];
+        body.extend(&series);
+        body.extend([0x0a, 10, 0x0a, 6, 0x0a, 1, b'a', 0x12, 1, b'b', 0x12, 0]);
+        let arena = Bump::new();
+        let req = decode_write_request(&arena, &body).unwrap();
+        let created: Vec<i64> = req.timeseries.iter().map(|t| t.created).collect();
+        assert_eq!(created, [-2, 0]);
+        assert_eq!(
+            req.timeseries[0].raw,
+            series.as_slice(),
+            "forwarded as it came, field 6 included"
+        );
+
+        // Field 6 of another wire type is refused, naming it.
+        let bad = [0x0a, 2, 0x32, 0];
+        let err = decode_write_request(&arena, &bad).unwrap_err();
+        assert!(
+            err.to_string().contains("prometheus.TimeSeries.created_timestamp"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -19,8 +19,11 @@
 //!   1.0; the caller must hold it against its own size limit before copying any label text.
 //! - Metadata rides on each series (`TimeSeries.metadata`); it becomes one [`MetadataRef`] of the family the
 //!   series' `__name__` names, unless it says nothing (unspecified type, no help, no unit).
-//! - Histograms are framing-checked and counted, not decoded; `created_timestamp` is checked for its wire type
-//!   and skipped.
+//! - Histograms are framing-checked and counted, not decoded.
+//! - A series' created timestamp is [`TimeSeriesRef::created`]: its `created_timestamp` (field 6, up to
+//!   2.0-rc.3), else its first sample's `start_timestamp` (field 3, 2.0-rc.4 moved it there). A later sample's
+//!   different start time (a reset inside one request) is not kept: the first is the one that can precede
+//!   everything the request stores.
 
 mod canonical;
 
@@ -69,8 +72,6 @@ pub struct WriteRequestV2Ref<'a> {
     /// The metadata series carried, each named by its series' metric name, in wire order; not validated
     /// or deduplicated here (a sender repeats it on every series of a family).
     pub metadata: &'a [MetadataRef<'a>],
-    /// Series that carried a non-zero `created_timestamp` (not used yet).
-    pub created_timestamps: usize,
     /// An upper bound of the bytes the series and metadata take re-encoded as a 1.0 `WriteRequest`: the text
     /// of every resolved label (of series and exemplars) and metadata entry plus fixed framing per label,
     /// sample, exemplar, metadata entry and series.
@@ -279,7 +280,6 @@ pub fn decode_measured_v2<'a>(
         out: WriteRequestV2Ref {
             timeseries: &[],
             metadata: &[],
-            created_timestamps: 0,
             expanded_bytes: 0,
         },
     };
@@ -390,6 +390,7 @@ impl<'a> Fill<'a> {
             samples,
             exemplars: &[],
             histograms: 0,
+            created: 0,
             raw: &[],
         });
         true
@@ -409,6 +410,8 @@ impl<'a> Fill<'a> {
             exemplars: std::mem::take(&mut self.exemplars.exemplars),
             exemplar_count: 0,
             histograms: 0,
+            created: 0,
+            first_start: 0,
         };
         let mut series_metadata = None;
         let mut expanded = V1_SERIES_OVERHEAD;
@@ -438,7 +441,11 @@ impl<'a> Fill<'a> {
                 (1, Value::Varint(index)) => push_ref(&mut series, (index, field.offset))?,
                 (2, _) => {
                     let (data, offset) = len_payload(&field, "io.prometheus.write.v2.TimeSeries.samples")?;
-                    series.push_sample(decode_sample(data, offset)?, offset)?;
+                    let (sample, start) = decode_sample(data, offset)?;
+                    if series.sample_count == 0 {
+                        series.first_start = start;
+                    }
+                    series.push_sample(sample, offset)?;
                 }
                 (3, _) => series.histograms = series.histograms.saturating_add(1),
                 (4, _) => {
@@ -456,7 +463,8 @@ impl<'a> Fill<'a> {
                     let (data, offset) = len_payload(&field, "io.prometheus.write.v2.TimeSeries.metadata")?;
                     series_metadata = decode_metadata(symbols, data, offset)?;
                 }
-                (6, Value::Varint(t)) => self.out.created_timestamps += usize::from(t != 0),
+                // int64 is a two's-complement varint: the cast is the protobuf conversion.
+                (6, Value::Varint(t)) => series.created = t as i64,
                 _ => {}
             }
         }
@@ -564,6 +572,10 @@ struct Series<'a> {
     exemplars: &'a mut [ExemplarRef<'a>],
     exemplar_count: usize,
     histograms: u32,
+    /// The series' `created_timestamp`, 0 when absent.
+    created: i64,
+    /// The first sample's `start_timestamp`, 0 when absent.
+    first_start: i64,
 }
 
 impl<'a> Series<'a> {
@@ -606,6 +618,11 @@ impl<'a> Series<'a> {
             samples,
             exemplars,
             histograms: self.histograms,
+            created: if self.created != 0 {
+                self.created
+            } else {
+                self.first_start
+            },
             raw: &[],
         };
         (ts, labels_rest, samples_rest, exemplars_rest)
@@ -624,11 +641,12 @@ fn resolve<'a>(symbols: &[&'a str], (index, offset): (u64, usize)) -> Result<&'a
         })
 }
 
-fn decode_sample(buf: &[u8], base: usize) -> Result<Sample, DecodeError> {
+/// A `Sample` (value 1, timestamp 2, start_timestamp 3) and its start timestamp (0 when absent).
+fn decode_sample(buf: &[u8], base: usize) -> Result<(Sample, i64), DecodeError> {
     if let Some(sample) = super::canonical::sample(buf) {
-        return Ok(sample);
+        return Ok((sample, 0));
     }
-    decode_sample_of(
+    let sample = decode_sample_of(
         buf,
         base,
         SAMPLE,
@@ -636,7 +654,18 @@ fn decode_sample(buf: &[u8], base: usize) -> Result<Sample, DecodeError> {
             "io.prometheus.write.v2.Sample.value",
             "io.prometheus.write.v2.Sample.timestamp",
         ],
-    )
+    )?;
+    let mut start = 0;
+    for field in Fields::new(buf, base, SAMPLE) {
+        let field = field?;
+        match (field.number, field.value) {
+            // int64 is a two's-complement varint: the cast is the protobuf conversion.
+            (3, Value::Varint(t)) => start = t as i64,
+            (3, _) => return Err(field.wrong_type("io.prometheus.write.v2.Sample.start_timestamp", WIRE_VARINT)),
+            _ => {}
+        }
+    }
+    Ok((sample, start))
 }
 
 /// The number of varints in a packed `labels_refs` payload: the bytes without the continuation bit, each the

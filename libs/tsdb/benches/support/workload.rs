@@ -150,7 +150,11 @@ pub fn append_batch(head: &Head, chunk: &[[String; 8]], first: usize, round: i64
     let batch: Vec<AppendSeries<'_>> = labels
         .iter()
         .zip(&s)
-        .map(|(l, s)| AppendSeries { labels: l, samples: s })
+        .map(|(l, s)| AppendSeries {
+            labels: l,
+            samples: s,
+            created: None,
+        })
         .collect();
     head.append(&batch).expect("append").samples_appended
 }

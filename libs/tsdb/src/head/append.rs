@@ -25,6 +25,12 @@ pub struct AppendSeries<'a> {
     pub labels: &'a [LabelRef<'a>],
     /// Samples in timestamp order.
     pub samples: &'a [Sample],
+    /// When the series' counter started (its created timestamp, ms), if the sender said and the tenant keeps
+    /// it: a zero sample is stored there first, as Prometheus' created-timestamp zero ingestion does, when it
+    /// is older than the first sample and newer than everything the series holds, and is inside the head's
+    /// bounds. Otherwise it is skipped without an error (a long-running counter repeats the same created
+    /// timestamp on every push).
+    pub created: Option<i64>,
 }
 
 /// Why samples of a series were rejected.
@@ -161,6 +167,9 @@ pub struct AppendOutcome {
     pub samples_appended: u64,
     /// Exact repeats of a stored sample (same timestamp and value bits): accepted, not stored again.
     pub samples_deduplicated: u64,
+    /// Zero samples stored at series' created timestamps ([`AppendSeries::created`]); not in
+    /// `samples_appended`, which counts the batch's own samples.
+    pub created_zero_samples: u64,
     /// Series this call created.
     pub series_created: u64,
     /// Open chunks restored from a chunk snapshot that did not decode at this, their first append: their
@@ -329,6 +338,19 @@ impl Head {
                     .entry(series.series_ref)
                     .or_insert_with(|| lock(&series.state).last(&self.chunks));
                 let mut error: Option<SeriesAppendError> = None;
+                if let (Some(ct), Some(first)) = (entry.created, entry.samples.first())
+                    && ct < first.t
+                    && out_of_bounds(ct).is_none()
+                    && last.is_none_or(|(t, _)| ct > t)
+                {
+                    *last = Some((ct, 0f64.to_bits()));
+                    app.samples.push(RefSample {
+                        series_ref: series.series_ref,
+                        t: ct,
+                        v: 0.0,
+                    });
+                    out.created_zero_samples += 1;
+                }
                 for s in entry.samples {
                     let bits = s.v.to_bits();
                     if let Some((reason, bound)) = out_of_bounds(s.t) {
@@ -403,6 +425,7 @@ impl Head {
         // 4. Apply to the chunks.
         let mut min_t = i64::MAX;
         let mut max_t = i64::MIN;
+        let mut stored = 0u64;
         for (series, &(start, end)) in resolved.iter().zip(&spans) {
             let (Some(series), Some(samples)) = (series, app.samples.get(start..end)) else {
                 continue;
@@ -423,10 +446,11 @@ impl Head {
                 }
                 min_t = min_t.min(s.t);
                 max_t = max_t.max(s.t);
-                out.samples_appended += 1;
+                stored += 1;
             }
         }
-        self.note_samples(out.samples_appended, min_t, max_t);
+        self.note_samples(stored, min_t, max_t);
+        out.samples_appended = stored.saturating_sub(out.created_zero_samples);
         // Errors of step 1 and step 2 in batch order.
         out.errors.sort_by_key(|e| e.index);
         Ok(out)

@@ -37,10 +37,12 @@ fn fill(head: &Head, from: i64, to: i64) -> AppendOutcome {
                 AppendSeries {
                     labels: &la,
                     samples: &sa,
+                    created: None,
                 },
                 AppendSeries {
                     labels: &lb,
                     samples: &sb,
+                    created: None,
                 },
             ])
             .unwrap();
@@ -201,6 +203,7 @@ fn one(head: &Head, name: &str, t: i64) -> AppendOutcome {
     head.append(&[AppendSeries {
         labels: &l,
         samples: &s,
+        created: None,
     }])
     .unwrap()
 }

@@ -86,6 +86,7 @@ fn append(head: &Head, series: &[(&str, &str)], ts: &[i64]) -> Result<AppendOutc
         .map(|l| AppendSeries {
             labels: l,
             samples: &samples,
+            created: None,
         })
         .collect();
     head.append(&batch)

@@ -118,6 +118,7 @@ fn check_worker_counts(dir: &Path, name: &str) {
             head.append(&[AppendSeries {
                 labels: &labels,
                 samples: &samples,
+                created: None,
             }])
             .unwrap()
         };

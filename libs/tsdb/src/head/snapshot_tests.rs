@@ -379,7 +379,11 @@ fn an_open_chunk_that_disagrees_with_its_record_is_dropped_at_its_first_append()
     let batch: Vec<AppendSeries<'_>> = labels
         .iter()
         .zip(&samples)
-        .map(|(l, s)| AppendSeries { labels: l, samples: s })
+        .map(|(l, s)| AppendSeries {
+            labels: l,
+            samples: s,
+            created: None,
+        })
         .collect();
     let out = head.append(&batch).unwrap();
     assert_eq!((out.samples_appended, out.open_chunks_dropped), (3000, 1), "{out:?}");

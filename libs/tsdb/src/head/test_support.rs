@@ -38,6 +38,7 @@ pub(super) fn append_each<'a, L: AsRef<[LabelRef<'a>]>, S: AsRef<[Sample]>>(
         .map(|(l, s)| AppendSeries {
             labels: l.as_ref(),
             samples: s.as_ref(),
+            created: None,
         })
         .collect();
     head.append(&batch).unwrap();

@@ -24,6 +24,7 @@ fn push(head: &Head, labels: &[(&str, &str)], ts: &[(i64, f64)]) -> AppendOutcom
     head.append(&[AppendSeries {
         labels: &l,
         samples: &s,
+        created: None,
     }])
     .unwrap()
 }
@@ -259,10 +260,12 @@ fn a_series_repeated_in_a_batch_sees_its_earlier_samples() {
             AppendSeries {
                 labels: &l,
                 samples: &a,
+                created: None,
             },
             AppendSeries {
                 labels: &l,
                 samples: &b,
+                created: None,
             },
         ])
         .unwrap();
@@ -440,10 +443,12 @@ fn a_failed_wal_write_stores_nothing_and_is_retried() {
             AppendSeries {
                 labels: &ok,
                 samples: &s,
+                created: None,
             },
             AppendSeries {
                 labels: &bad,
                 samples: &s,
+                created: None,
             },
         ])
         .unwrap_err();
@@ -458,6 +463,7 @@ fn a_failed_wal_write_stores_nothing_and_is_retried() {
         .append(&[AppendSeries {
             labels: &ok,
             samples: &s,
+            created: None,
         }])
         .unwrap();
     assert_eq!((out.samples_appended, out.series_created), (1, 0));
@@ -482,7 +488,14 @@ fn many_series_split_into_records_that_fit_small_segments() {
         .collect();
     let labels: Vec<Vec<LabelRef<'_>>> = values.iter().map(|v| lbls(&[("__name__", "m"), ("i", v)])).collect();
     let s: Vec<Sample> = samples(&[(1, 1.0), (2, 2.0)]);
-    let batch: Vec<AppendSeries<'_>> = labels.iter().map(|l| AppendSeries { labels: l, samples: &s }).collect();
+    let batch: Vec<AppendSeries<'_>> = labels
+        .iter()
+        .map(|l| AppendSeries {
+            labels: l,
+            samples: &s,
+            created: None,
+        })
+        .collect();
     let before = {
         let (head, _) = Head::open(dir.path(), opts.clone()).unwrap();
         let out = head.append(&batch).unwrap();
@@ -515,11 +528,18 @@ fn concurrent_appends_and_queries() {
                     let s = samples(&[(r * 10, r as f64)]);
                     let shared = lbls(&[("__name__", "shared")]);
                     let same = samples(&[(1, 1.0)]);
-                    let mut batch: Vec<AppendSeries<'_>> =
-                        labels.iter().map(|l| AppendSeries { labels: l, samples: &s }).collect();
+                    let mut batch: Vec<AppendSeries<'_>> = labels
+                        .iter()
+                        .map(|l| AppendSeries {
+                            labels: l,
+                            samples: &s,
+                            created: None,
+                        })
+                        .collect();
                     batch.push(AppendSeries {
                         labels: &shared,
                         samples: &same,
+                        created: None,
                     });
                     let out = head.append(&batch).unwrap();
                     assert!(out.errors.is_empty(), "{:?}", out.errors);
@@ -655,7 +675,7 @@ mod model {
                 let req: Vec<AppendSeries<'_>> = labels
                     .iter()
                     .zip(&samples)
-                    .map(|(l, s)| AppendSeries { labels: l, samples: s })
+                    .map(|(l, s)| AppendSeries { labels: l, samples: s, created: None })
                     .collect();
                 let out = head.append(&req).unwrap();
                 let (mut appended, mut dedup, mut rejected) = (0u64, 0u64, 0u32);
@@ -757,14 +777,17 @@ fn append_within_refuses_samples_outside_the_callers_bounds() {
                 AppendSeries {
                     labels: &ancient,
                     samples: &s_ancient,
+                    created: None,
                 },
                 AppendSeries {
                     labels: &future,
                     samples: &s_future,
+                    created: None,
                 },
                 AppendSeries {
                     labels: &ok,
                     samples: &s_ok,
+                    created: None,
                 },
             ],
             bounds,
@@ -797,10 +820,85 @@ fn append_within_refuses_samples_outside_the_callers_bounds() {
             &[AppendSeries {
                 labels: &l,
                 samples: &late,
+                created: None,
             }],
             bounds,
         )
         .unwrap();
     assert_eq!(out.errors[0].reason, AppendErrorKind::OutOfBounds, "{out:?}");
     assert_eq!(out.errors[0].last_accepted_t, now - 3_600_000);
+}
+
+#[test]
+fn a_created_timestamp_stores_one_zero_sample_before_the_counter_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = lbls(&[("__name__", "requests_total")]);
+    let push_created = |head: &Head, created: i64, ts: &[(i64, f64)]| {
+        let s = samples(ts);
+        head.append(&[AppendSeries {
+            labels: &l,
+            samples: &s,
+            created: Some(created),
+        }])
+        .unwrap()
+    };
+    let zero = 0f64.to_bits();
+    {
+        let (head, _) = open(dir.path());
+        // A new series: the zero sample first.
+        let out = push_created(&head, 1_000, &[(2_000, 5.0)]);
+        assert_eq!((out.samples_appended, out.created_zero_samples), (1, 1), "{out:?}");
+        // The same counter pushed again repeats its created timestamp: nothing more.
+        let out = push_created(&head, 1_000, &[(3_000, 7.0)]);
+        assert_eq!(
+            (out.samples_appended, out.created_zero_samples, out.errors.len()),
+            (1, 0, 0)
+        );
+        // A created timestamp at or after the first sample says nothing to store.
+        let out = push_created(&head, 4_000, &[(4_000, 1.0)]);
+        assert_eq!((out.samples_appended, out.created_zero_samples), (1, 0));
+        // The counter restarted after the newest sample: a zero sample between the two.
+        let out = push_created(&head, 4_500, &[(5_000, 2.0)]);
+        assert_eq!((out.samples_appended, out.created_zero_samples), (1, 1));
+        // A sample refused as out of order takes no zero sample with it.
+        let out = push_created(&head, 100, &[(200, 9.0)]);
+        assert_eq!(
+            (out.samples_appended, out.created_zero_samples, out.errors.len()),
+            (0, 0, 1)
+        );
+        assert_eq!(head.stats().samples_appended, 6, "zero samples are stored samples");
+        head.close().unwrap();
+    }
+    // Logged like any sample: a restart replaying the WAL keeps them.
+    let (head, _) = open(dir.path());
+    let want = vec![
+        (1_000, zero),
+        (2_000, 5f64.to_bits()),
+        (3_000, 7f64.to_bits()),
+        (4_000, 1f64.to_bits()),
+        (4_500, zero),
+        (5_000, 2f64.to_bits()),
+    ];
+    assert_eq!(dump(&head), vec![("{__name__=\"requests_total\"}".to_owned(), want)]);
+}
+
+#[test]
+fn a_created_timestamp_outside_the_heads_bounds_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = open(dir.path());
+    push(&head, &[("__name__", "other")], &[(10 * 3_600_000, 1.0)]);
+    let l = lbls(&[("__name__", "c")]);
+    let s = samples(&[(10 * 3_600_000, 1.0)]);
+    // Far older than half a chunk range before the newest sample: out of bounds, not stored, no error.
+    let out = head
+        .append(&[AppendSeries {
+            labels: &l,
+            samples: &s,
+            created: Some(1),
+        }])
+        .unwrap();
+    assert_eq!(
+        (out.samples_appended, out.created_zero_samples, out.errors.len()),
+        (1, 0, 0)
+    );
 }

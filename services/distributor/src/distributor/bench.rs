@@ -101,6 +101,7 @@ impl Stages {
             &self.limits,
             series,
             None,
+            self.limits.created_timestamp_zero_ingestion_enabled,
             self.now_ms,
             discards,
         ))

@@ -12,10 +12,8 @@ use super::validate::{Accepted, TimeWindow};
 use crate::distributor::IngesterReplicas;
 use bumpalo::Bump;
 use bytes::Bytes;
-use heddle_model::{
-    ExemplarRef, LabelRef, MetadataRef, SeriesBatch, TenantId, fnv32a_add, series_token_seeded, tenant_token_seed,
-};
-use heddle_proto::{IngesterClient, TimeSeriesRef, encode_write_request_raw};
+use heddle_model::{LabelRef, MetadataRef, SeriesBatch, TenantId, fnv32a_add, series_token_seeded, tenant_token_seed};
+use heddle_proto::{CREATED_TIMESTAMP_FIELD, IngesterClient, encode_write_request_raw};
 use heddle_ring::{InstanceId, WriteSets};
 use std::sync::Arc;
 
@@ -57,7 +55,8 @@ pub(crate) struct Batch {
 #[derive(Debug)]
 pub(crate) enum BatchBody {
     Encoded(Bytes),
-    Series(SeriesBatch),
+    /// Boxed: a batch's buffers are ten times an encoded body's handle.
+    Series(Box<SeriesBatch>),
 }
 
 impl BatchBody {
@@ -77,7 +76,7 @@ impl BatchBody {
     ) -> Result<heddle_proto::ingester::PushResponse, tonic::Status> {
         match self {
             Self::Encoded(body) => client.push(tenant, body).await,
-            Self::Series(batch) => client.push_batch(tenant, batch).await,
+            Self::Series(batch) => client.push_batch(tenant, *batch).await,
         }
     }
 }
@@ -141,7 +140,7 @@ pub(crate) fn shard<'a>(
     for (series_idx, a) in accepted.iter().enumerate() {
         if encode {
             bytes.push(if a.rewrite {
-                rewrite_series(arena, a.labels, a.series, a.exemplars, window)
+                rewrite_series(arena, a, window)
             } else {
                 a.series.raw
             });
@@ -170,7 +169,7 @@ pub(crate) fn shard<'a>(
             for &m in &entries {
                 batch.push_metadata(metadata[m]);
             }
-            BatchBody::Series(batch)
+            BatchBody::Series(Box::new(batch))
         } else {
             let size: usize = series.iter().map(|&s| bytes[s].len() + 6).sum::<usize>()
                 + entries.iter().map(|&m| metadata[m].text_len() + 24).sum::<usize>();
@@ -220,18 +219,21 @@ fn series_batch(accepted: &[Accepted<'_>], series: &[usize], window: TimeWindow)
             .is_err()
         {
             tracing::error!(series = s, "a series batch overflowed; the series is not forwarded");
+        } else if let Some(t) = a.created {
+            batch.set_created(t);
         }
     }
     batch
 }
 
-fn rewrite_series<'a>(
-    arena: &'a Bump,
-    labels: &[LabelRef<'_>],
-    ts: &TimeSeriesRef<'_>,
-    exemplars: &[ExemplarRef<'_>],
-    window: TimeWindow,
-) -> &'a [u8] {
+fn rewrite_series<'a>(arena: &'a Bump, accepted: &Accepted<'_>, window: TimeWindow) -> &'a [u8] {
+    let Accepted {
+        labels,
+        series: ts,
+        exemplars,
+        created,
+        ..
+    } = accepted;
     let mut out = bumpalo::collections::Vec::with_capacity_in(ts.raw.len(), arena);
     for l in labels.iter().filter(|l| !l.value.is_empty()) {
         put_label(&mut out, 1, l);
@@ -251,7 +253,7 @@ fn rewrite_series<'a>(
             put_varint(&mut out, s.t as u64);
         }
     }
-    for e in exemplars {
+    for e in *exemplars {
         // Exemplar{labels 1, value 2 (double), timestamp 3 (int64)}, zero scalars left out as prost does.
         let labels_len: usize = e
             .labels
@@ -273,6 +275,10 @@ fn rewrite_series<'a>(
             out.push(key(3, VARINT));
             put_varint(&mut out, e.t as u64);
         }
+    }
+    if let Some(t) = created {
+        out.push(key(CREATED_TIMESTAMP_FIELD as u8, VARINT));
+        put_varint(&mut out, *t as u64);
     }
     out.into_bump_slice()
 }

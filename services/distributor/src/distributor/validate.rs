@@ -170,8 +170,13 @@ pub(crate) struct Accepted<'a> {
     pub(crate) samples: u64,
     /// Exemplars to forward: the valid ones.
     pub(crate) exemplars: &'a [ExemplarRef<'a>],
+    /// The created timestamp to forward: the series' own when the tenant keeps them for this protocol and it
+    /// is inside the accepted time window (a zero sample outside it would be refused, so it is dropped
+    /// here without an error, as Prometheus ignores a created timestamp it cannot store).
+    pub(crate) created: Option<i64>,
     /// It loses something on the way (an empty-valued or the replica label, samples outside the time window,
-    /// invalid exemplars, histograms), so it is re-encoded instead of forwarded as the raw bytes it arrived as.
+    /// invalid exemplars, histograms, a created timestamp not kept), so it is re-encoded instead of forwarded
+    /// as the raw bytes it arrived as.
     pub(crate) rewrite: bool,
 }
 
@@ -267,12 +272,14 @@ fn valid_exemplars<'a>(
 }
 
 /// Validates every series of a request against the tenant's `limits` at `now_ms` (wall clock), without
-/// the label `drop_label` (the HA replica label, when the request was accepted from an elected replica).
+/// the label `drop_label` (the HA replica label, when the request was accepted from an elected replica);
+/// series' created timestamps are forwarded only when `keep_created`.
 pub(crate) fn validate<'a>(
     arena: &'a Bump,
     limits: &Limits,
     series: &'a [TimeSeriesRef<'a>],
     drop_label: Option<&str>,
+    keep_created: bool,
     now_ms: i64,
     discards: Discards<'_>,
 ) -> Validated<'a> {
@@ -312,8 +319,10 @@ pub(crate) fn validate<'a>(
         if samples == 0 && exemplars.is_empty() {
             continue;
         }
+        let created = (keep_created && ts.created != 0 && out.window.contains(ts.created)).then_some(ts.created);
         // A remote write 2.0 series has no 1.0 bytes to forward as they are (its `raw` is empty).
         let rewrite = check.has_empty_values
+            || (ts.created != 0 && created.is_none())
             || dropped
             || outside > 0
             || exemplars.len() != ts.exemplars.len()
@@ -324,6 +333,7 @@ pub(crate) fn validate<'a>(
             labels,
             samples: samples as u64,
             exemplars,
+            created,
             rewrite,
         });
         out.samples += samples as u64;

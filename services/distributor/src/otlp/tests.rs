@@ -676,3 +676,86 @@ proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn start_times_become_created_timestamps_for_a_tenant_that_wants_them() {
+    let start = NOW_NS - 60_000_000_000;
+    let with_start = |mut m: Metric| {
+        match m.data.as_mut() {
+            Some(Data::Sum(s)) => s.data_points.iter_mut().for_each(|p| p.start_time_unix_nano = start),
+            Some(Data::Gauge(g)) => g.data_points.iter_mut().for_each(|p| p.start_time_unix_nano = start),
+            Some(Data::Histogram(h)) => h.data_points.iter_mut().for_each(|p| p.start_time_unix_nano = start),
+            _ => unreachable!(),
+        }
+        m
+    };
+    let histogram = metric(
+        "latency",
+        "s",
+        Data::Histogram(Histogram {
+            data_points: vec![HistogramDataPoint {
+                time_unix_nano: NOW_NS,
+                count: 2,
+                sum: Some(0.5),
+                bucket_counts: vec![1, 1],
+                explicit_bounds: vec![0.1],
+                ..HistogramDataPoint::default()
+            }],
+            aggregation_temporality: AggregationTemporality::Cumulative as i32,
+        }),
+    );
+    let gauge = metric(
+        "temperature",
+        "",
+        Data::Gauge(Gauge {
+            data_points: vec![point(20.0)],
+        }),
+    );
+    let body = export_request(vec![
+        with_start(counter("requests", 5.0, AggregationTemporality::Cumulative)),
+        with_start(histogram),
+        with_start(gauge),
+    ]);
+    for enabled in [false, true] {
+        let s = setup(
+            Behavior::Accept,
+            Limits {
+                otel_created_timestamp_zero_ingestion_enabled: enabled,
+                ..Limits::default()
+            },
+        );
+        let (status, _, _) = post(&s.app, &[PROTOBUF], body.clone()).await;
+        assert_eq!(status, StatusCode::OK);
+        let arena = bumpalo::Bump::new();
+        let mut created: Vec<(String, i64)> = Vec::new();
+        for (_, pushed) in s.fake.pushes() {
+            for ts in heddle_proto::decode_write_request(&arena, &pushed).unwrap().timeseries {
+                let name = ts.labels.iter().find(|l| l.name == "__name__").unwrap().value;
+                let le = ts.labels.iter().find(|l| l.name == "le").map_or("", |l| l.value);
+                created.push((format!("{name}{le}"), ts.created));
+            }
+        }
+        created.sort();
+        let at = |name: &str, counted: bool| {
+            let t = if enabled && counted {
+                (start / 1_000_000) as i64
+            } else {
+                0
+            };
+            (name.to_owned(), t)
+        };
+        assert_eq!(
+            created,
+            [
+                at("latency_seconds_bucket+Inf", true),
+                at("latency_seconds_bucket0.1", true),
+                at("latency_seconds_count", true),
+                at("latency_seconds_sum", true),
+                at("requests_total", true),
+                at("target_info", false),
+                at("temperature", false),
+            ],
+            "enabled {enabled}: counters, histograms and summaries carry their start; gauges and target_info none"
+        );
+    }
+}

@@ -16,6 +16,9 @@
 //!   `{quantile}`, `_sum` and `_count`. A point flagged `NoRecordedValue` becomes the staleness marker.
 //! - Refused, counted in the response's `partial_success`: delta temporality (Prometheus has no delta type) and
 //!   exponential histograms (they need native histograms).
+//! - The start time of a cumulative sum's, histogram's or summary's point is the created timestamp of each
+//!   series it makes ([`Translated::created`]); the endpoint forwards it when the tenant has OTLP
+//!   created-timestamp zero ingestion on. Gauges and non-monotonic sums have none.
 //! - Each translated metric gets one metadata entry: its Prometheus name as family, its description as help,
 //!   its unit as the suffix words (`seconds`, `bytes_per_second`), its type from the kind above.
 //! - A point's exemplars ride on its series (a histogram's on the first bucket whose bound holds the value):
@@ -51,6 +54,10 @@ pub(crate) struct Translated {
     pub(crate) refused_points: i64,
     /// Why, one message per kind of refusal and metric, at most [`MAX_REFUSAL_MESSAGES`].
     pub(crate) messages: Vec<String>,
+    /// Per series of `request`: its created timestamp (the point's start time, ms), 0 for none.
+    pub(crate) created: Vec<i64>,
+    /// The created timestamp of the series being pushed now.
+    start: i64,
     /// Bytes of label text and samples the series hold so far, and the most they may: the labels of a
     /// resource are copied onto every series of each of its points, so a small request can expand a
     /// thousandfold. Translation stops at the first series past the limit.
@@ -76,6 +83,7 @@ impl Translated {
         let exemplars: usize = series.exemplars.iter().map(|e| text(&e.labels) + 24).sum();
         self.bytes = self.bytes.saturating_add(text(&series.labels) + 24 + exemplars);
         self.request.timeseries.push(series);
+        self.created.push(self.start);
     }
 
     fn push_metadata(&mut self, family: String, kind: MetricType, help: &str, unit: &str) {
@@ -122,6 +130,7 @@ pub(crate) fn translate(req: &ExportMetricsServiceRequest, promote: &[String], l
                     return out;
                 }
                 translate_metric(metric, &base, &mut out);
+                out.start = 0;
             }
         }
         let latest = out.request.timeseries[first..]
@@ -493,6 +502,9 @@ fn translate_metric(
                 if out.too_large() {
                     return;
                 }
+                if s.is_monotonic {
+                    out.start = millis(p.start_time_unix_nano);
+                }
                 number_point(&name, p, base, out);
             }
         }
@@ -506,6 +518,7 @@ fn translate_metric(
                 if out.too_large() {
                     return;
                 }
+                out.start = millis(p.start_time_unix_nano);
                 histogram_point(&metric.name, &name, p, base, out);
             }
         }
@@ -524,6 +537,7 @@ fn translate_metric(
                 if out.too_large() {
                     return;
                 }
+                out.start = millis(p.start_time_unix_nano);
                 summary_point(&name, p, base, out);
             }
         }

@@ -23,7 +23,11 @@ fn v2_request(series: &[Spec]) -> write_v2::Request {
             labels_refs: labels.iter().flat_map(|(n, v)| [intern(n), intern(v)]).collect(),
             samples: samples
                 .iter()
-                .map(|&(timestamp, value)| write_v2::Sample { value, timestamp })
+                .map(|&(timestamp, value)| write_v2::Sample {
+                    value,
+                    timestamp,
+                    start_timestamp: 0,
+                })
                 .collect(),
             ..write_v2::TimeSeries::default()
         })
@@ -144,7 +148,7 @@ proptest! {
 }
 
 #[test]
-fn exemplars_and_metadata_are_decoded_histograms_and_created_timestamps_counted() {
+fn exemplars_metadata_and_created_timestamps_are_decoded_histograms_counted() {
     // symbols: "", "__name__", "h", "trace_id", "abc", "help text", "seconds"
     let mut req = v2_request(&[(vec![("__name__".into(), "h".into())], vec![])]);
     req.symbols
@@ -198,7 +202,7 @@ fn exemplars_and_metadata_are_decoded_histograms_and_created_timestamps_counted(
             unit: "seconds",
         }]
     );
-    assert_eq!(got.created_timestamps, 2);
+    assert_eq!((ts.created, got.timeseries[1].created), (1000, 1000));
     assert_eq!(
         ts.labels,
         &[LabelRef {
@@ -380,4 +384,46 @@ fn one_long_symbol_referenced_often_is_reported_in_the_expanded_size() {
     let got = decode_write_request_v2(&arena, &body).unwrap();
     assert!(body.len() < 12_000, "{}", body.len());
     assert!(got.expanded_bytes > 100 * 10_000, "{}", got.expanded_bytes);
+}
+
+#[test]
+fn a_created_timestamp_comes_from_the_series_or_else_its_first_samples_start() {
+    let sample = |timestamp, start_timestamp| write_v2::Sample {
+        value: 1.0,
+        timestamp,
+        start_timestamp,
+    };
+    let mut req = v2_request(&[
+        (vec![("__name__".into(), "rc4".into())], vec![]),
+        (vec![("__name__".into(), "both".into())], vec![]),
+        (vec![("__name__".into(), "none".into())], vec![(5, 1.0)]),
+    ]);
+    // rc.4: the start rides on each sample; a reset inside the request (a later, different start) is not kept.
+    req.timeseries[0].samples = vec![sample(2000, 1500), sample(3000, 2500)];
+    // rc.3's series field wins over a sample's.
+    req.timeseries[1].samples = vec![sample(2000, 1500)];
+    req.timeseries[1].created_timestamp = 1200;
+    let body = req.encode_to_vec();
+    let arena = Bump::new();
+    let got = decode_write_request_v2(&arena, &body).unwrap();
+    let created: Vec<i64> = got.timeseries.iter().map(|t| t.created).collect();
+    assert_eq!(created, [1500, 1200, 0]);
+    assert_eq!(
+        got.timeseries[0].samples,
+        &[Sample { t: 2000, v: 1.0 }, Sample { t: 3000, v: 1.0 }]
+    );
+
+    // A start timestamp of the wrong wire type is named: a series {labels_refs [1, 2], Sample{3: ""}}.
+    let mut body = write_v2::Request {
+        symbols: vec![String::new(), "__name__".into(), "x".into()],
+        timeseries: vec![],
+    }
+    .encode_to_vec();
+    body.extend([0x2a, 8, 0x0a, 2, 1, 2, 0x12, 2, 0x1a, 0x00]);
+    let err = decode_write_request_v2(&arena, &body).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("io.prometheus.write.v2.Sample.start_timestamp"),
+        "{err}"
+    );
 }

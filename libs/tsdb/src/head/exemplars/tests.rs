@@ -164,6 +164,7 @@ mod head {
         head.append(&[AppendSeries {
             labels: &labels,
             samples: &samples,
+            created: None,
         }])
         .unwrap();
         head.append_exemplars(&[AppendExemplars {

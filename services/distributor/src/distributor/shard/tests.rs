@@ -25,7 +25,15 @@ fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
     )
     .unwrap()
     .series;
-    let valid = validate(&arena, &Limits::default(), series, None, NOW_MS, sinks.discards());
+    let valid = validate(
+        &arena,
+        &Limits::default(),
+        series,
+        None,
+        false,
+        NOW_MS,
+        sinks.discards(),
+    );
     shard(&arena, &sinks.tenant, ring, &valid.accepted, &[], valid.window)
 }
 
@@ -329,7 +337,15 @@ fn rewritten_series_are_the_bytes_prost_encodes() {
     .series;
     for (ts, labels) in decoded.iter().zip(&label_sets) {
         for window in [window, TimeWindow::default(), TimeWindow { min_ms: 1, max_ms: 0 }] {
-            let got = rewrite_series(&arena, ts.labels, ts, &[], window);
+            let accepted = Accepted {
+                series: ts,
+                labels: ts.labels,
+                samples: 0,
+                exemplars: &[],
+                created: None,
+                rewrite: true,
+            };
+            let got = rewrite_series(&arena, &accepted, window);
             let kept: Vec<(&str, &str)> = labels.iter().copied().filter(|(_, v)| !v.is_empty()).collect();
             let inside: Vec<(i64, f64)> = samples.iter().copied().filter(|s| window.contains(s.0)).collect();
             let want = series(&kept, &inside).encode_to_vec();

@@ -231,6 +231,7 @@ fn stage_keeps_valid_series_and_marks_the_ones_to_rewrite() {
         &Limits::default(),
         decoded,
         Some("__replica__"),
+        false,
         NOW_MS,
         sinks.discards(),
     );
@@ -346,7 +347,7 @@ fn past_grace_period() {
     ];
     let arena = Bump::new();
     let decoded = decode_unlimited(&arena, &body(sent));
-    let v = validate(&arena, &limits, decoded, None, NOW_MS, sinks.discards());
+    let v = validate(&arena, &limits, decoded, None, false, NOW_MS, sinks.discards());
     let kept: Vec<(&str, u64, bool)> = v
         .accepted
         .iter()
