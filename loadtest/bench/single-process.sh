@@ -6,6 +6,8 @@
 #   SERIES=100000 ROUNDS=10 loadtest/bench/single-process.sh
 #   PROTOCOL=rw2 SERIES=100000 ROUNDS=10 loadtest/bench/single-process.sh    # remote write 2.0 instead of 1.0
 #   PROTOCOL=otlp SERIES=100000 ROUNDS=10 loadtest/bench/single-process.sh   # OTLP/HTTP protobuf, gzip
+#   HEDDLE_CPUS=1 LOADTEST_CPUS=0 ...    # pin each to its own CPUs (taskset -c), so the load generator's own
+#                                        # work (which differs by protocol) does not share heddle's CPU
 #
 # BIN (default target/release, or $CARGO_TARGET_DIR/release) must hold both binaries.
 set -euo pipefail
@@ -14,6 +16,8 @@ ROUNDS=${ROUNDS:-10}
 BATCH=${BATCH:-2000}
 CONCURRENCY=${CONCURRENCY:-4}
 PROTOCOL=${PROTOCOL:-rw1}
+HEDDLE_CPUS=${HEDDLE_CPUS:-}
+LOADTEST_CPUS=${LOADTEST_CPUS:-}
 BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 # The per-tenant ingestion rate limit (Mimir's default 10k samples/s) would measure the limiter, not heddle.
 LIMITS=${LIMITS:---distributor.ingestion-rate-limit=100000000 --distributor.ingestion-burst-size=100000000}
@@ -28,12 +32,15 @@ dir=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 start_heddle "$dir"
+[ -n "$HEDDLE_CPUS" ] && taskset -a -p -c "$HEDDLE_CPUS" "$pid" >/dev/null
+loadtest=("$BIN/heddle-loadtest")
+[ -n "$LOADTEST_CPUS" ] && loadtest=(taskset -c "$LOADTEST_CPUS" "$BIN/heddle-loadtest")
 sleep 1
 idle_rss=$(rss_kib "$pid")
 cpu0=$(cpu_s "$pid")
 path=/api/v1/push
 [ "$PROTOCOL" = otlp ] && path=/otlp/v1/metrics
-"$BIN/heddle-loadtest" push --url "http://127.0.0.1:$hp$path" --series "$SERIES" --rounds "$ROUNDS" \
+"${loadtest[@]}" push --url "http://127.0.0.1:$hp$path" --series "$SERIES" --rounds "$ROUNDS" \
     --batch-size "$BATCH" --concurrency "$CONCURRENCY" --protocol "$PROTOCOL" --progress-s 0 >"$dir/push.json"
 cpu1=$(cpu_s "$pid")
 loaded_rss=$(rss_kib "$pid")

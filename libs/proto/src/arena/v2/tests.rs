@@ -427,3 +427,37 @@ fn a_created_timestamp_comes_from_the_series_or_else_its_first_samples_start() {
         "{err}"
     );
 }
+
+proptest! {
+    /// Start timestamps on any samples and a created timestamp on any series change no sample, and the
+    /// series' `created` is its own created timestamp, else its first sample's start.
+    #[test]
+    fn created_timestamps_decode_and_change_no_sample(
+        series in series_strategy(),
+        created in prop::collection::vec(prop_oneof![Just(0i64), any::<i64>()], 8),
+        starts in prop::collection::vec(prop_oneof![Just(0i64), any::<i64>()], 32),
+    ) {
+        let plain = v2_request(&series);
+        let mut req = plain.clone();
+        let mut starts = starts.into_iter().cycle();
+        for (ts, &c) in req.timeseries.iter_mut().zip(&created) {
+            ts.created_timestamp = c;
+            ts.samples.iter_mut().for_each(|s| s.start_timestamp = starts.next().unwrap_or(0));
+        }
+        let (plain, req_bytes) = (plain.encode_to_vec(), req.encode_to_vec());
+        let (a, b) = (Bump::new(), Bump::new());
+        let want = decode_write_request_v2(&a, &plain).unwrap();
+        let got = decode_write_request_v2(&b, &req_bytes).unwrap();
+        prop_assert_eq!(got.timeseries.len(), want.timeseries.len());
+        for ((g, w), ts) in got.timeseries.iter().zip(want.timeseries).zip(&req.timeseries) {
+            prop_assert_eq!(g.labels, w.labels);
+            prop_assert_eq!(g.samples.len(), w.samples.len());
+            for (gs, ws) in g.samples.iter().zip(w.samples) {
+                prop_assert!(gs.bit_eq(ws), "{:?} != {:?}", gs, ws);
+            }
+            let first_start = ts.samples.first().map_or(0, |s| s.start_timestamp);
+            let expected = if ts.created_timestamp != 0 { ts.created_timestamp } else { first_start };
+            prop_assert_eq!(g.created, expected);
+        }
+    }
+}
