@@ -581,3 +581,143 @@ async fn promtool_blocks_through_crashes_and_retention() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_exactly("read after retention", &read_job(&url, "om", lo, hi).await, &new_want);
 }
+
+/// One OpenMetrics file of `series` gauges, one sample a minute from `start` for `days` days.
+fn openmetrics_week(dir: &Path, start: i64, days: i64, series: usize) -> PathBuf {
+    use std::io::Write as _;
+    let path = dir.join("week.om");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(out, "# TYPE week_metric gauge").unwrap();
+    for s in 0..series {
+        for k in 0..days * 24 * 60 {
+            let t = start + k * 60_000;
+            let v = ((k * 13 + s as i64 * 7) % 1000) as f64;
+            writeln!(
+                out,
+                "week_metric{{instance=\"i-{s}\",job=\"week\"}} {v} {}.{:03}",
+                t / 1000,
+                t % 1000
+            )
+            .unwrap();
+        }
+    }
+    writeln!(out, "# EOF").unwrap();
+    out.flush().unwrap();
+    path
+}
+
+/// Seconds of one range query over the whole week through `url`'s Prometheus API, and its answer.
+async fn time_week_query(http: &reqwest::Client, url: &str, start: i64, end: i64) -> (f64, serde_json::Value) {
+    let q = format!(
+        "{url}/api/v1/query_range?query=sum%20by%20(instance)%20(avg_over_time(week_metric%5B1h%5D))&start={}&end={}&step=3600",
+        start / 1000,
+        end / 1000
+    );
+    let t = std::time::Instant::now();
+    let resp = http.get(&q).send().await.unwrap_or_else(|e| panic!("GET {q}: {e}"));
+    let status = resp.status();
+    let body = resp.text().await.unwrap();
+    let elapsed = t.elapsed().as_secs_f64();
+    assert!(status.is_success(), "{status}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    (elapsed, v["data"].clone())
+}
+
+/// Query time for a 7-day range before compaction (three replicas of 84 two-hour blocks, 252 blocks, each
+/// sample read three times and de-duplicated) and after (the compactor's default ranges leave seven 24 h
+/// blocks). A measurement, run by hand (`loadtest/README.md`); it prints its figures and checks that both
+/// answers are the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: cargo test -p heddle-integration --test compactor -- --ignored --nocapture week"]
+async fn week_query_before_and_after_compaction() {
+    let Some(promtool) = promtool() else { return };
+    const DAY_MS: i64 = 24 * 3600 * 1000;
+    let series = 100;
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let scratch = tempfile::tempdir().unwrap();
+    let start = (now_ms() - 9 * DAY_MS).div_euclid(DAY_MS) * DAY_MS;
+    let end = start + 7 * DAY_MS;
+    let file = openmetrics_week(scratch.path(), start, 7, series);
+    let bucket = Bucket::new(
+        &BucketConfig {
+            backend: Backend::S3,
+            s3: S3Config {
+                endpoint: s3.addr().to_string(),
+                bucket_name: s3.bucket().to_owned(),
+                access_key_id: s3.access_key().to_owned(),
+                secret_access_key: s3.secret_key().to_owned(),
+                insecure: true,
+                region: String::new(),
+            },
+            ..BucketConfig::default()
+        },
+        &mut prometheus_client::registry::Registry::default(),
+    )
+    .unwrap();
+    let tenant = TenantId::new(TENANT).unwrap();
+    // Three runs of promtool on the same file: three replicas with identical samples and their own ULIDs.
+    for r in 0..3 {
+        let out = scratch.path().join(format!("blocks-{r}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let mut cmd = Command::new(&promtool);
+        cmd.args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(&file)
+            .arg(&out);
+        let res = run_bounded(cmd, Duration::from_secs(600)).expect("promtool runs");
+        assert!(res.status.success(), "create-blocks-from: {}", res.stderr);
+        for entry in std::fs::read_dir(&out).unwrap() {
+            bucket.upload_block(&tenant, &entry.unwrap().path()).await.unwrap();
+        }
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+    let before_blocks = live_blocks(&s3).len();
+    let mut args = reader_args();
+    args.extend(s3.heddle_args());
+    args.push("--compactor.first-level-compaction-wait-period=24h".to_owned());
+    let mut reader = HeddleProcess::start(HeddleOptions {
+        args,
+        ..HeddleOptions::default()
+    })
+    .expect("reader starts");
+    let http = http_client(Duration::from_secs(600)).unwrap();
+    let url = reader.prometheus_url();
+    let runs = 5;
+    let measure = |url: String| {
+        let http = http.clone();
+        async move {
+            let (cold, answer) = time_week_query(&http, &url, start, end).await;
+            let mut warm = Vec::new();
+            for _ in 0..runs {
+                let (t, again) = time_week_query(&http, &url, start, end).await;
+                assert_eq!(again, answer);
+                warm.push(t);
+            }
+            warm.sort_by(f64::total_cmp);
+            (cold, warm[runs / 2], answer)
+        }
+    };
+    let (cold_before, warm_before, answer_before) = measure(url.clone()).await;
+
+    let compactor = start_compactor(&s3, "1s", &[]);
+    assert!(
+        wait_until(Duration::from_secs(1200), || {
+            let blocks = bucket_blocks(&s3);
+            blocks.len() == 7 && blocks.iter().all(|(_, complete, marked)| *complete && !marked)
+        }),
+        "not compacted into seven days: {:?}\n{}",
+        bucket_blocks(&s3),
+        compactor.log_tail(20)
+    );
+    drop(compactor);
+    // A fresh reader: every block opened again, as after a querier restart.
+    reader.restart().expect("reader restarts");
+    let (cold_after, warm_after, answer_after) = measure(reader.prometheus_url()).await;
+    assert_eq!(answer_after, answer_before, "the same answer from one copy");
+    println!(
+        "week query ({series} series, one sample a minute, 7 days, step 1h): before compaction {before_blocks} \
+         blocks, first query {cold_before:.3} s, median of {runs} more {warm_before:.3} s; after, 7 blocks, \
+         first {cold_after:.3} s, median {warm_after:.3} s; ratio (before/after) first {:.2}x, median {:.2}x",
+        cold_before / cold_after,
+        warm_before / warm_after,
+    );
+}

@@ -190,13 +190,6 @@ pub(crate) fn shard<'a>(
     out
 }
 
-/// Re-encodes a series with `labels` (its own, maybe without the HA replica label) minus empty-valued ones,
-/// without samples outside `window` and histograms, with `exemplars` (its valid ones), into the arena so it
-/// can be framed like a raw slice.
-///
-/// Written straight into the arena as `prometheus.TimeSeries` (labels field 1, samples field 2), byte for byte
-/// what prost encodes for the same message (proto3: empty strings, a zero value and a zero timestamp are left
-/// out), without building owned labels per series: with an HA pair every series loses its replica label.
 /// The `series` of `accepted` as an ingester would decode them from their encoded bytes (raw or re-encoded):
 /// labels without empty-valued ones (and without the HA replica label, which `labels` already lacks), samples
 /// inside `window`, the valid exemplars. Histograms, which the ingester does not store, are left out.
@@ -226,6 +219,15 @@ fn series_batch(accepted: &[Accepted<'_>], series: &[usize], window: TimeWindow)
     batch
 }
 
+/// Re-encodes an accepted series with its `labels` (its own, maybe without the HA replica label) minus
+/// empty-valued ones, without samples outside `window` and histograms, with its valid `exemplars` and the
+/// `created` timestamp it keeps, into the arena so it can be framed like a raw slice.
+///
+/// Written straight into the arena as `prometheus.TimeSeries` (labels field 1, samples field 2, exemplars
+/// field 3), byte for byte what prost encodes for the same message (proto3: empty strings, a zero value and a
+/// zero timestamp are left out), then the created timestamp as field 6, which the generated type lacks
+/// ([`heddle_proto::CREATED_TIMESTAMP_FIELD`]); without building owned labels per series: with an HA pair every
+/// series loses its replica label.
 fn rewrite_series<'a>(arena: &'a Bump, accepted: &Accepted<'_>, window: TimeWindow) -> &'a [u8] {
     let Accepted {
         labels,
