@@ -21,8 +21,10 @@ use super::chunks::{ENC_XOR, SEGMENT_HEADER_LEN, check_header, decode_frame, fra
 use super::fetch::{fetch_frames, fetch_ranges};
 use super::files::{BlockFiles, LocalBlockFiles};
 use super::index::{INDEX_FILENAME, IndexHeader, SERIES_ALIGN, SeriesEntry, decode_postings};
+use super::index_header::{self, HeaderOrigin};
 use super::meta::BlockMeta;
 use crate::error::TsdbError;
+use crate::file::{FileCreator, StdFiles};
 use crate::head::postings::intersect;
 use crate::head::{ChunkData, SeriesChunks};
 
@@ -66,13 +68,40 @@ impl BlockReader {
     /// in memory; series entries, postings lists and chunks are read by range on demand through `files`.
     pub fn open(files: Arc<dyn BlockFiles>, meta: BlockMeta) -> Result<Self, TsdbError> {
         let index = IndexHeader::open(files.as_ref(), &format!("block {}", meta.ulid))?;
-        Ok(Self {
+        Ok(Self::with_index(files, meta, index))
+    }
+
+    /// As [`BlockReader::open`], with the index header taken from the file at `header_file` when it is valid,
+    /// else read through `files` and written there for the next open (see `index_header`). Says where the
+    /// header came from.
+    pub fn open_with_header_file(
+        files: Arc<dyn BlockFiles>,
+        meta: BlockMeta,
+        header_file: &Path,
+    ) -> Result<(Self, HeaderOrigin), TsdbError> {
+        Self::open_with_header_file_on(files, meta, header_file, &StdFiles)
+    }
+
+    /// [`BlockReader::open_with_header_file`], writing through `creator`.
+    pub(crate) fn open_with_header_file_on(
+        files: Arc<dyn BlockFiles>,
+        meta: BlockMeta,
+        header_file: &Path,
+        creator: &dyn FileCreator,
+    ) -> Result<(Self, HeaderOrigin), TsdbError> {
+        let what = format!("block {}", meta.ulid);
+        let (index, origin) = index_header::open(files.as_ref(), &what, &meta.ulid, header_file, creator)?;
+        Ok((Self::with_index(files, meta, index), origin))
+    }
+
+    fn with_index(files: Arc<dyn BlockFiles>, meta: BlockMeta, index: IndexHeader) -> Self {
+        Self {
             meta,
             files,
             index,
             segments: Mutex::new(HashMap::new()),
             skipped: AtomicU64::new(0),
-        })
+        }
     }
 
     /// A local block directory (`meta.json`, then index and chunks through [`LocalBlockFiles`]).
