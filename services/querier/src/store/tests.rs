@@ -7,9 +7,9 @@ use heddle_tsdb::head::ChunkData;
 use prometheus_client::registry::Registry;
 use std::path::Path;
 
-const TENANT: &str = "team-a";
+pub(super) const TENANT: &str = "team-a";
 
-fn tenant() -> TenantId {
+pub(super) fn tenant() -> TenantId {
     TenantId::new(TENANT).unwrap()
 }
 
@@ -24,7 +24,7 @@ fn bucket(dir: &Path) -> Bucket {
 
 /// Writes a block of `[min_time, max_time)` holding `up{job=<job>}` with one sample at `min_time`, uploads it
 /// and returns its ULID.
-async fn upload(bucket: &Bucket, scratch: &Path, min_time: i64, max_time: i64, job: &str) -> String {
+pub(super) async fn upload(bucket: &Bucket, scratch: &Path, min_time: i64, max_time: i64, job: &str) -> String {
     let meta = BlockMeta::new(new_ulid(), min_time, max_time, Some(TENANT));
     let mut w = BlockWriter::new(scratch, meta).unwrap();
     let mut chunk = XorChunk::new();
@@ -44,7 +44,7 @@ async fn upload(bucket: &Bucket, scratch: &Path, min_time: i64, max_time: i64, j
     meta.ulid
 }
 
-async fn jobs(store: &BucketStore, mint: i64, maxt: i64) -> Result<Vec<String>, QuerierError> {
+pub(super) async fn jobs(store: &BucketStore, mint: i64, maxt: i64) -> Result<Vec<String>, QuerierError> {
     let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
     let mut out: Vec<String> = store
         .series(&tenant(), mint, maxt, &m)
@@ -66,7 +66,7 @@ async fn a_block_that_cannot_be_opened_fails_only_the_queries_it_overlaps() {
     let good_index = std::fs::read(&index).unwrap();
     std::fs::write(&index, b"not an index").unwrap();
 
-    let store = BucketStore::new(b, Duration::ZERO);
+    let store = BucketStore::new(b, Duration::ZERO, &mut Registry::default());
     assert_eq!(
         jobs(&store, 0, 999).await.unwrap(),
         ["first"],
@@ -85,7 +85,7 @@ async fn refreshes_see_new_blocks_and_forget_deleted_ones() {
     let (dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let b = bucket(dir.path());
     let first = upload(&b, scratch.path(), 0, 1000, "first").await;
-    let store = BucketStore::new(b.clone(), Duration::ZERO);
+    let store = BucketStore::new(b.clone(), Duration::ZERO, &mut Registry::default());
     assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["first"]);
     upload(&b, scratch.path(), 1000, 2000, "second").await;
     assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["first", "second"]);
@@ -93,7 +93,7 @@ async fn refreshes_see_new_blocks_and_forget_deleted_ones() {
     assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["second"]);
 
     // Within the sync interval the list is not read again.
-    let cached = BucketStore::new(b.clone(), Duration::from_secs(3600));
+    let cached = BucketStore::new(b.clone(), Duration::from_secs(3600), &mut Registry::default());
     assert_eq!(jobs(&cached, 0, 5000).await.unwrap(), ["second"]);
     upload(&b, scratch.path(), 2000, 3000, "third").await;
     assert_eq!(jobs(&cached, 0, 5000).await.unwrap(), ["second"]);
@@ -116,13 +116,14 @@ async fn marked_blocks_are_read_until_their_mark_is_older_than_the_delay() {
         .await
         .unwrap();
     let hour = Duration::from_secs(3600);
-    let patient = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(hour, hour);
+    let patient = BucketStore::new(b.clone(), Duration::ZERO, &mut Registry::default()).with_deletion_marks(hour, hour);
     assert_eq!(
         jobs(&patient, 0, 5000).await.unwrap(),
         ["first", "second"],
         "marked 10 minutes ago"
     );
-    let prompt = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(Duration::from_secs(300), hour);
+    let prompt = BucketStore::new(b.clone(), Duration::ZERO, &mut Registry::default())
+        .with_deletion_marks(Duration::from_secs(300), hour);
     assert_eq!(
         jobs(&prompt, 0, 5000).await.unwrap(),
         ["second"],
@@ -138,7 +139,7 @@ async fn a_fresh_bucket_index_replaces_the_listing() {
     let listing = b.list_tenant(&tenant()).await.unwrap();
     let second = upload(&b, scratch.path(), 1000, 2000, "second").await;
     let hour = Duration::from_secs(3600);
-    let store = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(hour, hour);
+    let store = BucketStore::new(b.clone(), Duration::ZERO, &mut Registry::default()).with_deletion_marks(hour, hour);
     // An index made before the second upload: the querier reads it, so the second block is not seen yet.
     let index = heddle_bucket::BucketIndex::new(&listing.blocks, &[], now_secs() - 60);
     b.write_bucket_index(&tenant(), &index).await.unwrap();
@@ -174,7 +175,7 @@ async fn blocks_are_weighed_against_the_fetch_limits_before_their_chunks_are_rea
         let start = i as i64 * 1000;
         upload(&b, scratch.path(), start, start + 1000, job).await;
     }
-    let store = BucketStore::new(b, Duration::ZERO);
+    let store = BucketStore::new(b, Duration::ZERO, &mut Registry::default());
     let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
 
     // One chunk per block, two allowed: the request fails at the third block's index.
