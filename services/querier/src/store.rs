@@ -305,8 +305,9 @@ impl BucketStore {
     /// block first), each sorted by labels, in the model's types (nothing is converted).
     ///
     /// Each block's cost is weighed against `limiter` from its index before its chunks are read: a block whose
-    /// series alone would take the request past its series limit, or whose chunks would pass the chunk limit,
-    /// is never read. Chunk bytes are counted as each block's chunks arrive.
+    /// series alone would take the request past its series limit, or whose chunks or chunk bytes would pass
+    /// their limits, is never read. The chunk bytes of a block are what its reads fetch: chunks close to each
+    /// other are read together, one GET per run, and the gaps between them count as fetched.
     pub(crate) async fn query(
         &self,
         tenant: &TenantId,
@@ -322,10 +323,11 @@ impl BucketStore {
             // Series are counted when the merge yields them; here only the room for them is checked.
             limiter.check_room(FetchLimit::Series, plan.series())?;
             limiter.add(FetchLimit::Chunks, plan.chunks())?;
-            let series = b.read_selected(plan)?;
-            let bytes = series.iter().flat_map(|s| &s.chunks).map(|c| c.data.len()).sum();
-            limiter.add(FetchLimit::ChunkBytes, bytes)?;
-            Ok(series)
+            limiter.add(
+                FetchLimit::ChunkBytes,
+                usize::try_from(plan.fetch_bytes()).unwrap_or(usize::MAX),
+            )?;
+            Ok(b.read_selected(plan)?)
         })
         .await
     }

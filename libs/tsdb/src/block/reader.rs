@@ -18,7 +18,7 @@ use bytes::Bytes;
 use heddle_model::{Labels, MatchType, Matcher};
 
 use super::chunks::{ENC_XOR, SEGMENT_HEADER_LEN, check_header, decode_frame, frame_total, segment_name};
-use super::fetch::{fetch_frames, fetch_ranges};
+use super::fetch::{fetch_frames, fetch_ranges, frame_runs};
 use super::files::{BlockFiles, LocalBlockFiles};
 use super::index::{INDEX_FILENAME, IndexHeader, SERIES_ALIGN, SeriesEntry, decode_postings};
 use super::index_header::{self, HeaderOrigin};
@@ -49,6 +49,27 @@ impl SelectPlan {
     /// Chunks to read, all series together.
     pub fn chunks(&self) -> usize {
         self.selected.iter().map(|s| s.chunks.len()).sum()
+    }
+
+    /// Bytes [`BlockReader::read_selected`] fetches to read the chunks: its coalesced reads, with the gaps
+    /// between neighbouring chunks and the guess past each run's last chunk. An upper bound, but for a chunk
+    /// longer than the guess at the end of a run (read again whole) and for runs cut by a segment's end.
+    pub fn fetch_bytes(&self) -> u64 {
+        let mut refs: Vec<u64> = self
+            .selected
+            .iter()
+            .flat_map(|s| s.chunks.iter().map(|c| c.chunk_ref))
+            .collect();
+        refs.sort_unstable();
+        refs.chunk_by(|a, b| a >> 32 == b >> 32)
+            .map(|segment| {
+                let offsets: Vec<u64> = segment.iter().map(|r| r & 0xffff_ffff).collect();
+                frame_runs(&offsets, u64::MAX, CHUNK_GUESS)
+                    .into_iter()
+                    .map(|(_, bytes)| bytes.end - bytes.start)
+                    .sum::<u64>()
+            })
+            .sum()
     }
 }
 

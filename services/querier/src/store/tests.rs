@@ -214,3 +214,87 @@ async fn blocks_are_weighed_against_the_fetch_limits_before_their_chunks_are_rea
     assert_eq!(store.query(&tenant(), 0, 5000, &m, &open).await.unwrap().len(), 3);
     assert_eq!(open.fetched(FetchLimit::Chunks), 3);
 }
+
+/// `get_range` calls the bucket made so far, from its registry's exposition.
+fn ranged_gets(registry: &Registry) -> u64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(r#"heddle_bucket_operations_total{operation="get_range"} "#))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_blocks_chunks_are_read_in_few_gets_whose_bytes_count_before_they_are_fetched() {
+    let (dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut registry = Registry::default();
+    let cfg = BucketConfig {
+        backend: Backend::Filesystem,
+        filesystem: FilesystemConfig {
+            dir: dir.path().to_path_buf(),
+        },
+        ..BucketConfig::default()
+    };
+    let b = Bucket::new(&cfg, &mut registry).unwrap();
+    let meta = BlockMeta::new(new_ulid(), 0, 1000, Some(TENANT));
+    let mut w = BlockWriter::new(scratch.path(), meta).unwrap();
+    let mut data_bytes = 0;
+    let mut instances: Vec<String> = (0..300).map(|i| format!("host-{i:03}")).collect();
+    instances.sort();
+    for (i, instance) in instances.iter().enumerate() {
+        let mut chunk = XorChunk::new();
+        for t in 0..10 {
+            chunk.append(t * 15, (i * t as usize) as f64).unwrap();
+        }
+        let data = Bytes::from(chunk.into_bytes());
+        data_bytes += data.len();
+        let labels = Labels::from_sorted([("__name__", "up"), ("instance", instance.as_str())]).unwrap();
+        w.add_series(
+            &labels,
+            &[ChunkData {
+                min_time: 0,
+                max_time: 135,
+                data,
+            }],
+        )
+        .unwrap();
+    }
+    let meta = w.finish().unwrap();
+    b.upload_block(&tenant(), &scratch.path().join(&meta.ulid))
+        .await
+        .unwrap();
+    let store = BucketStore::new(b, Duration::from_secs(3600), &mut Registry::default());
+    let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
+
+    // The index reads of a selection (postings, series entries), with the block opened first.
+    store.series(&tenant(), 0, 1000, &m).await.unwrap();
+    let before = ranged_gets(&registry);
+    store.series(&tenant(), 0, 1000, &m).await.unwrap();
+    let index_gets = ranged_gets(&registry) - before;
+
+    // A byte limit below what the chunk reads would fetch: refused with no chunk read.
+    let small = limiter(heddle_limits::Limits {
+        max_fetched_chunk_bytes_per_query: data_bytes,
+        ..heddle_limits::Limits::default()
+    });
+    let before = ranged_gets(&registry);
+    let err = store.query(&tenant(), 0, 1000, &m, &small).await.unwrap_err();
+    assert!(
+        err.to_string().starts_with("err-heddle-max-chunks-bytes-per-query"),
+        "{err}"
+    );
+    assert_eq!(ranged_gets(&registry) - before, index_gets, "only the index was read");
+
+    // Within the limit: 300 chunks in a couple of GETs (the segment header, one run), counted with their gaps.
+    let open = limiter(heddle_limits::Limits::default());
+    let before = ranged_gets(&registry);
+    let got = store.query(&tenant(), 0, 1000, &m, &open).await.unwrap();
+    let chunk_gets = ranged_gets(&registry) - before - index_gets;
+    assert_eq!(got[0].len(), 300);
+    assert!(chunk_gets <= 2, "{chunk_gets} GETs for 300 chunks");
+    let counted = open.fetched(FetchLimit::ChunkBytes);
+    assert!(
+        counted >= data_bytes && counted <= data_bytes + 300 * 8 + 1100,
+        "{counted} bytes counted for {data_bytes} bytes of chunk data"
+    );
+}
