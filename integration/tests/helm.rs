@@ -665,6 +665,7 @@ fn schema_and_checks_refuse_bad_values_with_a_clear_message() {
 const BLOCK_KEYS: &[&str] = &[
     "blocks_storage.backend",
     "blocks_storage.bucket_store.sync_interval",
+    "blocks_storage.bucket_store.sync_dir",
     "blocks_storage.tsdb.dir",
     "blocks_storage.tsdb.block_ranges_period",
     "blocks_storage.tsdb.retention_period",
@@ -689,6 +690,10 @@ fn the_rendered_pods_run_the_real_binary_and_accept_a_write() {
         for key in BLOCK_KEYS {
             assert!(lookup(&config, key).is_some(), "{name}: {key} is not rendered:\n{text}");
         }
+        assert_eq!(
+            config["blocks_storage"]["bucket_store"]["sync_dir"], "/data/tsdb-sync",
+            "{name}: the queriers' index headers on the pod's volume"
+        );
         if name.starts_with("single-node") {
             assert_eq!(config["blocks_storage"]["backend"], "filesystem", "{name}");
             assert_eq!(

@@ -228,6 +228,8 @@ const FAMILIES: &[Family] = &[
         "PromQL queries (query, query_range) by endpoint and outcome: success, bad_data, execution, timeout, canceled (the client left first), internal.",
     ),
     f("heddle_querier_query_samples_processed", &[]),
+    f("heddle_querier_index_header_loaded_bytes", &["source"]),
+    f("heddle_querier_index_header_corrupt_files", &[]),
     f("heddle_compactor_runs_started", &[]),
     f("heddle_compactor_runs_completed", &[]),
     f("heddle_compactor_runs_failed", &[]),

@@ -97,6 +97,10 @@ impl StartedTarget {
                         "--blocks-storage.filesystem.dir={}",
                         dir.path().join("blocks").display()
                     ),
+                    format!(
+                        "--blocks-storage.bucket-store.sync-dir={}",
+                        dir.path().join("tsdb-sync").display()
+                    ),
                     "--log.level=warn".to_owned(),
                     // Mimir's default limits (10k samples/s, 150k series per tenant) would measure the limiter.
                     "--distributor.ingestion-rate-limit=1000000000".to_owned(),

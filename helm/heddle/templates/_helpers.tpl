@@ -72,8 +72,10 @@ heddle.io/zone: {{ . }}
 {{- end -}}
 
 {{/*
-The YAML configuration, in Mimir's layout (docs/configuration.md). Both modes keep the TSDB under /data/tsdb and
-the compactor's scratch space under /data/compactor (the single-node pod's volume, the compactor pod's emptyDir),
+The YAML configuration, in Mimir's layout (docs/configuration.md). Both modes keep the TSDB under /data/tsdb,
+the queriers' index headers of bucket blocks under /data/tsdb-sync (the single-node pod's volume, the querier pods'
+emptyDir, which outlives a container restart) and the compactor's scratch space under /data/compactor (the
+single-node pod's volume, the compactor pod's emptyDir),
 and cut, retain and ship blocks the same way; single-node ships them to a filesystem bucket on the same volume
 (/data/blocks), distributed mode to S3 and adds the ring and gossip keys. The chart tests start the real binary
 with every rendered key (only paths, ports and the gossip seed are swapped for local ones).
@@ -90,7 +92,7 @@ with every rendered key (only paths, ports and the gossip seed are swapped for l
   "ship_interval" $c.tsdb.shipInterval
   "head_compaction_idle_timeout" $c.tsdb.headCompactionIdleTimeout
   "flush_blocks_on_shutdown" $c.tsdb.flushBlocksOnShutdown -}}
-{{- $blocks := dict "tsdb" $tsdb "bucket_store" (dict "sync_interval" $c.bucketStore.syncInterval) -}}
+{{- $blocks := dict "tsdb" $tsdb "bucket_store" (dict "sync_interval" $c.bucketStore.syncInterval "sync_dir" "/data/tsdb-sync") -}}
 {{- $cfg := dict
   "multitenancy_enabled" $c.multitenancyEnabled
   "server" (dict

@@ -33,6 +33,10 @@ pub const LOCAL_SWAPS: &[(&str, &str)] = &[
     ),
     ("compactor.data_dir", "the compactor's scratch directory on that volume"),
     (
+        "blocks_storage.bucket_store.sync_dir",
+        "the queriers' index headers on that volume",
+    ),
+    (
         "ingester.ring.tokens_file_path",
         "the tokens file on that volume (distributed)",
     ),
@@ -274,6 +278,10 @@ fn start_pod(
         ("server.grpc_listen_port", grpc_port.into()),
         ("blocks_storage.tsdb.dir", path_value(&data.join("tsdb"))),
         ("compactor.data_dir", path_value(&data.join("compactor"))),
+        (
+            "blocks_storage.bucket_store.sync_dir",
+            path_value(&data.join("tsdb-sync")),
+        ),
     ];
     if distributed {
         swaps.push(("ingester.ring.tokens_file_path", path_value(&data.join("tokens"))));

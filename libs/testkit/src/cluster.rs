@@ -363,6 +363,11 @@ impl Cluster {
             // The default per-tenant rate (10k samples/s) would measure the limiter, not the cluster.
             "--distributor.ingestion-rate-limit=100000000".to_owned(),
             "--distributor.ingestion-burst-size=100000000".to_owned(),
+            // Index headers of bucket blocks, by default in the working directory's `./tsdb-sync`.
+            format!(
+                "--blocks-storage.bucket-store.sync-dir={}",
+                node.dir.join("tsdb-sync").display()
+            ),
         ];
         // One bucket for the whole cluster (the filesystem backend), beside the nodes' directories: ingesters
         // ship into it and the querier reads it, as with a shared S3 bucket.

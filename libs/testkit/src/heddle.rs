@@ -111,6 +111,11 @@ impl HeddleProcess {
             ),
             // Likewise the compactor's default `./data-compactor`.
             format!("--compactor.data-dir={}", self.root.path().join("compactor").display()),
+            // And the querier's index headers, by default in `./tsdb-sync`.
+            format!(
+                "--blocks-storage.bucket-store.sync-dir={}",
+                self.root.path().join("tsdb-sync").display()
+            ),
         ];
         if self.opts.multitenancy {
             args.push("--auth.multitenancy-enabled".to_owned());

@@ -156,6 +156,10 @@ impl BlocksStorageConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BucketStoreConfig {
+    /// Directory where queriers keep each bucket block's index header (`<tenant>/<ULID>/index-header`), so a
+    /// restart does not read them from the bucket again; files of blocks no longer listed are removed. Need
+    /// not survive a restart, but should (Mimir's name and default, `./tsdb-sync`, beside `./tsdb`).
+    pub sync_dir: std::path::PathBuf,
     /// How often a querier lists a tenant's blocks again (Mimir's default is 15m; Heddle's 1m, so a block
     /// shipped by a flush is queryable from the bucket within a minute).
     #[serde(with = "heddle_config::serde_duration")]
@@ -171,6 +175,7 @@ pub struct BucketStoreConfig {
 impl Default for BucketStoreConfig {
     fn default() -> Self {
         Self {
+            sync_dir: std::path::PathBuf::from("./tsdb-sync"),
             sync_interval: std::time::Duration::from_secs(60),
             ignore_deletion_mark_delay: std::time::Duration::from_secs(3600),
             bucket_index: BucketIndexConfig::default(),
@@ -198,6 +203,12 @@ impl Default for BucketIndexConfig {
 }
 
 const BUCKET_STORE_FLAGS: &[FlagSpec] = &[
+    FlagSpec {
+        flag: "blocks-storage.bucket-store.sync-dir",
+        key: "blocks_storage.bucket_store.sync_dir",
+        kind: FlagKind::Value,
+        help: "Directory where queriers keep the index headers of bucket blocks across restarts",
+    },
     FlagSpec {
         flag: "blocks-storage.bucket-store.sync-interval",
         key: "blocks_storage.bucket_store.sync_interval",
@@ -361,6 +372,9 @@ impl Config {
         self.ingester.instance_limits.validate()?;
         self.blocks_storage.tsdb.validate()?;
         self.blocks_storage.bucket().validate()?;
+        if self.blocks_storage.bucket_store.sync_dir.as_os_str().is_empty() {
+            return Err("blocks_storage.bucket_store.sync_dir: must name a directory".into());
+        }
         self.querier.validate()?;
         self.compactor.validate()?;
         self.validate_query_split()?;

@@ -326,8 +326,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         if let Some(bucket) = &bucket {
             let store = &cfg.blocks_storage.bucket_store;
             querier = querier.with_store(Arc::new(
-                heddle_querier::BucketStore::new(bucket.clone(), store.sync_interval)
-                    .with_deletion_marks(store.ignore_deletion_mark_delay, store.bucket_index.max_stale_period),
+                heddle_querier::BucketStore::new(bucket.clone(), store.sync_interval, &mut registry)
+                    .with_deletion_marks(store.ignore_deletion_mark_delay, store.bucket_index.max_stale_period)
+                    .with_sync_dir(&store.sync_dir),
             ));
         }
         api = api.merge(heddle_querier::router(Arc::new(querier)));

@@ -9,7 +9,8 @@
 //!   bucket block, its matching series before any of its chunks are read (a block that alone would pass the
 //!   limit is never read);
 //! - **chunks and chunk bytes**: each chunk as a source hands it over (an ingester stream message, or a block
-//!   before its chunks are read), replicas included, since that is what was fetched;
+//!   before its chunks are read), replicas included, since that is what was fetched; for a bucket block the
+//!   bytes are those its coalesced chunk reads will fetch, gaps between neighbouring chunks included;
 //! - **samples**: each sample of a series after the replica merge, as before, but per request.
 //!
 //! Limits are per tenant (`heddle_limits::Limits`), except the sample limit, which is the querier's.

@@ -212,3 +212,55 @@ impl Metrics {
         self.samples.inc_by(samples as u64);
     }
 }
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
+/// How bucket blocks' index headers were loaded as the querier opened the blocks.
+#[derive(Debug, Clone)]
+pub(crate) struct IndexHeaderMetrics {
+    bytes: Family<SourceLabels, Counter>,
+    corrupt: Counter,
+}
+
+impl IndexHeaderMetrics {
+    pub(crate) fn new(registry: &mut Registry) -> Self {
+        let bytes = Family::<SourceLabels, Counter>::default();
+        registry.register(
+            "heddle_querier_index_header_loaded_bytes",
+            "Bytes of bucket blocks' index headers (TOC, symbols, postings offset table) loaded as blocks are \
+             opened, by source: bucket (ranged reads of the block's index) or disk (the block's index-header file \
+             in blocks_storage.bucket_store.sync_dir)",
+            bytes.clone(),
+        );
+        // Both sources exposed from the start, so a zero reads as zero rather than as missing.
+        for source in ["bucket", "disk"] {
+            bytes.get_or_create(&SourceLabels { source }).inc_by(0);
+        }
+        let corrupt = Counter::default();
+        registry.register(
+            "heddle_querier_index_header_corrupt_files",
+            "Index-header files in the sync dir found truncated, corrupt, of another version or of another block, \
+             and rebuilt from the bucket",
+            corrupt.clone(),
+        );
+        Self { bytes, corrupt }
+    }
+
+    /// A block opened with its index header from `origin`.
+    pub(crate) fn loaded(&self, origin: &heddle_tsdb::block::HeaderOrigin) {
+        use heddle_tsdb::block::HeaderOrigin;
+        let (source, bytes) = match origin {
+            HeaderOrigin::Disk { bytes } => ("disk", *bytes),
+            HeaderOrigin::Files { bytes, replaced } => {
+                if replaced.is_some() {
+                    self.corrupt.inc();
+                }
+                ("bucket", *bytes)
+            }
+        };
+        self.bytes.get_or_create(&SourceLabels { source }).inc_by(bytes);
+    }
+}

@@ -10,14 +10,24 @@
 //! block whose deletion mark is older than `ignore_deletion_marks_delay` is left out: the compactor has put
 //! its samples in another block (or it is past retention), so the two are not both read for long, and the
 //! block is gone from every querier's list before the compactor's (longer) deletion delay deletes it.
+//!
+//! With a sync dir ([`BucketStore::with_sync_dir`], `blocks_storage.bucket_store.sync_dir`), each block's
+//! index header is also kept on local disk, at `<sync dir>/<tenant>/<ULID>/index-header` (format and
+//! checks in `heddle_tsdb::block`'s `index_header`): a restarted querier opens its blocks from those files
+//! without reading their index headers from the bucket, and an unusable file is rebuilt from the bucket. Each
+//! refresh removes the directories of the tenant's blocks no longer in its list (compacted away, past
+//! retention, marked long enough), so the directory holds the tenant's current blocks and no more.
 
 use crate::error::{FetchLimit, QuerierError};
 use crate::limits::QueryLimiter;
+use crate::metrics::IndexHeaderMetrics;
 use heddle_bucket::{Bucket, DeletionMark, IndexBlock};
 use heddle_model::{Labels, Matcher, TenantId};
 use heddle_tsdb::SeriesChunks;
-use heddle_tsdb::block::{BlockMeta, BlockReader};
+use heddle_tsdb::block::{BlockMeta, BlockReader, INDEX_HEADER_FILENAME};
+use prometheus_client::registry::Registry;
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +38,9 @@ pub struct BucketStore {
     sync_interval: Duration,
     ignore_deletion_marks_delay: Duration,
     bucket_index_max_stale_period: Duration,
+    /// Where blocks' index headers are kept on disk; `None`: in memory only.
+    sync_dir: Option<PathBuf>,
+    metrics: IndexHeaderMetrics,
     /// Held only to find or add a tenant: a slow bucket listing for one tenant never blocks another's queries.
     tenants: std::sync::Mutex<HashMap<TenantId, Arc<TenantBlocks>>>,
 }
@@ -54,15 +67,33 @@ struct BlockSet {
 impl BucketStore {
     /// Reads `bucket`, listing a tenant's blocks again when its list is older than `sync_interval`.
     /// Marked blocks are ignored after an hour and a bucket index is used up to an hour old (Mimir's defaults);
-    /// see [`BucketStore::with_deletion_marks`].
-    pub fn new(bucket: Bucket, sync_interval: Duration) -> Self {
+    /// see [`BucketStore::with_deletion_marks`]. Index headers stay in memory only unless a sync dir is set
+    /// ([`BucketStore::with_sync_dir`]). Registers the index-header metrics on `registry`.
+    pub fn new(bucket: Bucket, sync_interval: Duration, registry: &mut Registry) -> Self {
         Self {
             bucket,
             sync_interval,
             ignore_deletion_marks_delay: Duration::from_secs(3600),
             bucket_index_max_stale_period: Duration::from_secs(3600),
+            sync_dir: None,
+            metrics: IndexHeaderMetrics::new(registry),
             tenants: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Keeps each block's index header under `dir` too (see the module docs); the directory is created as
+    /// needed.
+    pub fn with_sync_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sync_dir = Some(dir.into());
+        self
+    }
+
+    /// The index-header file of block `ulid`, when there is a sync dir and the id is a plain file name (a
+    /// ULID always is; a listing or bucket index naming anything else must not reach outside the directory).
+    fn header_file(&self, tenant: &TenantId, ulid: &str) -> Option<PathBuf> {
+        let plain = !ulid.is_empty() && ulid.bytes().all(|b| b.is_ascii_alphanumeric());
+        let dir = self.sync_dir.as_ref().filter(|_| plain)?;
+        Some(dir.join(tenant.as_str()).join(ulid).join(INDEX_HEADER_FILENAME))
     }
 
     /// Leaves out blocks marked for deletion longer than `ignore_deletion_marks_delay` ago, and reads a
@@ -151,6 +182,7 @@ impl BucketStore {
         // refresh of a list that missed it to start by then.
         let listed_at = Instant::now();
         let metas = self.current_blocks(tenant).await?;
+        let listed: HashSet<String> = metas.iter().map(|m| m.ulid.clone()).collect();
         let current = Arc::clone(&blocks.state.read().unwrap_or_else(|p| p.into_inner()));
         let mut next = BlockSet::default();
         let mut to_open = Vec::new();
@@ -165,7 +197,15 @@ impl BucketStore {
         let opens = to_open.into_iter().map(|meta| {
             let files = self.bucket.block_files(tenant, &meta.ulid);
             let (ulid, range) = (meta.ulid.clone(), (meta.min_time, meta.max_time));
-            let task = tokio::task::spawn_blocking(move || BlockReader::open(files, meta));
+            let header_file = self.header_file(tenant, &meta.ulid);
+            let metrics = self.metrics.clone();
+            let task = tokio::task::spawn_blocking(move || match header_file {
+                Some(path) => BlockReader::open_with_header_file(files, meta, &path).map(|(reader, origin)| {
+                    metrics.loaded(&origin);
+                    reader
+                }),
+                None => BlockReader::open(files, meta),
+            });
             async move { (ulid, range, task.await) }
         });
         for (ulid, (min_time, max_time), opened) in futures::future::join_all(opens).await {
@@ -183,6 +223,13 @@ impl BucketStore {
             }
         }
         *blocks.state.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        if let Some(dir) = &self.sync_dir {
+            let (dir, tenant) = (dir.join(tenant.as_str()), tenant.clone());
+            let removed = tokio::task::spawn_blocking(move || remove_unlisted(&dir, &listed)).await;
+            if let Ok(Err(e)) = removed {
+                tracing::warn!(tenant = %tenant, error = %e, "cannot clean the tenant's index-header directory");
+            }
+        }
         *synced = Some(listed_at);
         Ok(())
     }
@@ -258,8 +305,9 @@ impl BucketStore {
     /// block first), each sorted by labels, in the model's types (nothing is converted).
     ///
     /// Each block's cost is weighed against `limiter` from its index before its chunks are read: a block whose
-    /// series alone would take the request past its series limit, or whose chunks would pass the chunk limit,
-    /// is never read. Chunk bytes are counted as each block's chunks arrive.
+    /// series alone would take the request past its series limit, or whose chunks or chunk bytes would pass
+    /// their limits, is never read. The chunk bytes of a block are what its reads fetch: chunks close to each
+    /// other are read together, one GET per run, and the gaps between them count as fetched.
     pub(crate) async fn query(
         &self,
         tenant: &TenantId,
@@ -275,10 +323,11 @@ impl BucketStore {
             // Series are counted when the merge yields them; here only the room for them is checked.
             limiter.check_room(FetchLimit::Series, plan.series())?;
             limiter.add(FetchLimit::Chunks, plan.chunks())?;
-            let series = b.read_selected(plan)?;
-            let bytes = series.iter().flat_map(|s| &s.chunks).map(|c| c.data.len()).sum();
-            limiter.add(FetchLimit::ChunkBytes, bytes)?;
-            Ok(series)
+            limiter.add(
+                FetchLimit::ChunkBytes,
+                usize::try_from(plan.fetch_bytes()).unwrap_or(usize::MAX),
+            )?;
+            Ok(b.read_selected(plan)?)
         })
         .await
     }
@@ -330,6 +379,35 @@ impl BucketStore {
     }
 }
 
+/// Removes everything in the tenant's sync directory `dir` but the directories of the `listed` blocks.
+/// Only a successful listing gets here, so a bucket outage never empties the directory.
+fn remove_unlisted(dir: &Path, listed: &HashSet<String>) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_name().to_str().is_some_and(|name| listed.contains(name)) {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        match removed {
+            Ok(()) => tracing::debug!(path = %path.display(), "removed the index header of a block no longer listed"),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove an unlisted block's index header")
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Why reading one block stopped: the block failed, or the request reached a fetch limit.
 enum BlockError {
     Tsdb(heddle_tsdb::TsdbError),
@@ -348,6 +426,9 @@ impl From<QuerierError> for BlockError {
     }
 }
 
+#[cfg(test)]
+#[path = "store/sync_dir_tests.rs"]
+mod sync_dir_tests;
 #[cfg(test)]
 #[path = "store/tests.rs"]
 mod tests;

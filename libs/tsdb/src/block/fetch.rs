@@ -60,25 +60,13 @@ pub(crate) fn fetch_frames(
     corrupt: Corrupt<'_>,
 ) -> Result<Vec<Bytes>, TsdbError> {
     let mut out = Vec::with_capacity(offsets.len());
-    let mut i = 0;
-    while i < offsets.len() {
-        let start = offsets[i];
+    for (run, bytes) in frame_runs(offsets, limit, guess) {
+        let (start, end) = (bytes.start, bytes.end);
         if start >= limit {
             return Err(corrupt(start, format!("offset beyond the end at {limit}")));
         }
-        let mut end = start.saturating_add(guess).min(limit);
-        let mut j = i + 1;
-        while let Some(&off) = offsets.get(j) {
-            let far = off > end.saturating_add(MAX_GAP) || off.saturating_sub(start) > MAX_RUN;
-            // Out-of-order offsets (never produced by the callers) simply start a new read.
-            if off >= limit || off < start || far {
-                break;
-            }
-            end = end.max(off.saturating_add(guess).min(limit));
-            j += 1;
-        }
         let buf = files.read(name, start..end)?;
-        for &off in &offsets[i..j] {
+        for &off in &offsets[run] {
             let avail = buf.slice((off - start) as usize..);
             let len = match total(&avail) {
                 Some(Ok(n)) => n,
@@ -108,9 +96,33 @@ pub(crate) fn fetch_frames(
                 out.push(files.read(name, off..off + len)?);
             }
         }
-        i = j;
     }
     Ok(out)
+}
+
+/// How [`fetch_frames`] reads the frames at `offsets` of a file ending by `limit`: one read per run of offsets
+/// close to each other, as (the run's positions in `offsets`, the bytes read). A frame longer than `guess`
+/// whose end falls past its run's read costs one more read of its own.
+pub(crate) fn frame_runs(offsets: &[u64], limit: u64, guess: u64) -> Vec<(Range<usize>, Range<u64>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < offsets.len() {
+        let start = offsets[i];
+        let mut end = start.saturating_add(guess).min(limit);
+        let mut j = i + 1;
+        while let Some(&off) = offsets.get(j) {
+            let far = off > end.saturating_add(MAX_GAP) || off.saturating_sub(start) > MAX_RUN;
+            // Out-of-order offsets (never produced by the callers) simply start a new read.
+            if off >= limit || off < start || far {
+                break;
+            }
+            end = end.max(off.saturating_add(guess).min(limit));
+            j += 1;
+        }
+        out.push((i..j, start..end));
+        i = j;
+    }
+    out
 }
 
 #[cfg(test)]

@@ -18,11 +18,13 @@ use bytes::Bytes;
 use heddle_model::{Labels, MatchType, Matcher};
 
 use super::chunks::{ENC_XOR, SEGMENT_HEADER_LEN, check_header, decode_frame, frame_total, segment_name};
-use super::fetch::{fetch_frames, fetch_ranges};
+use super::fetch::{fetch_frames, fetch_ranges, frame_runs};
 use super::files::{BlockFiles, LocalBlockFiles};
 use super::index::{INDEX_FILENAME, IndexHeader, SERIES_ALIGN, SeriesEntry, decode_postings};
+use super::index_header::{self, HeaderOrigin};
 use super::meta::BlockMeta;
 use crate::error::TsdbError;
+use crate::file::{FileCreator, StdFiles};
 use crate::head::postings::intersect;
 use crate::head::{ChunkData, SeriesChunks};
 
@@ -48,6 +50,27 @@ impl SelectPlan {
     pub fn chunks(&self) -> usize {
         self.selected.iter().map(|s| s.chunks.len()).sum()
     }
+
+    /// Bytes [`BlockReader::read_selected`] fetches to read the chunks: its coalesced reads, with the gaps
+    /// between neighbouring chunks and the guess past each run's last chunk. An upper bound, but for a chunk
+    /// longer than the guess at the end of a run (read again whole) and for runs cut by a segment's end.
+    pub fn fetch_bytes(&self) -> u64 {
+        let mut refs: Vec<u64> = self
+            .selected
+            .iter()
+            .flat_map(|s| s.chunks.iter().map(|c| c.chunk_ref))
+            .collect();
+        refs.sort_unstable();
+        refs.chunk_by(|a, b| a >> 32 == b >> 32)
+            .map(|segment| {
+                let offsets: Vec<u64> = segment.iter().map(|r| r & 0xffff_ffff).collect();
+                frame_runs(&offsets, u64::MAX, CHUNK_GUESS)
+                    .into_iter()
+                    .map(|(_, bytes)| bytes.end - bytes.start)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
 }
 
 /// A block opened for queries. Cheap to share: queries take `&self`.
@@ -66,13 +89,40 @@ impl BlockReader {
     /// in memory; series entries, postings lists and chunks are read by range on demand through `files`.
     pub fn open(files: Arc<dyn BlockFiles>, meta: BlockMeta) -> Result<Self, TsdbError> {
         let index = IndexHeader::open(files.as_ref(), &format!("block {}", meta.ulid))?;
-        Ok(Self {
+        Ok(Self::with_index(files, meta, index))
+    }
+
+    /// As [`BlockReader::open`], with the index header taken from the file at `header_file` when it is valid,
+    /// else read through `files` and written there for the next open (see `index_header`). Says where the
+    /// header came from.
+    pub fn open_with_header_file(
+        files: Arc<dyn BlockFiles>,
+        meta: BlockMeta,
+        header_file: &Path,
+    ) -> Result<(Self, HeaderOrigin), TsdbError> {
+        Self::open_with_header_file_on(files, meta, header_file, &StdFiles)
+    }
+
+    /// [`BlockReader::open_with_header_file`], writing through `creator`.
+    pub(crate) fn open_with_header_file_on(
+        files: Arc<dyn BlockFiles>,
+        meta: BlockMeta,
+        header_file: &Path,
+        creator: &dyn FileCreator,
+    ) -> Result<(Self, HeaderOrigin), TsdbError> {
+        let what = format!("block {}", meta.ulid);
+        let (index, origin) = index_header::open(files.as_ref(), &what, &meta.ulid, header_file, creator)?;
+        Ok((Self::with_index(files, meta, index), origin))
+    }
+
+    fn with_index(files: Arc<dyn BlockFiles>, meta: BlockMeta, index: IndexHeader) -> Self {
+        Self {
             meta,
             files,
             index,
             segments: Mutex::new(HashMap::new()),
             skipped: AtomicU64::new(0),
-        })
+        }
     }
 
     /// A local block directory (`meta.json`, then index and chunks through [`LocalBlockFiles`]).

@@ -7,9 +7,9 @@ use heddle_tsdb::head::ChunkData;
 use prometheus_client::registry::Registry;
 use std::path::Path;
 
-const TENANT: &str = "team-a";
+pub(super) const TENANT: &str = "team-a";
 
-fn tenant() -> TenantId {
+pub(super) fn tenant() -> TenantId {
     TenantId::new(TENANT).unwrap()
 }
 
@@ -24,7 +24,7 @@ fn bucket(dir: &Path) -> Bucket {
 
 /// Writes a block of `[min_time, max_time)` holding `up{job=<job>}` with one sample at `min_time`, uploads it
 /// and returns its ULID.
-async fn upload(bucket: &Bucket, scratch: &Path, min_time: i64, max_time: i64, job: &str) -> String {
+pub(super) async fn upload(bucket: &Bucket, scratch: &Path, min_time: i64, max_time: i64, job: &str) -> String {
     let meta = BlockMeta::new(new_ulid(), min_time, max_time, Some(TENANT));
     let mut w = BlockWriter::new(scratch, meta).unwrap();
     let mut chunk = XorChunk::new();
@@ -44,7 +44,7 @@ async fn upload(bucket: &Bucket, scratch: &Path, min_time: i64, max_time: i64, j
     meta.ulid
 }
 
-async fn jobs(store: &BucketStore, mint: i64, maxt: i64) -> Result<Vec<String>, QuerierError> {
+pub(super) async fn jobs(store: &BucketStore, mint: i64, maxt: i64) -> Result<Vec<String>, QuerierError> {
     let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
     let mut out: Vec<String> = store
         .series(&tenant(), mint, maxt, &m)
@@ -66,7 +66,7 @@ async fn a_block_that_cannot_be_opened_fails_only_the_queries_it_overlaps() {
     let good_index = std::fs::read(&index).unwrap();
     std::fs::write(&index, b"not an index").unwrap();
 
-    let store = BucketStore::new(b, Duration::ZERO);
+    let store = BucketStore::new(b, Duration::ZERO, &mut Registry::default());
     assert_eq!(
         jobs(&store, 0, 999).await.unwrap(),
         ["first"],
@@ -85,7 +85,7 @@ async fn refreshes_see_new_blocks_and_forget_deleted_ones() {
     let (dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let b = bucket(dir.path());
     let first = upload(&b, scratch.path(), 0, 1000, "first").await;
-    let store = BucketStore::new(b.clone(), Duration::ZERO);
+    let store = BucketStore::new(b.clone(), Duration::ZERO, &mut Registry::default());
     assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["first"]);
     upload(&b, scratch.path(), 1000, 2000, "second").await;
     assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["first", "second"]);
@@ -93,7 +93,7 @@ async fn refreshes_see_new_blocks_and_forget_deleted_ones() {
     assert_eq!(jobs(&store, 0, 5000).await.unwrap(), ["second"]);
 
     // Within the sync interval the list is not read again.
-    let cached = BucketStore::new(b.clone(), Duration::from_secs(3600));
+    let cached = BucketStore::new(b.clone(), Duration::from_secs(3600), &mut Registry::default());
     assert_eq!(jobs(&cached, 0, 5000).await.unwrap(), ["second"]);
     upload(&b, scratch.path(), 2000, 3000, "third").await;
     assert_eq!(jobs(&cached, 0, 5000).await.unwrap(), ["second"]);
@@ -116,13 +116,14 @@ async fn marked_blocks_are_read_until_their_mark_is_older_than_the_delay() {
         .await
         .unwrap();
     let hour = Duration::from_secs(3600);
-    let patient = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(hour, hour);
+    let patient = BucketStore::new(b.clone(), Duration::ZERO, &mut Registry::default()).with_deletion_marks(hour, hour);
     assert_eq!(
         jobs(&patient, 0, 5000).await.unwrap(),
         ["first", "second"],
         "marked 10 minutes ago"
     );
-    let prompt = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(Duration::from_secs(300), hour);
+    let prompt = BucketStore::new(b.clone(), Duration::ZERO, &mut Registry::default())
+        .with_deletion_marks(Duration::from_secs(300), hour);
     assert_eq!(
         jobs(&prompt, 0, 5000).await.unwrap(),
         ["second"],
@@ -138,7 +139,7 @@ async fn a_fresh_bucket_index_replaces_the_listing() {
     let listing = b.list_tenant(&tenant()).await.unwrap();
     let second = upload(&b, scratch.path(), 1000, 2000, "second").await;
     let hour = Duration::from_secs(3600);
-    let store = BucketStore::new(b.clone(), Duration::ZERO).with_deletion_marks(hour, hour);
+    let store = BucketStore::new(b.clone(), Duration::ZERO, &mut Registry::default()).with_deletion_marks(hour, hour);
     // An index made before the second upload: the querier reads it, so the second block is not seen yet.
     let index = heddle_bucket::BucketIndex::new(&listing.blocks, &[], now_secs() - 60);
     b.write_bucket_index(&tenant(), &index).await.unwrap();
@@ -174,7 +175,7 @@ async fn blocks_are_weighed_against_the_fetch_limits_before_their_chunks_are_rea
         let start = i as i64 * 1000;
         upload(&b, scratch.path(), start, start + 1000, job).await;
     }
-    let store = BucketStore::new(b, Duration::ZERO);
+    let store = BucketStore::new(b, Duration::ZERO, &mut Registry::default());
     let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
 
     // One chunk per block, two allowed: the request fails at the third block's index.
@@ -212,4 +213,88 @@ async fn blocks_are_weighed_against_the_fetch_limits_before_their_chunks_are_rea
     let open = limiter(heddle_limits::Limits::default());
     assert_eq!(store.query(&tenant(), 0, 5000, &m, &open).await.unwrap().len(), 3);
     assert_eq!(open.fetched(FetchLimit::Chunks), 3);
+}
+
+/// `get_range` calls the bucket made so far, from its registry's exposition.
+fn ranged_gets(registry: &Registry) -> u64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(r#"heddle_bucket_operations_total{operation="get_range"} "#))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_blocks_chunks_are_read_in_few_gets_whose_bytes_count_before_they_are_fetched() {
+    let (dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut registry = Registry::default();
+    let cfg = BucketConfig {
+        backend: Backend::Filesystem,
+        filesystem: FilesystemConfig {
+            dir: dir.path().to_path_buf(),
+        },
+        ..BucketConfig::default()
+    };
+    let b = Bucket::new(&cfg, &mut registry).unwrap();
+    let meta = BlockMeta::new(new_ulid(), 0, 1000, Some(TENANT));
+    let mut w = BlockWriter::new(scratch.path(), meta).unwrap();
+    let mut data_bytes = 0;
+    let mut instances: Vec<String> = (0..300).map(|i| format!("host-{i:03}")).collect();
+    instances.sort();
+    for (i, instance) in instances.iter().enumerate() {
+        let mut chunk = XorChunk::new();
+        for t in 0..10 {
+            chunk.append(t * 15, (i * t as usize) as f64).unwrap();
+        }
+        let data = Bytes::from(chunk.into_bytes());
+        data_bytes += data.len();
+        let labels = Labels::from_sorted([("__name__", "up"), ("instance", instance.as_str())]).unwrap();
+        w.add_series(
+            &labels,
+            &[ChunkData {
+                min_time: 0,
+                max_time: 135,
+                data,
+            }],
+        )
+        .unwrap();
+    }
+    let meta = w.finish().unwrap();
+    b.upload_block(&tenant(), &scratch.path().join(&meta.ulid))
+        .await
+        .unwrap();
+    let store = BucketStore::new(b, Duration::from_secs(3600), &mut Registry::default());
+    let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
+
+    // The index reads of a selection (postings, series entries), with the block opened first.
+    store.series(&tenant(), 0, 1000, &m).await.unwrap();
+    let before = ranged_gets(&registry);
+    store.series(&tenant(), 0, 1000, &m).await.unwrap();
+    let index_gets = ranged_gets(&registry) - before;
+
+    // A byte limit below what the chunk reads would fetch: refused with no chunk read.
+    let small = limiter(heddle_limits::Limits {
+        max_fetched_chunk_bytes_per_query: data_bytes,
+        ..heddle_limits::Limits::default()
+    });
+    let before = ranged_gets(&registry);
+    let err = store.query(&tenant(), 0, 1000, &m, &small).await.unwrap_err();
+    assert!(
+        err.to_string().starts_with("err-heddle-max-chunks-bytes-per-query"),
+        "{err}"
+    );
+    assert_eq!(ranged_gets(&registry) - before, index_gets, "only the index was read");
+
+    // Within the limit: 300 chunks in a couple of GETs (the segment header, one run), counted with their gaps.
+    let open = limiter(heddle_limits::Limits::default());
+    let before = ranged_gets(&registry);
+    let got = store.query(&tenant(), 0, 1000, &m, &open).await.unwrap();
+    let chunk_gets = ranged_gets(&registry) - before - index_gets;
+    assert_eq!(got[0].len(), 300);
+    assert!(chunk_gets <= 2, "{chunk_gets} GETs for 300 chunks");
+    let counted = open.fetched(FetchLimit::ChunkBytes);
+    assert!(
+        counted >= data_bytes && counted <= data_bytes + 300 * 8 + 1100,
+        "{counted} bytes counted for {data_bytes} bytes of chunk data"
+    );
 }
