@@ -333,6 +333,11 @@ impl Distributor {
 
     /// Records a request refused before [`Distributor::push`] was reached (by the HTTP layer), `start` being
     /// when the HTTP layer began handling it.
+    /// The limits in force for `tenant` (the runtime config's overrides over the defaults).
+    pub(crate) fn limits(&self, tenant: &TenantId) -> Arc<Limits> {
+        self.overrides.get(tenant.as_str())
+    }
+
     pub(crate) fn record_early_refusal(&self, e: &PushError, start: Instant) {
         tracing::debug!(error = %e, status = e.status().as_u16(), "push refused");
         self.metrics.request(e.status(), start.elapsed());
