@@ -408,3 +408,192 @@ fn the_load_generator_pushes_otlp_and_verifies() {
         heddle.log_tail(30)
     );
 }
+
+/// Sends the same export, OTel semantic-convention names and all, to tenants `otel-utf8` and `otel-legacy`.
+const UTF8_SENDER: &str = r#"
+import sys
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.metrics import Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+
+for tenant in ("otel-utf8", "otel-legacy"):
+    exporter = OTLPMetricExporter(
+        endpoint=sys.argv[1], compression=Compression.Gzip, timeout=10, headers={"X-Scope-OrgID": tenant})
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
+    resource = Resource.create({
+        "service.name": "checkout",
+        "service.instance.id": "pod-7",
+        "deployment.environment": "test",
+    })
+    provider = MeterProvider(resource=resource, metric_readers=[reader])
+    meter = provider.get_meter("heddle-otlp-utf8-test")
+    duration = meter.create_histogram("http.server.request.duration", unit="s")
+    for v in (0.1, 0.3):
+        duration.record(v, {"http.request.method": "GET"})
+    meter.create_counter("http.server.requests", unit="{request}").add(5, {"http.request.method": "GET"})
+    meter.create_observable_gauge(
+        "system.cpu.utilization", unit="1", callbacks=[lambda options: [Observation(0.25, {"cpu.mode": "idle"})]]
+    )
+    provider.shutdown()
+"#;
+
+/// A tenant with `otel_translation_strategy: NoUTF8EscapingWithSuffixes` and `name_validation_scheme: utf8`
+/// (set in the runtime config file, with `deployment.environment` promoted) keeps the SDK's dotted names,
+/// suffixes added, and reads them back through the series API and PromQL's quoted names; a tenant on the
+/// defaults gets the same export with escaped names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_utf8_tenant_keeps_opentelemetry_names() {
+    let Some(python) = otel_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let overrides = dir.path().join("overrides.yaml");
+    std::fs::write(
+        &overrides,
+        "overrides:\n  otel-utf8:\n    otel_translation_strategy: NoUTF8EscapingWithSuffixes\n    \
+         name_validation_scheme: utf8\n    promote_otel_resource_attributes: [deployment.environment]\n",
+    )
+    .expect("write the runtime config");
+    let heddle = tokio::task::spawn_blocking(move || {
+        HeddleProcess::start(HeddleOptions {
+            multitenancy: true,
+            args: vec![format!("--runtime-config.file={}", overrides.display())],
+            ..HeddleOptions::default()
+        })
+    })
+    .await
+    .expect("join")
+    .expect("start heddle");
+    let lo = now_ms() - 60_000;
+    let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
+    let sent = run_sender(python, UTF8_SENDER, endpoint, &heddle).await;
+    assert!(
+        !sent.stderr.contains("Failed to export"),
+        "sender failed: {}\nheddle:\n{}",
+        sent.stderr,
+        heddle.log_tail(30)
+    );
+
+    let http = http_client(Duration::from_secs(30)).expect("client");
+    let get = |tenant: &'static str, path: String| {
+        let http = http.clone();
+        let url = format!("{}{path}", heddle.prometheus_url());
+        async move {
+            let resp = http
+                .get(&url)
+                .header("X-Scope-OrgID", tenant)
+                .send()
+                .await
+                .expect("request");
+            let status = resp.status();
+            let body: serde_json::Value = serde_json::from_slice(&resp.bytes().await.expect("answer")).expect("JSON");
+            assert_eq!(status, 200, "{url}: {body}");
+            body["data"].clone()
+        }
+    };
+    let range = format!("start={}&end={}", lo / 1000, now_ms() / 1000 + 60);
+    let series_of = |tenant: &'static str| {
+        get(
+            tenant,
+            format!("/api/v1/series?match[]=%7Bjob%3D%22checkout%22%7D&{range}"),
+        )
+    };
+    let names = |series: &serde_json::Value| -> BTreeSet<String> {
+        series
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["__name__"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let set = |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| (*n).to_owned()).collect() };
+
+    let utf8 = series_of("otel-utf8").await;
+    assert_eq!(
+        names(&utf8),
+        set(&[
+            "http.server.request.duration_seconds_bucket",
+            "http.server.request.duration_seconds_count",
+            "http.server.request.duration_seconds_sum",
+            "http.server.requests_total",
+            "system.cpu.utilization_ratio",
+            "target_info",
+        ]),
+        "{utf8}\nheddle:\n{}",
+        heddle.log_tail(30)
+    );
+    for s in utf8.as_array().into_iter().flatten() {
+        assert_eq!(s["deployment.environment"], "test", "promoted onto every series: {s}");
+        assert_eq!(s["instance"], "pod-7", "{s}");
+    }
+    let requests = utf8
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["__name__"] == "http.server.requests_total")
+        .expect("the counter");
+    assert_eq!(
+        *requests,
+        serde_json::json!({
+            "__name__": "http.server.requests_total",
+            "deployment.environment": "test",
+            "http.request.method": "GET",
+            "instance": "pod-7",
+            "job": "checkout",
+        })
+    );
+
+    let legacy = series_of("otel-legacy").await;
+    assert_eq!(
+        names(&legacy),
+        set(&[
+            "http_server_request_duration_seconds_bucket",
+            "http_server_request_duration_seconds_count",
+            "http_server_request_duration_seconds_sum",
+            "http_server_requests_total",
+            "system_cpu_utilization_ratio",
+            "target_info",
+        ]),
+        "{legacy}"
+    );
+    assert!(
+        legacy
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|s| s.get("deployment_environment").is_none() || s["__name__"] == "target_info"),
+        "nothing is promoted for the tenant on the defaults: {legacy}"
+    );
+
+    // PromQL with Prometheus 3's quoted names.
+    let query = form_encode(&[
+        (
+            "query",
+            r#"sum by ("http.request.method") ({"http.server.requests_total", "deployment.environment"="test"})"#,
+        ),
+        // Seconds rounded up: a time truncated to the second can precede a sample written in that second.
+        ("time", &(now_ms() / 1000 + 1).to_string()),
+    ]);
+    let answer = get("otel-utf8", format!("/api/v1/query?{query}")).await;
+    assert_eq!(
+        answer["result"][0]["metric"],
+        serde_json::json!({"http.request.method": "GET"}),
+        "{answer}"
+    );
+    assert_eq!(answer["result"][0]["value"][1], "5", "{answer}");
+    let values = get(
+        "otel-utf8",
+        format!("/api/v1/label/U__http_2e_request_2e_method/values?{range}"),
+    )
+    .await;
+    assert_eq!(values, serde_json::json!(["GET"]));
+}
+
+/// `params` as a URL query string, encoded.
+fn form_encode(params: &[(&str, &str)]) -> String {
+    let url = reqwest::Url::parse_with_params("http://localhost/", params).expect("encode the parameters");
+    url.query().unwrap_or_default().to_owned()
+}

@@ -4,6 +4,7 @@
 //! table beside the struct is what the binary hands to `heddle_config::load`, so flags, YAML keys and the
 //! reference cannot drift.
 
+use crate::names::{NameValidationScheme, OtelTranslationStrategy};
 use heddle_config::InvalidKey;
 use heddle_config::{FlagKind, FlagSpec, serde_duration};
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,19 @@ pub struct Limits {
     pub max_label_name_length: usize,
     /// Longest label value, in bytes.
     pub max_label_value_length: usize,
+    /// Which metric and label names are accepted: `legacy` (Prometheus 2's character sets, the default) or
+    /// `utf8` (any non-empty name, as Prometheus 3 accepts). Applies to every write path: remote write 1.0
+    /// and 2.0 and OTLP.
+    pub name_validation_scheme: NameValidationScheme,
+    /// How OTLP metric and attribute names become Prometheus names: `UnderscoreEscapingWithSuffixes` (the
+    /// default, as Prometheus'), `UnderscoreEscapingWithoutSuffixes`, `NoUTF8EscapingWithSuffixes` or
+    /// `NoTranslation`; the last two keep dots and other characters, so they need `name_validation_scheme:
+    /// utf8`. Mimir's default (empty) derives the strategy from other settings; Heddle names it outright.
+    pub otel_translation_strategy: OtelTranslationStrategy,
+    /// OTLP resource attributes copied onto every series of their resource as labels (named by the
+    /// translation strategy's rules), besides `job` and `instance`. Per tenant, so a runtime override takes
+    /// effect without a restart (Mimir's `promote_otel_resource_attributes`).
+    pub promote_otel_resource_attributes: Vec<String>,
     /// How far past the distributor's clock a sample timestamp may be.
     #[serde(with = "serde_duration")]
     pub creation_grace_period: Duration,
@@ -104,6 +118,9 @@ impl Default for Limits {
             max_label_names_per_series: 30,
             max_label_name_length: 1024,
             max_label_value_length: 2048,
+            name_validation_scheme: NameValidationScheme::Legacy,
+            otel_translation_strategy: OtelTranslationStrategy::UnderscoreEscapingWithSuffixes,
+            promote_otel_resource_attributes: Vec::new(),
             creation_grace_period: Duration::from_secs(600),
             past_grace_period: Duration::ZERO,
             max_global_series_per_user: 150_000,
@@ -154,6 +171,23 @@ impl Limits {
                     reason: "must be greater than 0".into(),
                 });
             }
+        }
+        if !self.otel_translation_strategy.escapes() && self.name_validation_scheme == NameValidationScheme::Legacy {
+            return Err(InvalidKey {
+                key: "limits.otel_translation_strategy",
+                reason: format!(
+                    "{} keeps OTLP names such as `http.server.duration` as they are, and the `legacy` name \
+                     validation scheme would refuse them; set `limits.name_validation_scheme: utf8` too, or use \
+                     UnderscoreEscapingWithSuffixes or UnderscoreEscapingWithoutSuffixes",
+                    self.otel_translation_strategy.as_str()
+                ),
+            });
+        }
+        if self.promote_otel_resource_attributes.iter().any(String::is_empty) {
+            return Err(InvalidKey {
+                key: "limits.promote_otel_resource_attributes",
+                reason: "must not contain an empty attribute name".into(),
+            });
         }
         if self.accept_ha_samples {
             let labels = [
@@ -213,6 +247,24 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         key: "limits.max_label_value_length",
         kind: FlagKind::Value,
         help: "Longest accepted label value, in bytes",
+    },
+    FlagSpec {
+        flag: "validation.name-validation-scheme",
+        key: "limits.name_validation_scheme",
+        kind: FlagKind::Value,
+        help: "Which metric and label names are accepted: legacy ([a-zA-Z_:][a-zA-Z0-9_:]*) or utf8 (any non-empty name)",
+    },
+    FlagSpec {
+        flag: "distributor.otel-translation-strategy",
+        key: "limits.otel_translation_strategy",
+        kind: FlagKind::Value,
+        help: "How OTLP names become Prometheus names: UnderscoreEscapingWithSuffixes, UnderscoreEscapingWithoutSuffixes, NoUTF8EscapingWithSuffixes or NoTranslation (the last two need utf8 name validation)",
+    },
+    FlagSpec {
+        flag: "distributor.otel-promote-resource-attributes",
+        key: "limits.promote_otel_resource_attributes",
+        kind: FlagKind::List,
+        help: "OTLP resource attribute promoted to a label of every series of its resource (repeatable)",
     },
     FlagSpec {
         flag: "validation.create-grace-period",
@@ -366,6 +418,18 @@ mod tests {
             Duration::ZERO,
             "Mimir's default: unlimited"
         );
+        let l: Limits = serde_norway::from_str(
+            "name_validation_scheme: utf8\notel_translation_strategy: NoUTF8EscapingWithSuffixes\n\
+             promote_otel_resource_attributes: [host.name, k8s.pod.name]\n",
+        )
+        .unwrap();
+        assert_eq!(l.name_validation_scheme, NameValidationScheme::Utf8);
+        assert_eq!(
+            l.otel_translation_strategy,
+            OtelTranslationStrategy::NoUtf8EscapingWithSuffixes
+        );
+        assert_eq!(l.promote_otel_resource_attributes, ["host.name", "k8s.pod.name"]);
+        l.validate().unwrap();
         let err = serde_norway::from_str::<Limits>("ingestion_rte: 5\n").unwrap_err();
         assert!(err.to_string().contains("ingestion_rte"), "{err}");
     }
@@ -404,6 +468,22 @@ mod tests {
                     ..Limits::default()
                 },
                 "limits.max_label_names_per_series",
+            ),
+            (
+                "unescaped OTLP names under legacy validation",
+                Limits {
+                    otel_translation_strategy: OtelTranslationStrategy::NoTranslation,
+                    ..Limits::default()
+                },
+                "limits.otel_translation_strategy",
+            ),
+            (
+                "empty promoted attribute",
+                Limits {
+                    promote_otel_resource_attributes: vec![String::new()],
+                    ..Limits::default()
+                },
+                "limits.promote_otel_resource_attributes",
             ),
         ];
         for (name, limits, key) in cases {

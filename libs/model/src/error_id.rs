@@ -99,10 +99,11 @@ catalogue! {
         "the series has no (or an empty) `__name__` label";
     /// `__name__` is not a valid Prometheus metric name.
     INVALID_METRIC_NAME = "err-heddle-invalid-metric-name", 400, Series,
-        "the metric name does not match `[a-zA-Z_:][a-zA-Z0-9_:]*`";
+        "the metric name does not match `[a-zA-Z_:][a-zA-Z0-9_:]*` (the `legacy` name validation scheme)";
     /// A label name is not a valid Prometheus label name.
     INVALID_LABEL = "err-heddle-invalid-label", 400, Series,
-        "a label name does not match `[a-zA-Z_][a-zA-Z0-9_]*`, or a name or value is not UTF-8";
+        "a label name is empty or does not match `[a-zA-Z_][a-zA-Z0-9_]*` (the `legacy` name validation \
+         scheme), or a name or value is not UTF-8";
     /// More labels than `limits.max_label_names_per_series`.
     MAX_LABEL_NAMES_PER_SERIES = "err-heddle-max-label-names-per-series", 400, Series,
         "the series has more labels than `limits.max_label_names_per_series`";

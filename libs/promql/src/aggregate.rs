@@ -7,7 +7,7 @@ use crate::PromqlError;
 use crate::error::execution;
 use crate::eval::{Evaluator, Grid, Out, StepSeries};
 use crate::functions::{go_format_float, quantile};
-use heddle_model::{Labels, METRIC_NAME, is_valid_label_name};
+use heddle_model::{Labels, METRIC_NAME};
 use promql_parser::parser::token::{
     T_AVG, T_BOTTOMK, T_COUNT, T_COUNT_VALUES, T_GROUP, T_MAX, T_MIN, T_QUANTILE, T_STDDEV, T_STDVAR, T_SUM, T_TOPK,
     TokenType,
@@ -272,7 +272,8 @@ fn rank(a: f64, b: f64, top: bool) -> std::cmp::Ordering {
 /// `count_values("label", v)`: per group and step, how many series have each value; the value (as Go
 /// formats it) becomes the label.
 fn count_values(input: Vec<StepSeries>, grouping: &Grouping<'_>, label: &str, g: Grid) -> Result<Out, PromqlError> {
-    if !is_valid_label_name(label) {
+    // Any non-empty name, as in Prometheus 3, so that a tenant with UTF-8 names can count into one.
+    if label.is_empty() {
         return Err(execution(format!("invalid label name {label:?}")));
     }
     let mut names = grouping.names.to_vec();

@@ -7,7 +7,7 @@ use crate::eval::{
     Evaluator, Grid, Out, RangeSource, StepSeries, dedupe_per_step, dedupe_whole_range, drop_name, drop_own_name,
 };
 use heddle_model::civil::{civil_from_days, days_from_civil, days_in_month};
-use heddle_model::{Labels, METRIC_NAME, Sample, is_valid_label_name};
+use heddle_model::{Labels, METRIC_NAME, Sample};
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{Call, Expr, VectorSelector};
 use regex::Regex;
@@ -275,7 +275,8 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
             let pattern = string_arg(ev, arg(call, 4)?, g)?;
             let re = Regex::new(&format!("^(?s:{pattern})$"))
                 .map_err(|_| execution(format!("invalid regular expression in label_replace(): {pattern}")))?;
-            if !is_valid_label_name(&dst) {
+            // Any non-empty name, as in Prometheus 3: a tenant with UTF-8 names relabels them too.
+            if dst.is_empty() {
                 return Err(execution(format!(
                     "invalid destination label name in label_replace(): {dst}"
                 )));
@@ -302,12 +303,12 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
             let mut srcs = Vec::new();
             for a in call.args.args.iter().skip(3) {
                 let src = string_arg(ev, a, g)?;
-                if !is_valid_label_name(&src) {
+                if src.is_empty() {
                     return Err(execution(format!("invalid source label name in label_join(): {src}")));
                 }
                 srcs.push(src);
             }
-            if !is_valid_label_name(&dst) {
+            if dst.is_empty() {
                 return Err(execution(format!(
                     "invalid destination label name in label_join(): {dst}"
                 )));

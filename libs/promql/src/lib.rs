@@ -3,6 +3,9 @@
 //! Parsing is the `promql-parser` crate's (it tracks Prometheus' grammar); evaluation is this crate's, with
 //! Prometheus 2.42's semantics: the 5-minute lookback and staleness markers, ranges closed at both ends,
 //! `offset` and `@`, subqueries aligned to their step, vector matching, and Prometheus' float formatting.
+//! One piece of Prometheus 3 is taken as well: quoted names (`{"http.server.duration", "service.name"="a"}`)
+//! and any non-empty label name in `label_replace`, `label_join` and `count_values`, which tenants storing
+//! UTF-8 names need.
 //!
 //! The engine does no I/O. [`Query::new`] parses a query and lists the [`Selection`]s it needs (each
 //! selector once, over the whole time span its steps read); the caller fetches them and hands them to

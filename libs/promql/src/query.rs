@@ -211,28 +211,23 @@ pub fn format_query(text: &str) -> Result<String, PromqlError> {
 /// generated query with a hundred `or`s stays far below.
 pub const MAX_OPERATORS: usize = 4096;
 
-/// What is checked on the text before parsing:
-/// - Prometheus 3's quoted names inside a selector (`{"up"}`, `{"a.b"="c"}`), which the parser accepts and
-///   Prometheus 2.42 does not: a string literal right after `{` or after a `,` inside braces;
-/// - more than [`MAX_OPERATORS`] operators and brackets outside string literals.
+/// Refuses a text with more than [`MAX_OPERATORS`] operators and brackets outside string literals, before
+/// it is parsed.
+///
+/// Prometheus 3's quoted names inside a selector (`{"http.server.duration", "service.name"="api"}`,
+/// `sum by ("service.name")`) are accepted although 2.42 has no such syntax: names that only the `utf8` name
+/// validation scheme lets in cannot be selected otherwise, and for legacy names the quoted form means the
+/// same as the bare one.
 fn prescan(text: &str) -> Result<(), PromqlError> {
-    let mut open: Vec<u8> = Vec::new();
-    let mut last = 0u8;
     let mut operators = 0usize;
     let mut word = String::new();
-    let mut chars = text.char_indices();
-    while let Some((i, c)) = chars.next() {
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
         match c {
             '"' | '\'' | '`' => {
-                if last == b'{' || (last == b',' && open.last() == Some(&b'{')) {
-                    return Err(PromqlError::BadData(format!(
-                        "1:{}: parse error: unexpected string in label matching, expected label name",
-                        i + 1
-                    )));
-                }
                 // Skip the literal; only backquoted strings have no escapes.
                 let mut escaped = false;
-                for (_, d) in chars.by_ref() {
+                for d in chars.by_ref() {
                     if escaped {
                         escaped = false;
                     } else if d == '\\' && c != '`' {
@@ -241,32 +236,18 @@ fn prescan(text: &str) -> Result<(), PromqlError> {
                         break;
                     }
                 }
-                last = b'"';
             }
             '#' => {
                 // A comment runs to the end of the line.
-                for (_, d) in chars.by_ref() {
+                for d in chars.by_ref() {
                     if d == '\n' {
                         break;
                     }
                 }
             }
-            '{' | '(' | '[' => {
-                open.push(c as u8);
-                last = c as u8;
-                operators += 1;
-            }
-            '}' | ')' | ']' => {
-                open.pop();
-                last = c as u8;
-            }
-            c if c.is_whitespace() => {}
-            c => {
-                if "+-*/%^=!<>".contains(c) {
-                    operators += 1;
-                }
-                last = if c.is_ascii() { c as u8 } else { b'a' };
-            }
+            '{' | '(' | '[' => operators += 1,
+            c if "+-*/%^=!<>".contains(c) => operators += 1,
+            _ => {}
         }
         // Keyword operators: a word ends where an identifier character does not follow.
         if c.is_ascii_alphanumeric() || c == '_' {

@@ -28,10 +28,11 @@ pub struct DistributorConfig {
     pub ha_tracker: HaTrackerConfig,
     /// Limits protecting this distributor process (Mimir's `distributor.instance_limits`).
     pub instance_limits: DistributorInstanceLimits,
-    /// Resource attributes of OTLP metrics copied onto every series of the resource as labels (names
-    /// sanitized), besides `job` and `instance` (Mimir's `-distributor.otel-promote-resource-attributes`; a
-    /// repeatable flag here, and for the whole distributor rather than per tenant).
-    pub otel_promote_resource_attributes: Vec<String>,
+    /// The key's former place: the promoted resource attributes are a per-tenant limit now
+    /// (`limits.promote_otel_resource_attributes`, same flag). Read only so that a config still setting it
+    /// is refused with a message saying where it went, instead of "unknown field".
+    #[serde(skip_serializing)]
+    pub otel_promote_resource_attributes: Option<Vec<String>>,
     /// Longest time a push body may take to arrive; a slower sender gets 408 and its connection is closed, so
     /// it cannot hold a connection and a buffer indefinitely. Set from `server.http_server_read_timeout`.
     #[serde(skip)]
@@ -46,7 +47,7 @@ impl Default for DistributorConfig {
             remote_timeout: Duration::from_secs(2),
             ha_tracker: HaTrackerConfig::default(),
             instance_limits: DistributorInstanceLimits::default(),
-            otel_promote_resource_attributes: Vec::new(),
+            otel_promote_resource_attributes: None,
             body_read_timeout: Duration::from_secs(30),
         }
     }
@@ -71,6 +72,14 @@ impl DistributorConfig {
             return Err(InvalidKey {
                 key: "distributor.remote_timeout",
                 reason: "must be greater than 0s".into(),
+            });
+        }
+        if self.otel_promote_resource_attributes.is_some() {
+            return Err(InvalidKey {
+                key: "distributor.otel_promote_resource_attributes",
+                reason: "moved to the per-tenant `limits.promote_otel_resource_attributes` (the flag \
+                         --distributor.otel-promote-resource-attributes is unchanged); move the list there"
+                    .into(),
             });
         }
         let limit = self.instance_limits.max_inflight_push_requests_bytes;
@@ -141,12 +150,6 @@ pub const DISTRIBUTOR_FLAGS: &[FlagSpec] = &[
         help: "Most bytes in-flight push requests may hold together (bodies, decompressed and decoded); more get 503 (0 = no limit)",
     },
     FlagSpec {
-        flag: "distributor.otel-promote-resource-attributes",
-        key: "distributor.otel_promote_resource_attributes",
-        kind: FlagKind::List,
-        help: "OTLP resource attribute promoted to a label of every series of its resource (repeatable)",
-    },
-    FlagSpec {
         flag: "distributor.remote-timeout",
         key: "distributor.remote_timeout",
         kind: FlagKind::Value,
@@ -178,6 +181,15 @@ mod tests {
             ..DistributorConfig::default()
         };
         assert_eq!(c.validate().unwrap_err().key, "distributor.remote_timeout");
+        let moved: DistributorConfig =
+            serde_norway::from_str("otel_promote_resource_attributes: [host.name]\n").unwrap();
+        let err = moved.validate().unwrap_err();
+        assert_eq!(err.key, "distributor.otel_promote_resource_attributes");
+        assert!(
+            err.reason.contains("limits.promote_otel_resource_attributes"),
+            "{}",
+            err.reason
+        );
     }
 
     #[test]

@@ -144,11 +144,6 @@ impl Distributor {
         &self.cfg
     }
 
-    /// The limits of `tenant` now (its runtime overrides applied).
-    pub(crate) fn limits(&self, tenant: &TenantId) -> Arc<Limits> {
-        self.overrides.get(tenant.as_str())
-    }
-
     /// The budget of bytes in-flight push requests hold (`distributor.instance_limits`): the HTTP layer
     /// reserves a body in it as the body arrives.
     pub fn inflight(&self) -> &Arc<InflightBytes> {
@@ -336,6 +331,11 @@ impl Distributor {
             rejections,
             sharded,
         })
+    }
+
+    /// The limits in force for `tenant` (the runtime config's overrides over the defaults).
+    pub(crate) fn limits(&self, tenant: &TenantId) -> Arc<Limits> {
+        self.overrides.get(tenant.as_str())
     }
 
     /// Records a request refused before [`Distributor::push`] was reached (by the HTTP layer), `start` being

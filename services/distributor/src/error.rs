@@ -3,6 +3,7 @@
 //! Every user-facing message starts with a stable id (`err-heddle-...`), the same string used as the `reason`
 //! label of `heddle_discarded_samples_total`, and ends by saying what to change.
 
+use heddle_limits::NameValidationScheme;
 use heddle_model::error_id;
 use http::StatusCode;
 
@@ -235,11 +236,11 @@ pub enum InvalidSeries {
     #[error("series has no metric name")]
     MissingMetricName,
     #[error("invalid metric name {name:?}")]
-    InvalidMetricName { name: String },
+    InvalidMetricName { name: String, scheme: NameValidationScheme },
     #[error("series has {count} labels")]
     TooManyLabels { count: usize, limit: usize },
     #[error("invalid label name {name:?}")]
-    InvalidLabelName { name: String },
+    InvalidLabelName { name: String, scheme: NameValidationScheme },
     #[error("label name {name:?} is {len} bytes long")]
     LabelNameTooLong { name: String, len: usize, limit: usize },
     #[error("value of label {name:?} is {len} bytes long")]
@@ -264,6 +265,18 @@ pub enum InvalidSeries {
     },
 }
 
+/// What to do about a name the tenant's validation scheme refuses: under `legacy`, the tenant may opt into
+/// UTF-8 names.
+fn rename_remedy(rule: &str, scheme: NameValidationScheme) -> String {
+    match scheme {
+        NameValidationScheme::Legacy => format!(
+            "{rule}; fix the name in relabelling, or set `limits.name_validation_scheme: utf8` \
+             (--validation.name-validation-scheme=utf8) to store UTF-8 names"
+        ),
+        NameValidationScheme::Utf8 => format!("{rule}; fix the name in relabelling"),
+    }
+}
+
 impl InvalidSeries {
     /// Stable id, also the `reason` label of `heddle_discarded_samples_total`.
     pub fn id(&self) -> &'static str {
@@ -286,16 +299,12 @@ impl InvalidSeries {
     pub fn remedy(&self) -> String {
         match self {
             InvalidSeries::MissingMetricName => "every series needs a non-empty `__name__` label".into(),
-            InvalidSeries::InvalidMetricName { .. } => {
-                "metric names must match [a-zA-Z_:][a-zA-Z0-9_:]*; fix the name in relabelling".into()
-            }
+            InvalidSeries::InvalidMetricName { scheme, .. } => rename_remedy(scheme.metric_name_rule(), *scheme),
             InvalidSeries::TooManyLabels { limit, .. } => format!(
                 "the limit is {limit}; drop labels in relabelling or raise `limits.max_label_names_per_series` \
                  (--validation.max-label-names-per-series)"
             ),
-            InvalidSeries::InvalidLabelName { .. } => {
-                "label names must match [a-zA-Z_][a-zA-Z0-9_]*; fix the name in relabelling".into()
-            }
+            InvalidSeries::InvalidLabelName { scheme, .. } => rename_remedy(scheme.label_name_rule(), *scheme),
             InvalidSeries::LabelNameTooLong { limit, .. } => format!(
                 "the limit is {limit}; shorten it in relabelling or raise `limits.max_label_name_length` \
                  (--validation.max-length-label-name)"

@@ -1,5 +1,6 @@
-//! `POST /otlp/v1/metrics` (Mimir's path): OTLP/HTTP metrics, translated to Prometheus series and pushed
-//! through the same stages as remote write.
+//! `POST /otlp/v1/metrics` (Mimir's path): OTLP/HTTP metrics, translated to Prometheus series under the
+//! tenant's translation strategy and promoted resource attributes (per-tenant limits) and pushed through the
+//! same stages as remote write.
 //!
 //! The body is an `ExportMetricsServiceRequest` in protobuf (`application/x-protobuf`) or OTLP JSON
 //! (`application/json`: proto3's JSON mapping with OTLP's exceptions, trace and span ids in hex and enums as
@@ -112,7 +113,14 @@ async fn export(
     start: tokio::time::Instant,
 ) -> Result<Response, PushError> {
     let limit = d.config().max_decompressed_size;
-    let translated = translate::translate(&request, &d.config().otel_promote_resource_attributes, limit);
+    // Read per request, so a runtime override of the tenant's strategy or promoted attributes applies to the
+    // next request without a restart.
+    let limits = d.limits(tenant);
+    let settings = translate::Settings {
+        strategy: limits.otel_translation_strategy,
+        promote: &limits.promote_otel_resource_attributes,
+    };
+    let translated = translate::translate(&request, settings, limit);
     drop(request);
     if translated.too_large() {
         return Err(PushError::OtlpTooLarge { limit });

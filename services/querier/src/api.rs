@@ -10,7 +10,8 @@ use crate::querier::Querier;
 use crate::selector::parse_selector_with;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use heddle_model::{Labels, Matcher, TenantId, is_valid_label_name};
+use heddle_limits::NameValidationScheme;
+use heddle_model::{Labels, Matcher, TenantId};
 use serde_json::{Map, Value, json};
 
 /// The selectors of every `match[]` parameter, their regexes bounded and compiled once for the request.
@@ -49,7 +50,9 @@ pub(crate) async fn label_names(q: &Querier, tenant: &TenantId, form: &Form) -> 
     Ok(success(json!(names), truncated))
 }
 
-/// `GET /prometheus/api/v1/label/{name}/values`.
+/// `GET /prometheus/api/v1/label/{name}/values`. The name is checked by the tenant's name validation
+/// scheme; under `utf8`, a name that cannot be written in a URL path as it is may be sent in Prometheus 3's
+/// escaped form (`U__service_2e_name` for `service.name`).
 #[tracing::instrument(skip_all, fields(tenant = %tenant))]
 pub(crate) async fn label_values(
     q: &Querier,
@@ -57,7 +60,16 @@ pub(crate) async fn label_values(
     name: &str,
     form: &Form,
 ) -> Result<Response, QuerierError> {
-    if !is_valid_label_name(name) {
+    let scheme = q.overrides.get(tenant.as_str()).name_validation_scheme;
+    let unescaped;
+    let name = match scheme {
+        NameValidationScheme::Utf8 => {
+            unescaped = unescape_name(name);
+            unescaped.as_str()
+        }
+        NameValidationScheme::Legacy => name,
+    };
+    if !scheme.is_valid_label_name(name) {
         return Err(QuerierError::BadData(format!("invalid label name: {name:?}")));
     }
     let selectors = selectors(q, form)?;
@@ -66,6 +78,47 @@ pub(crate) async fn label_values(
     let mut values = q.label_values(tenant, name, start, end, &selectors).await?;
     let truncated = truncate(&mut values, limit);
     Ok(success(json!(values), truncated))
+}
+
+/// Prometheus' value-encoding escape undone (`model.UnescapeName`): after a `U__` prefix, `__` is `_` and
+/// `_<hex>_` the character of that code point; anything else stands for itself. A name without the prefix,
+/// or not well formed, is returned as it is.
+pub(crate) fn unescape_name(name: &str) -> String {
+    let Some(escaped) = name.strip_prefix("U__") else {
+        return name.to_owned();
+    };
+    let mut out = String::with_capacity(escaped.len());
+    let mut chars = escaped.chars();
+    while let Some(c) = chars.next() {
+        if c != '_' {
+            out.push(c);
+            continue;
+        }
+        let mut code: u32 = 0;
+        let mut digits = 0;
+        loop {
+            match chars.next() {
+                Some('_') if digits == 0 => {
+                    out.push('_');
+                    break;
+                }
+                Some('_') => match char::from_u32(code) {
+                    Some(decoded) => {
+                        out.push(decoded);
+                        break;
+                    }
+                    None => return name.to_owned(),
+                },
+                // More than six hex digits is past the last code point.
+                Some(h) if digits < 6 && h.is_ascii_hexdigit() => {
+                    code = code * 16 + h.to_digit(16).unwrap_or(0);
+                    digits += 1;
+                }
+                _ => return name.to_owned(),
+            }
+        }
+    }
+    out
 }
 
 fn truncate<T>(v: &mut Vec<T>, limit: usize) -> bool {

@@ -62,3 +62,5 @@ mod fetch_limits_tests;
 mod promql_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod utf8_names_tests;

@@ -79,6 +79,82 @@ impl Replicas<Arc<dyn IngesterClient>> for ParityRing {
     }
 }
 
+/// `utf8` stores dotted names from remote write 1.0 and 2.0; `legacy` refuses them with a 400 naming the
+/// label and saying how to opt in; the scheme follows a runtime override.
+#[tokio::test(start_paused = true)]
+async fn the_name_validation_scheme_is_per_tenant_for_both_remote_write_versions() {
+    let fake = fake(Behavior::Accept);
+    let overrides = Arc::new(Overrides::new(Limits::default()));
+    let mut registry = Registry::default();
+    let d = Distributor::new(
+        DistributorConfig::default(),
+        Limits::default(),
+        Arc::new(single(fake.clone())),
+        &mut registry,
+    )
+    .with_clock(manual_clock())
+    .with_overrides(overrides.clone());
+    let dotted = series(
+        &[("__name__", "http.server.duration"), ("service.name", "checkout")],
+        &[(NOW_MS, 1.0)],
+    );
+    let legacy_name_dotted_label = series(&[("__name__", "up"), ("service.name", "checkout")], &[(NOW_MS, 1.0)]);
+    for version in [RemoteWriteVersion::V1, RemoteWriteVersion::V2] {
+        let encode = |s: &[TimeSeries]| match version {
+            RemoteWriteVersion::V1 => body(s.to_vec()),
+            RemoteWriteVersion::V2 => v2_body(s, &[]),
+        };
+        overrides.apply_yaml("overrides: {}\n").unwrap();
+        let o = d
+            .push_version(
+                &tenant(),
+                version,
+                &encode(&[legacy_name_dotted_label.clone(), up("fine")]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(o.status(), StatusCode::BAD_REQUEST, "{version:?}");
+        assert_eq!(o.samples_ingested, 1, "{version:?}: the valid series is still ingested");
+        assert!(
+            o.body().contains(r#"invalid label name "service.name""#)
+                && o.body().contains("limits.name_validation_scheme: utf8"),
+            "{version:?}: {}",
+            o.body()
+        );
+        let o = d
+            .push_version(&tenant(), version, &encode(std::slice::from_ref(&dotted)))
+            .await
+            .unwrap();
+        assert!(
+            o.body().contains(r#"invalid metric name "http.server.duration""#),
+            "{version:?}: {}",
+            o.body()
+        );
+
+        overrides
+            .apply_yaml("overrides:\n  team-a:\n    name_validation_scheme: utf8\n")
+            .unwrap();
+        let o = d
+            .push_version(
+                &tenant(),
+                version,
+                &encode(&[dotted.clone(), legacy_name_dotted_label.clone()]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(o.status(), StatusCode::OK, "{version:?}: {}", o.body());
+        let stored: Vec<Vec<(String, String)>> = fake
+            .pushed_series()
+            .iter()
+            .map(|ts| ts.labels.iter().map(|l| (l.name.clone(), l.value.clone())).collect())
+            .collect();
+        for sent in [&dotted, &legacy_name_dotted_label] {
+            let want: Vec<(String, String)> = sent.labels.iter().map(|l| (l.name.clone(), l.value.clone())).collect();
+            assert!(stored.contains(&want), "{version:?}: {want:?} not in {stored:?}");
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn overrides_apply_per_tenant_without_restart() {
     let fake = fake(Behavior::Accept);

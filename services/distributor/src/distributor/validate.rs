@@ -22,7 +22,7 @@ use bumpalo::Bump;
 use heddle_limits::Limits;
 use heddle_model::{
     EXEMPLAR_MAX_LABEL_SET_LENGTH, ExemplarRef, LabelRef, METRIC_NAME, Sample, TenantId, exemplar_label_set_length,
-    is_valid_label_name, is_valid_metric_name, quoted, series_text,
+    quoted, series_text,
 };
 use heddle_proto::TimeSeriesRef;
 use std::cmp::Ordering;
@@ -35,7 +35,8 @@ pub(crate) struct LabelCheck {
 }
 
 /// Checks a series' labels in Mimir's order: metric name present and valid, label count, then each label's
-/// name, name length, value length, and its order relative to the previous one.
+/// name, name length, value length, and its order relative to the previous one. Which names are valid is the
+/// tenant's `name_validation_scheme`; every other check is the same under both schemes.
 pub(crate) fn validate_labels(labels: &[LabelRef<'_>], limits: &Limits) -> Result<LabelCheck, InvalidSeries> {
     let mut metric_name = None;
     let mut count = 0usize;
@@ -53,9 +54,11 @@ pub(crate) fn validate_labels(labels: &[LabelRef<'_>], limits: &Limits) -> Resul
     let Some(metric_name) = metric_name else {
         return Err(InvalidSeries::MissingMetricName);
     };
-    if !is_valid_metric_name(metric_name) {
+    let scheme = limits.name_validation_scheme;
+    if !scheme.is_valid_metric_name(metric_name) {
         return Err(InvalidSeries::InvalidMetricName {
             name: quoted(metric_name),
+            scheme,
         });
     }
     if count > limits.max_label_names_per_series {
@@ -66,8 +69,11 @@ pub(crate) fn validate_labels(labels: &[LabelRef<'_>], limits: &Limits) -> Resul
     }
     let mut prev: Option<&str> = None;
     for l in labels.iter().filter(|l| !l.value.is_empty()) {
-        if !is_valid_label_name(l.name) {
-            return Err(InvalidSeries::InvalidLabelName { name: quoted(l.name) });
+        if !scheme.is_valid_label_name(l.name) {
+            return Err(InvalidSeries::InvalidLabelName {
+                name: quoted(l.name),
+                scheme,
+            });
         }
         if l.name.len() > limits.max_label_name_length {
             return Err(InvalidSeries::LabelNameTooLong {

@@ -99,6 +99,14 @@ struct Setup {
     registry: Registry,
 }
 
+/// The limits of the tests' tenant: the defaults, promoting `host.name`.
+fn limits() -> Limits {
+    Limits {
+        promote_otel_resource_attributes: vec!["host.name".to_owned()],
+        ..Limits::default()
+    }
+}
+
 fn setup(behavior: Behavior, limits: Limits) -> Setup {
     setup_with_inflight(
         behavior,
@@ -115,7 +123,6 @@ fn setup_with_inflight(behavior: Behavior, limits: Limits, inflight: usize) -> S
     let mut cfg = DistributorConfig {
         max_recv_msg_size: MAX_RECV,
         max_decompressed_size: MAX_DECOMPRESSED,
-        otel_promote_resource_attributes: vec!["host.name".to_owned()],
         ..DistributorConfig::default()
     };
     cfg.instance_limits.max_inflight_push_requests_bytes = inflight;
@@ -207,7 +214,7 @@ async fn counter_gauge_and_histogram_are_stored_translated() {
         ("plain", vec![PROTOBUF], body.clone()),
         ("gzip", vec![PROTOBUF, ("content-encoding", "gzip")], gzip(&body)),
     ] {
-        let s = setup(Behavior::Accept, Limits::default());
+        let s = setup(Behavior::Accept, limits());
         let (status, h, answer) = post(&s.app, &headers, body).await;
         assert_eq!(
             status,
@@ -240,7 +247,7 @@ async fn counter_gauge_and_histogram_are_stored_translated() {
 
 #[tokio::test]
 async fn refused_points_come_back_in_partial_success() {
-    let s = setup(Behavior::RefuseMetric("b_total"), Limits::default());
+    let s = setup(Behavior::RefuseMetric("b_total"), limits());
     let long = "v".repeat(3000);
     let mut too_long = counter("c", 1.0, AggregationTemporality::Cumulative);
     if let Some(Data::Sum(sum)) = &mut too_long.data {
@@ -280,7 +287,7 @@ async fn refused_points_come_back_in_partial_success() {
 /// is counted.
 #[tokio::test]
 async fn a_request_with_nothing_to_push() {
-    let s = setup(Behavior::Accept, Limits::default());
+    let s = setup(Behavior::Accept, limits());
     let body = export_request(vec![counter("d", 1.0, AggregationTemporality::Delta)]);
     let (status, _, answer) = post(&s.app, &[PROTOBUF], body).await;
     assert_eq!(status, StatusCode::OK);
@@ -415,7 +422,7 @@ async fn statuses() {
         let limits = Limits {
             ingestion_rate: 5.0,
             ingestion_burst_size: 5,
-            ..Limits::default()
+            ..limits()
         };
         let s = setup(behavior, limits);
         let json = headers.contains(&JSON);
@@ -451,7 +458,7 @@ async fn a_request_that_would_decode_past_the_inflight_budget_is_refused() {
     if let Some(Data::Sum(sum)) = &mut points.data {
         sum.data_points = vec![NumberDataPoint::default(); 3000];
     }
-    let s = setup_with_inflight(Behavior::Accept, Limits::default(), inflight);
+    let s = setup_with_inflight(Behavior::Accept, limits(), inflight);
     let headers = [PROTOBUF, ("content-encoding", "gzip")];
     let (status, _, answer) = post(&s.app, &headers, gzip(&export_request(vec![points]))).await;
     let (_, message) = rpc_status(&answer, false);
@@ -528,7 +535,7 @@ async fn json_is_stored_as_its_protobuf_twin() {
             }),
         ),
     ]);
-    let from_protobuf = setup(Behavior::Accept, Limits::default());
+    let from_protobuf = setup(Behavior::Accept, limits());
     let (status, _, _) = post(&from_protobuf.app, &[PROTOBUF], protobuf).await;
     assert_eq!(status, StatusCode::OK);
     let want = stored(&from_protobuf.fake);
@@ -544,7 +551,7 @@ async fn json_is_stored_as_its_protobuf_twin() {
             gzip(json.as_bytes()),
         ),
     ] {
-        let s = setup(Behavior::Accept, Limits::default());
+        let s = setup(Behavior::Accept, limits());
         let (status, h, answer) = post(&s.app, &headers, body).await;
         assert_eq!(
             status,
@@ -561,7 +568,7 @@ async fn json_is_stored_as_its_protobuf_twin() {
 /// A JSON request with refused points answers `partialSuccess` in JSON, its int64 count as a string.
 #[tokio::test]
 async fn json_partial_success() {
-    let s = setup(Behavior::Accept, Limits::default());
+    let s = setup(Behavior::Accept, limits());
     let body = json_request(&[
         counter("kept", 1.0, AggregationTemporality::Cumulative),
         counter("d", 1.0, AggregationTemporality::Delta),
@@ -591,7 +598,7 @@ async fn deeply_nested_json_is_refused() {
         "]}}".repeat(depth)
     );
     let body = format!(r#"{{"resourceMetrics":[{{"resource":{{"attributes":[{{"key":"deep","value":{value}}}]}}}}]}}"#);
-    let s = setup(Behavior::Accept, Limits::default());
+    let s = setup(Behavior::Accept, limits());
     let app = s.app.clone();
     let headers = [JSON, ("content-encoding", "gzip")];
     let (status, _, answer) = post(&app, &headers, gzip(body.as_bytes())).await;
@@ -623,7 +630,7 @@ async fn deeply_nested_attribute_values_are_refused() {
             ..KeyValue::default()
         }];
     }
-    let s = setup(Behavior::Accept, Limits::default());
+    let s = setup(Behavior::Accept, limits());
     let (status, _, answer) = post(&s.app, &[PROTOBUF], export_request(vec![m])).await;
     let text = String::from_utf8_lossy(&answer);
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
@@ -639,7 +646,7 @@ proptest! {
     #[test]
     fn random_bodies_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), gz in any::<bool>()) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let s = setup(Behavior::Accept, Limits::default());
+        let s = setup(Behavior::Accept, limits());
         let (body, headers) = if gz {
             (gzip(&bytes), vec![PROTOBUF, ("content-encoding", "gzip")])
         } else {
@@ -660,7 +667,7 @@ proptest! {
     #[test]
     fn mutated_json_never_panics(cut in 0usize..2000, at in 0usize..2000, byte in any::<u8>()) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let s = setup(Behavior::Accept, Limits::default());
+        let s = setup(Behavior::Accept, limits());
         let mut body = json_request(&[
             counter("a", 1.0, AggregationTemporality::Cumulative),
             metric("g", "s", Data::Gauge(Gauge { data_points: vec![point(2.5)] })),
@@ -757,5 +764,68 @@ async fn start_times_become_created_timestamps_for_a_tenant_that_wants_them() {
             ],
             "enabled {enabled}: counters, histograms and summaries carry their start; gauges and target_info none"
         );
+    }
+}
+
+/// The promoted attributes, the translation strategy and the name validation scheme are the tenant's limits:
+/// a runtime override changes what the next request stores, without a restart.
+#[tokio::test(start_paused = true)]
+async fn translation_settings_follow_runtime_overrides() {
+    let fake = fake(Behavior::Accept);
+    let overrides = Arc::new(heddle_limits::Overrides::new(Limits::default()));
+    let mut registry = Registry::default();
+    let cfg = DistributorConfig {
+        max_recv_msg_size: MAX_RECV,
+        max_decompressed_size: MAX_DECOMPRESSED,
+        ..DistributorConfig::default()
+    };
+    let d = Distributor::new(cfg, Limits::default(), Arc::new(single(fake.clone())), &mut registry)
+        .with_clock(manual_clock())
+        .with_overrides(overrides.clone());
+    let app = crate::router(Arc::new(d)).layer(Extension(tenant()));
+    let body = export_request(vec![metric(
+        "system.cpu.utilization",
+        "1",
+        Data::Gauge(Gauge {
+            data_points: vec![point(0.5)],
+        }),
+    )]);
+    let steps = [
+        (
+            "defaults",
+            "overrides: {}\n",
+            r#"__name__="system_cpu_utilization_ratio",instance="pod-1",job="api""#,
+        ),
+        (
+            "promoted",
+            "overrides:\n  team-a:\n    promote_otel_resource_attributes: [host.name]\n",
+            r#"__name__="system_cpu_utilization_ratio",host_name="node-a",instance="pod-1",job="api""#,
+        ),
+        (
+            "utf8",
+            "overrides:\n  team-a:\n    promote_otel_resource_attributes: [host.name]\n    \
+             otel_translation_strategy: NoUTF8EscapingWithSuffixes\n    name_validation_scheme: utf8\n",
+            r#"__name__="system.cpu.utilization_ratio",host.name="node-a",instance="pod-1",job="api""#,
+        ),
+    ];
+    let mut seen = 0;
+    for (step, yaml, want) in steps {
+        overrides.apply_yaml(yaml).unwrap();
+        let (status, _, answer) = post(&app, &[PROTOBUF], body.clone()).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "step {step}: {}",
+            String::from_utf8_lossy(&answer)
+        );
+        assert_eq!(partial_success(&answer), None, "step {step}");
+        let stored = stored(&fake);
+        let want = format!("{{{want}}} 0.5@{NOW_MS}");
+        assert!(
+            stored[seen..].contains(&want),
+            "step {step}: {want} not in {:?}",
+            &stored[seen..]
+        );
+        seen = stored.len();
     }
 }

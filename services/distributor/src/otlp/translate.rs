@@ -1,16 +1,27 @@
-//! OTLP metrics to Prometheus series, by the rules of Prometheus' OTLP receiver in its default mode
-//! (`UnderscoreEscapingWithSuffixes`, the `otlptranslator` package).
+//! OTLP metrics to Prometheus series, by the rules of Prometheus' OTLP receiver (the `otlptranslator`
+//! package) under the tenant's translation strategy (`limits.otel_translation_strategy`).
 //!
-//! - Metric names: split on every character outside `[a-zA-Z0-9:]` and joined with `_` (so runs of invalid
-//!   characters and underscores become one `_`), the unit appended as suffix words (`s` -> `seconds`, `By` ->
-//!   `bytes`, `m/s` -> `meters_per_second`, units in braces dropped), `total` for monotonic sums, `ratio` for
-//!   gauges of unit `1`, and a leading digit prefixed with `_`. A suffix word already in the name is not added
-//!   twice.
-//! - Label names: invalid characters become `_`, a leading digit gets `key_`; attributes that collide after that
-//!   are joined with `;` in the order of their original keys.
+//! - Metric names, `UnderscoreEscapingWithSuffixes` (the default): split on every character outside
+//!   `[a-zA-Z0-9:]` and joined with `_` (so runs of invalid characters and underscores become one `_`), the
+//!   unit appended as suffix words (`s` -> `seconds`, `By` -> `bytes`, `m/s` -> `meters_per_second`, units in
+//!   braces dropped), `total` for monotonic sums, `ratio` for gauges of unit `1`, and a leading digit prefixed
+//!   with `_`. A suffix word already in the name is not added twice.
+//! - `UnderscoreEscapingWithoutSuffixes`: each run of characters outside `[a-zA-Z0-9:_]` becomes one `_`
+//!   (underscores are kept as they are), a leading digit gets `_`; no suffixes.
+//! - `NoUTF8EscapingWithSuffixes`: the name as sent, then the same suffixes as words joined with `_`
+//!   (`http.server.request.duration` of unit `s` -> `http.server.request.duration_seconds`): a name already
+//!   ending in the unit word gets no second one, and one ending in `total` or `ratio` has it moved to the end.
+//! - `NoTranslation`: the name as sent, no suffixes.
+//! - An escaped name left with no character but `_` (`...`), or empty, is refused with its points.
+//! - Label names, escaping strategies: characters outside `[a-zA-Z0-9_]` become `_` (each one), a leading
+//!   digit gets `key_` and a single leading `_` gets `key` (`__x` is kept); attributes that collide after that
+//!   are joined with `;` in the order of their original keys; a name left with nothing but `_` refuses the
+//!   point. The UTF-8 strategies keep attribute keys as label names.
 //! - `job` = `service.namespace/service.name` (or `service.name`), `instance` = `service.instance.id`; the other
 //!   resource attributes go to a `target_info` gauge of value 1 at the latest timestamp of the resource's points;
-//!   the configured resource attributes are also promoted to labels of every series.
+//!   the tenant's `promote_otel_resource_attributes` are also copied onto every series. These names are the
+//!   same under every strategy; so are the `_bucket`, `_sum` and `_count` series and the `le` and `quantile`
+//!   labels of histograms and summaries, which are part of the Prometheus type, not suffixes.
 //! - Gauges and non-monotonic sums are gauges, monotonic cumulative sums counters; explicit-bucket histograms
 //!   become cumulative `_bucket{le}` series (the `+Inf` bucket is the count), `_sum` and `_count`; summaries
 //!   `{quantile}`, `_sum` and `_count`. A point flagged `NoRecordedValue` becomes the staleness marker.
@@ -28,6 +39,7 @@
 //! Each Prometheus sample is its own series entry in the produced `WriteRequest`, so a series the write path
 //! refuses is exactly one refused sample.
 
+use heddle_limits::OtelTranslationStrategy;
 use heddle_model::{EXEMPLAR_MAX_LABEL_SET_LENGTH, MetricType, STALE_NAN_BITS};
 use heddle_proto::prometheus::{Exemplar, Label, MetricMetadata, Sample, TimeSeries, WriteRequest};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -38,6 +50,10 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
+mod names;
+
+pub(crate) use names::{Kind, label_name, metric_name, prometheus_unit};
 
 const SERVICE_NAME: &str = "service.name";
 const SERVICE_NAMESPACE: &str = "service.namespace";
@@ -104,52 +120,62 @@ impl Translated {
     }
 }
 
-/// The Prometheus unit of an OTLP unit: its suffix words as the metric name gets them (`s` -> `seconds`,
-/// `By/s` -> `bytes_per_second`), empty for `1` and annotations.
-pub(crate) fn prometheus_unit(unit: &str) -> String {
-    let (main, per) = unit_suffixes(unit);
-    match (main, per) {
-        (Some(m), Some(p)) => format!("{m}_{p}"),
-        (Some(m), None) => m,
-        (None, Some(p)) => p,
-        (None, None) => String::new(),
-    }
+/// What the tenant's limits decide about the translation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings<'a> {
+    /// `limits.otel_translation_strategy`.
+    pub(crate) strategy: OtelTranslationStrategy,
+    /// `limits.promote_otel_resource_attributes`: resource attributes also copied onto every series as labels.
+    pub(crate) promote: &'a [String],
 }
 
-/// Translates `req`; `promote` lists the resource attributes also copied onto every series as labels. Stops
-/// once the series take more than `limit` bytes ([`Translated::too_large`]).
-pub(crate) fn translate(req: &ExportMetricsServiceRequest, promote: &[String], limit: usize) -> Translated {
+/// Translates `req` under `settings`. Stops once the series take more than `limit` bytes
+/// ([`Translated::too_large`]).
+pub(crate) fn translate(req: &ExportMetricsServiceRequest, settings: Settings<'_>, limit: usize) -> Translated {
+    let strategy = settings.strategy;
     let mut out = Translated::new(limit);
     for rm in &req.resource_metrics {
         let resource: &[KeyValue] = rm.resource.as_ref().map_or(&[], |r| &r.attributes);
-        let base = resource_labels(resource, promote);
-        let first = out.request.timeseries.len();
-        for sm in &rm.scope_metrics {
-            for metric in &sm.metrics {
-                if out.too_large() {
-                    return out;
-                }
-                translate_metric(metric, &base, &mut out);
-                out.start = 0;
+        let metrics = rm.scope_metrics.iter().flat_map(|sm| &sm.metrics);
+        let base = match resource_labels(resource, settings.promote, strategy) {
+            Ok(base) => base,
+            Err(e) => {
+                let points = metrics.filter_map(|m| m.data.as_ref()).map(data_points).sum();
+                out.refuse(points, format!("a resource's promoted {e}"));
+                continue;
             }
+        };
+        let first = out.request.timeseries.len();
+        for metric in metrics {
+            if out.too_large() {
+                return out;
+            }
+            translate_metric(metric, &base, strategy, &mut out);
+            out.start = 0;
         }
         let latest = out.request.timeseries[first..]
             .iter()
             .flat_map(|s| s.samples.iter().map(|x| x.timestamp))
             .max();
-        if let Some(ts) = latest
-            && let Some(labels) = target_info_labels(resource)
-        {
-            out.push(one_sample(labels, ts, 1.0));
+        let Some(ts) = latest else { continue };
+        match target_info_labels(resource, strategy) {
+            Ok(Some(labels)) => out.push(one_sample(labels, ts, 1.0)),
+            Ok(None) => {}
+            // No data point is lost: only the resource's `target_info` is not written.
+            Err(e) => out.refuse(0, format!("target_info of a resource is not written: its {e}")),
         }
     }
     out
 }
 
 /// `job`, `instance` and the promoted resource attributes: the labels every series of the resource carries.
-fn resource_labels(resource: &[KeyValue], promote: &[String]) -> BTreeMap<String, String> {
+fn resource_labels(
+    resource: &[KeyValue],
+    promote: &[String],
+    strategy: OtelTranslationStrategy,
+) -> Result<BTreeMap<String, String>, String> {
     let promoted = resource.iter().filter(|kv| promote.contains(&kv.key));
-    let mut labels = attribute_labels(promoted);
+    let mut labels = attribute_labels(promoted, strategy)?;
     let get = |key: &str| {
         resource
             .iter()
@@ -166,57 +192,56 @@ fn resource_labels(resource: &[KeyValue], promote: &[String]) -> BTreeMap<String
     if let Some(instance) = get(SERVICE_INSTANCE_ID) {
         labels.insert("instance".to_owned(), instance);
     }
-    labels
+    Ok(labels)
 }
 
 /// `target_info`'s labels: `job`, `instance` and every other resource attribute; `None` when there is no
 /// other attribute (Prometheus writes no `target_info` then).
-fn target_info_labels(resource: &[KeyValue]) -> Option<BTreeMap<String, String>> {
+fn target_info_labels(
+    resource: &[KeyValue],
+    strategy: OtelTranslationStrategy,
+) -> Result<Option<BTreeMap<String, String>>, String> {
     let identifying = [SERVICE_NAME, SERVICE_NAMESPACE, SERVICE_INSTANCE_ID];
     let rest: Vec<&KeyValue> = resource
         .iter()
         .filter(|kv| !identifying.contains(&kv.key.as_str()))
         .collect();
     if rest.is_empty() {
-        return None;
+        return Ok(None);
     }
-    let mut labels = attribute_labels(rest.into_iter());
-    labels.extend(resource_labels(resource, &[]));
+    let mut labels = attribute_labels(rest.into_iter(), strategy)?;
+    labels.extend(resource_labels(resource, &[], strategy)?);
     labels.insert("__name__".to_owned(), "target_info".to_owned());
-    Some(labels)
+    Ok(Some(labels))
 }
 
-/// Attributes as sanitized label names; values of keys that collide after sanitizing are joined with `;` in
-/// the order of their original keys.
-fn attribute_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>) -> BTreeMap<String, String> {
+/// Attributes as label names under `strategy`; values of keys that collide once escaped are joined with `;`
+/// in the order of their original keys. Fails, naming the attribute, when a key escapes to no usable name.
+fn attribute_labels<'a>(
+    attrs: impl Iterator<Item = &'a KeyValue>,
+    strategy: OtelTranslationStrategy,
+) -> Result<BTreeMap<String, String>, String> {
     let mut sorted: Vec<&KeyValue> = attrs.filter(|kv| !kv.key.is_empty()).collect();
     sorted.sort_by(|a, b| a.key.cmp(&b.key));
     let mut labels: BTreeMap<String, String> = BTreeMap::new();
     for kv in sorted {
+        let Some(name) = label_name(&kv.key, strategy) else {
+            return Err(format!(
+                "attribute {:?} has no character a label name can keep (escaping leaves only underscores); \
+                 rename it, or use a UTF-8 translation strategy (`limits.otel_translation_strategy`)",
+                kv.key
+            ));
+        };
         let value = value_string(kv.value.as_ref());
         labels
-            .entry(label_name(&kv.key))
+            .entry(name)
             .and_modify(|v| {
                 v.push(';');
                 v.push_str(&value);
             })
             .or_insert(value);
     }
-    labels
-}
-
-/// A label name from an attribute key: characters outside `[a-zA-Z0-9_]` become `_`, a leading digit gets
-/// `key_`. Reserved names (`__x__`) are kept as they are.
-pub(crate) fn label_name(key: &str) -> String {
-    let reserved = key.len() > 4 && key.starts_with("__") && key.ends_with("__");
-    let mut name: String = key
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
-        .collect();
-    if !reserved && name.starts_with(|c: char| c.is_ascii_digit()) {
-        name.insert_str(0, "key_");
-    }
-    name
+    Ok(labels)
 }
 
 /// An attribute value as Prometheus' translator writes it: strings as they are, numbers and booleans in
@@ -325,122 +350,10 @@ fn float_text(f: f64) -> String {
     }
 }
 
-/// What a metric becomes, which decides its name's suffixes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Gauge,
-    Counter,
-    /// A non-monotonic sum: a gauge, without the `ratio` suffix.
-    UpDownCounter,
-    Histogram,
-    Summary,
-}
-
-/// The Prometheus metric name of an OTLP metric `name` of `unit` and `kind`.
-pub(crate) fn metric_name(name: &str, unit: &str, kind: Kind) -> String {
-    let mut tokens: Vec<String> = name
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == ':'))
-        .filter(|t| !t.is_empty())
-        .map(str::to_owned)
-        .collect();
-    let (main, per) = unit_suffixes(unit);
-    let main = main.filter(|m| !tokens.contains(m));
-    let per = per.filter(|p| !tokens.contains(p));
-    tokens.extend(main);
-    tokens.extend(per);
-    if kind == Kind::Counter {
-        tokens.retain(|t| t != "total");
-        tokens.push("total".to_owned());
-    }
-    if unit == "1" && kind == Kind::Gauge {
-        tokens.retain(|t| t != "ratio");
-        tokens.push("ratio".to_owned());
-    }
-    let mut out = tokens.join("_");
-    if out.starts_with(|c: char| c.is_ascii_digit()) {
-        out.insert(0, '_');
-    }
-    out
-}
-
-/// The suffix words of an OTLP (UCUM) unit: the main unit and `per_<unit>` for what follows a `/`. Units in
-/// braces (annotations such as `{request}`) and `1` give none.
-fn unit_suffixes(unit: &str) -> (Option<String>, Option<String>) {
-    let (main, per) = match unit.split_once('/') {
-        Some((m, p)) => (m.trim(), Some(p.trim())),
-        None => (unit.trim(), None),
-    };
-    let usable = |u: &str| !u.is_empty() && !u.contains(['{', '}']);
-    let main = usable(main)
-        .then(|| clean_unit(main_unit_word(main)))
-        .filter(|s| !s.is_empty());
-    let per = per
-        .filter(|p| usable(p))
-        .map(|p| format!("per_{}", clean_unit(per_unit_word(p))))
-        .filter(|s| s != "per_");
-    (main, per)
-}
-
-fn main_unit_word(unit: &str) -> &str {
-    match unit {
-        "d" => "days",
-        "h" => "hours",
-        "min" => "minutes",
-        "s" => "seconds",
-        "ms" => "milliseconds",
-        "us" => "microseconds",
-        "ns" => "nanoseconds",
-        "By" => "bytes",
-        "KiBy" => "kibibytes",
-        "MiBy" => "mebibytes",
-        "GiBy" => "gibibytes",
-        "TiBy" => "tibibytes",
-        "KBy" => "kilobytes",
-        "MBy" => "megabytes",
-        "GBy" => "gigabytes",
-        "TBy" => "terabytes",
-        "m" => "meters",
-        "V" => "volts",
-        "A" => "amperes",
-        "J" => "joules",
-        "W" => "watts",
-        "g" => "grams",
-        "Cel" => "celsius",
-        "Hz" => "hertz",
-        "1" => "",
-        "%" => "percent",
-        other => other,
-    }
-}
-
-fn per_unit_word(unit: &str) -> &str {
-    match unit {
-        "s" => "second",
-        "m" => "minute",
-        "h" => "hour",
-        "d" => "day",
-        "w" => "week",
-        "mo" => "month",
-        "y" => "year",
-        other => other,
-    }
-}
-
-/// A unit word with characters outside `[a-zA-Z0-9:]` as single `_`s, no leading `_`.
-fn clean_unit(word: &str) -> String {
-    let mut out = String::with_capacity(word.len());
-    for c in word.chars() {
-        let c = if c.is_ascii_alphanumeric() || c == ':' { c } else { '_' };
-        if !(c == '_' && (out.is_empty() || out.ends_with('_'))) {
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn translate_metric(
     metric: &opentelemetry_proto::tonic::metrics::v1::Metric,
     base: &BTreeMap<String, String>,
+    strategy: OtelTranslationStrategy,
     out: &mut Translated,
 ) {
     let Some(data) = &metric.data else {
@@ -462,23 +375,38 @@ fn translate_metric(
         out.refuse(data_points(data), "a metric has an empty name".to_owned());
         return;
     }
+    let name_of = |out: &mut Translated, kind: Kind| {
+        let name = metric_name(&metric.name, &metric.unit, kind, strategy);
+        if name.is_none() {
+            out.refuse(
+                data_points(data),
+                format!(
+                    "metric {:?}: escaping leaves no usable metric name (only underscores); rename it, or use a \
+                     UTF-8 translation strategy (`limits.otel_translation_strategy`)",
+                    metric.name
+                ),
+            );
+        }
+        name
+    };
     let metadata = |out: &mut Translated, name: &str, kind: MetricType| {
         out.push_metadata(
             name.to_owned(),
             kind,
             &metric.description,
-            &prometheus_unit(&metric.unit),
+            &prometheus_unit(&metric.unit, strategy.escapes()),
         );
     };
+    let ctx = PointContext { base, strategy };
     match data {
         Data::Gauge(g) => {
-            let name = metric_name(&metric.name, &metric.unit, Kind::Gauge);
+            let Some(name) = name_of(out, Kind::Gauge) else { return };
             metadata(out, &name, MetricType::Gauge);
             for p in &g.data_points {
                 if out.too_large() {
                     return;
                 }
-                number_point(&name, p, base, out);
+                number_point(&name, p, ctx, out);
             }
         }
         Data::Sum(s) if s.is_monotonic && !cumulative(s.aggregation_temporality) => {
@@ -491,7 +419,7 @@ fn translate_metric(
             } else {
                 Kind::UpDownCounter
             };
-            let name = metric_name(&metric.name, &metric.unit, kind);
+            let Some(name) = name_of(out, kind) else { return };
             let prometheus_kind = if s.is_monotonic {
                 MetricType::Counter
             } else {
@@ -505,21 +433,23 @@ fn translate_metric(
                 if s.is_monotonic {
                     out.start = millis(p.start_time_unix_nano);
                 }
-                number_point(&name, p, base, out);
+                number_point(&name, p, ctx, out);
             }
         }
         Data::Histogram(h) if !cumulative(h.aggregation_temporality) => {
             delta(out, h.data_points.len(), "a histogram");
         }
         Data::Histogram(h) => {
-            let name = metric_name(&metric.name, &metric.unit, Kind::Histogram);
+            let Some(name) = name_of(out, Kind::Histogram) else {
+                return;
+            };
             metadata(out, &name, MetricType::Histogram);
             for p in &h.data_points {
                 if out.too_large() {
                     return;
                 }
                 out.start = millis(p.start_time_unix_nano);
-                histogram_point(&metric.name, &name, p, base, out);
+                histogram_point(&metric.name, &name, p, ctx, out);
             }
         }
         Data::ExponentialHistogram(h) => out.refuse(
@@ -531,14 +461,16 @@ fn translate_metric(
             ),
         ),
         Data::Summary(s) => {
-            let name = metric_name(&metric.name, &metric.unit, Kind::Summary);
+            let Some(name) = name_of(out, Kind::Summary) else {
+                return;
+            };
             metadata(out, &name, MetricType::Summary);
             for p in &s.data_points {
                 if out.too_large() {
                     return;
                 }
                 out.start = millis(p.start_time_unix_nano);
-                summary_point(&name, p, base, out);
+                summary_point(&name, p, ctx, out);
             }
         }
     }
@@ -554,13 +486,33 @@ fn data_points(data: &Data) -> usize {
     }
 }
 
+/// What every point of a metric is translated with.
+#[derive(Debug, Clone, Copy)]
+struct PointContext<'a> {
+    /// The resource's labels.
+    base: &'a BTreeMap<String, String>,
+    strategy: OtelTranslationStrategy,
+}
+
 /// The labels of a data point's series: its attributes under the resource's labels (which win, as `job` and
-/// `instance` do in Prometheus), and the metric name.
-fn point_labels(name: &str, attrs: &[KeyValue], base: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let mut labels = attribute_labels(attrs.iter());
-    labels.extend(base.iter().map(|(k, v)| (k.clone(), v.clone())));
+/// `instance` do in Prometheus), and the metric name. When an attribute has no usable label name, the point
+/// is refused (as Prometheus drops it) and `None` returned.
+fn point_labels(
+    name: &str,
+    attrs: &[KeyValue],
+    ctx: PointContext<'_>,
+    out: &mut Translated,
+) -> Option<BTreeMap<String, String>> {
+    let mut labels = match attribute_labels(attrs.iter(), ctx.strategy) {
+        Ok(labels) => labels,
+        Err(e) => {
+            out.refuse(1, format!("metric {name:?}: a data point's {e}"));
+            return None;
+        }
+    };
+    labels.extend(ctx.base.iter().map(|(k, v)| (k.clone(), v.clone())));
     labels.insert("__name__".to_owned(), name.to_owned());
-    labels
+    Some(labels)
 }
 
 fn stale(flags: u32) -> bool {
@@ -579,7 +531,7 @@ fn value_or_stale(flags: u32, v: f64) -> f64 {
     }
 }
 
-fn number_point(name: &str, p: &NumberDataPoint, base: &BTreeMap<String, String>, out: &mut Translated) {
+fn number_point(name: &str, p: &NumberDataPoint, ctx: PointContext<'_>, out: &mut Translated) {
     let v = match p.value {
         Some(number_data_point::Value::AsDouble(d)) => d,
         Some(number_data_point::Value::AsInt(i)) => i as f64,
@@ -589,7 +541,9 @@ fn number_point(name: &str, p: &NumberDataPoint, base: &BTreeMap<String, String>
             return;
         }
     };
-    let labels = point_labels(name, &p.attributes, base);
+    let Some(labels) = point_labels(name, &p.attributes, ctx, out) else {
+        return;
+    };
     let mut series = one_sample(labels, millis(p.time_unix_nano), value_or_stale(p.flags, v));
     series.exemplars = p.exemplars.iter().map(exemplar).collect();
     out.push(series);
@@ -646,13 +600,7 @@ fn exemplar(e: &OtlpExemplar) -> Exemplar {
     }
 }
 
-fn histogram_point(
-    otel_name: &str,
-    name: &str,
-    p: &HistogramDataPoint,
-    base: &BTreeMap<String, String>,
-    out: &mut Translated,
-) {
+fn histogram_point(otel_name: &str, name: &str, p: &HistogramDataPoint, ctx: PointContext<'_>, out: &mut Translated) {
     if !p.bucket_counts.is_empty() && p.bucket_counts.len() != p.explicit_bounds.len() + 1 {
         out.refuse(
             1,
@@ -666,7 +614,9 @@ fn histogram_point(
         return;
     }
     let ts = millis(p.time_unix_nano);
-    let labels = point_labels(name, &p.attributes, base);
+    let Some(labels) = point_labels(name, &p.attributes, ctx, out) else {
+        return;
+    };
     let series = |suffix: &str, extra: Option<(&str, String)>, v: f64| {
         component(name, &labels, suffix, extra, ts, value_or_stale(p.flags, v))
     };
@@ -703,9 +653,11 @@ fn histogram_point(
     out.push(series("_count", None, p.count as f64));
 }
 
-fn summary_point(name: &str, p: &SummaryDataPoint, base: &BTreeMap<String, String>, out: &mut Translated) {
+fn summary_point(name: &str, p: &SummaryDataPoint, ctx: PointContext<'_>, out: &mut Translated) {
     let ts = millis(p.time_unix_nano);
-    let labels = point_labels(name, &p.attributes, base);
+    let Some(labels) = point_labels(name, &p.attributes, ctx, out) else {
+        return;
+    };
     let series = |suffix: &str, extra: Option<(&str, String)>, v: f64| {
         component(name, &labels, suffix, extra, ts, value_or_stale(p.flags, v))
     };

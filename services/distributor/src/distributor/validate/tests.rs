@@ -153,6 +153,65 @@ fn label_rules_table() {
 }
 
 #[test]
+fn the_utf8_scheme_accepts_any_non_empty_name_and_keeps_every_other_check() {
+    let utf8 = |limits: Limits| Limits {
+        name_validation_scheme: heddle_limits::NameValidationScheme::Utf8,
+        ..limits
+    };
+    let dotted = vec![
+        ("__name__", "http.server.duration"),
+        ("service.name", "api"),
+        ("é", "1"),
+    ];
+    validate_labels(&labels(&dotted), &utf8(Limits::default())).expect("utf8 names are accepted");
+    let e = validate_labels(&labels(&dotted), &Limits::default()).expect_err("legacy refuses a dotted metric name");
+    assert_eq!(e.id(), "err-heddle-invalid-metric-name");
+    assert!(
+        e.remedy().contains("limits.name_validation_scheme: utf8"),
+        "{}",
+        e.remedy()
+    );
+    let e = validate_labels(
+        &labels(&[("__name__", "up"), ("service.name", "api")]),
+        &Limits::default(),
+    )
+    .expect_err("legacy refuses a dotted label name");
+    assert_eq!(e.to_string(), r#"invalid label name "service.name""#);
+    let cases: Vec<(&str, Pairs<'_>, &str)> = vec![
+        (
+            "duplicate",
+            vec![("__name__", "a.b"), ("x.y", "1"), ("x.y", "2")],
+            "err-heddle-duplicate-label-names",
+        ),
+        (
+            "unsorted",
+            vec![("__name__", "a.b"), ("y.z", "1"), ("x.y", "2")],
+            "err-heddle-labels-not-sorted",
+        ),
+        (
+            "name too long",
+            vec![("__name__", "a.b"), ("abcdefgh.i", "1")],
+            "err-heddle-label-name-too-long",
+        ),
+        (
+            "value too long",
+            vec![("__name__", "a.b"), ("a.b", "0123456789x")],
+            "err-heddle-label-value-too-long",
+        ),
+        (
+            "too many",
+            vec![("__name__", "a.b"), ("a", "1"), ("b", "2"), ("c", "3")],
+            "err-heddle-max-label-names-per-series",
+        ),
+        ("no name", vec![("a.b", "1")], "err-heddle-missing-metric-name"),
+    ];
+    for (name, pairs, id) in cases {
+        let e = validate_labels(&labels(&pairs), &utf8(small_limits())).expect_err(name);
+        assert_eq!(e.id(), id, "case {name}: {e}");
+    }
+}
+
+#[test]
 fn limits_are_named_in_remedies() {
     let cases: Vec<(&str, Pairs<'_>, &str)> = vec![
         (

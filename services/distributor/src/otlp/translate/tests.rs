@@ -8,6 +8,16 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
+/// Prometheus' default strategy, nothing promoted.
+const DEFAULT: Settings<'static> = Settings {
+    strategy: OtelTranslationStrategy::UnderscoreEscapingWithSuffixes,
+    promote: &[],
+};
+
+fn promoting(promote: &[String]) -> Settings<'_> {
+    Settings { promote, ..DEFAULT }
+}
+
 const T_NS: u64 = 1_704_067_200_123_456_789;
 const T_MS: i64 = 1_704_067_200_123;
 
@@ -97,70 +107,6 @@ fn lines(t: &Translated) -> Vec<String> {
 }
 
 #[test]
-fn metric_names() {
-    let cases: &[(&str, &str, Kind, &str)] = &[
-        ("plain gauge", "cpu", Kind::Gauge, "cpu"),
-        ("dots", "http.server.duration", Kind::Histogram, "http_server_duration"),
-        ("seconds", "http.server.duration", Kind::Gauge, "http_server_duration"),
-        ("invalid runs collapse", "a..b--c__d", Kind::Gauge, "a_b_c_d"),
-        ("colons kept", "a:b", Kind::Gauge, "a:b"),
-        ("leading digit", "2xx.count", Kind::Gauge, "_2xx_count"),
-        ("counter", "requests", Kind::Counter, "requests_total"),
-        (
-            "total moved to the end",
-            "total.requests",
-            Kind::Counter,
-            "requests_total",
-        ),
-        (
-            "up-down counter has no total",
-            "queue.size",
-            Kind::UpDownCounter,
-            "queue_size",
-        ),
-    ];
-    for (case, name, kind, want) in cases {
-        assert_eq!(metric_name(name, "", *kind), *want, "case {case}");
-    }
-    let units: &[(&str, &str, Kind, &str)] = &[
-        ("s", "http.duration", Kind::Histogram, "http_duration_seconds"),
-        ("ms", "latency", Kind::Gauge, "latency_milliseconds"),
-        ("By", "memory.usage", Kind::Gauge, "memory_usage_bytes"),
-        ("By", "io", Kind::Counter, "io_bytes_total"),
-        ("KiBy", "mem", Kind::Gauge, "mem_kibibytes"),
-        ("1", "cpu.utilization", Kind::Gauge, "cpu_utilization_ratio"),
-        ("1", "hits", Kind::Counter, "hits_total"),
-        ("1", "queue.fill", Kind::UpDownCounter, "queue_fill"),
-        ("%", "disk", Kind::Gauge, "disk_percent"),
-        ("m/s", "speed", Kind::Gauge, "speed_meters_per_second"),
-        ("By/s", "throughput", Kind::Counter, "throughput_bytes_per_second_total"),
-        ("{request}", "requests", Kind::Counter, "requests_total"),
-        ("{packet}/s", "rate", Kind::Gauge, "rate_per_second"),
-        ("s", "duration.seconds", Kind::Gauge, "duration_seconds"),
-        ("unknown", "foo", Kind::Gauge, "foo_unknown"),
-        ("Cel", "temp", Kind::Gauge, "temp_celsius"),
-        ("a-b", "x", Kind::Gauge, "x_a_b"),
-    ];
-    for (unit, name, kind, want) in units {
-        assert_eq!(metric_name(name, unit, *kind), *want, "unit {unit:?} on {name}");
-    }
-}
-
-#[test]
-fn label_names() {
-    for (key, want) in [
-        ("http.method", "http_method"),
-        ("2xx", "key_2xx"),
-        ("ok_name", "ok_name"),
-        ("a-b/c", "a_b_c"),
-        ("__name__", "__name__"),
-        ("é", "_"),
-    ] {
-        assert_eq!(label_name(key), want, "key {key:?}");
-    }
-}
-
-#[test]
 fn resource_to_job_instance_and_target_info() {
     let resource = vec![
         kv("service.name", s("api")),
@@ -173,7 +119,7 @@ fn resource_to_job_instance_and_target_info() {
         resource,
         vec![metric("temp", "", gauge(21.5, attrs(&[("room", "kitchen")])))],
     );
-    let got = lines(&translate(&req, &["host.name".to_owned()], usize::MAX));
+    let got = lines(&translate(&req, promoting(&["host.name".to_owned()]), usize::MAX));
     assert_eq!(
         got,
         vec![
@@ -194,9 +140,172 @@ fn job_without_namespace_and_no_target_info_without_other_attributes() {
         vec![metric("up", "", gauge(1.0, vec![]))],
     );
     assert_eq!(
-        lines(&translate(&req, &[], usize::MAX)),
+        lines(&translate(&req, DEFAULT, usize::MAX)),
         vec![format!(r#"{{__name__="up",job="api"}} 1@{T_MS}"#)]
     );
+}
+
+#[test]
+fn each_strategy_on_a_real_world_request() {
+    let resource = vec![
+        kv("service.name", s("checkout")),
+        kv("service.instance.id", s("pod-1")),
+        kv("host.name", s("node-a")),
+        kv("deployment.environment", s("prod")),
+    ];
+    let histogram = HistogramDataPoint {
+        attributes: attrs(&[("http.response.status_code", "200")]),
+        time_unix_nano: T_NS,
+        count: 3,
+        sum: Some(0.5),
+        bucket_counts: vec![1, 2],
+        explicit_bounds: vec![0.1],
+        ..HistogramDataPoint::default()
+    };
+    let req = request(
+        resource,
+        vec![
+            metric(
+                "http.server.request.duration",
+                "s",
+                Data::Histogram(Histogram {
+                    data_points: vec![histogram],
+                    aggregation_temporality: AggregationTemporality::Cumulative as i32,
+                }),
+            ),
+            metric(
+                "system.cpu.utilization",
+                "1",
+                gauge(0.25, attrs(&[("cpu.mode", "idle")])),
+            ),
+            metric(
+                "http.server.requests",
+                "{request}",
+                sum(7.0, true, AggregationTemporality::Cumulative),
+            ),
+        ],
+    );
+    let promote = ["host.name".to_owned()];
+    // (strategy, histogram, gauge and counter names, whether attribute keys keep their dots)
+    let cases = [
+        (
+            OtelTranslationStrategy::UnderscoreEscapingWithSuffixes,
+            [
+                "http_server_request_duration_seconds",
+                "system_cpu_utilization_ratio",
+                "http_server_requests_total",
+            ],
+            false,
+        ),
+        (
+            OtelTranslationStrategy::UnderscoreEscapingWithoutSuffixes,
+            [
+                "http_server_request_duration",
+                "system_cpu_utilization",
+                "http_server_requests",
+            ],
+            false,
+        ),
+        (
+            OtelTranslationStrategy::NoUtf8EscapingWithSuffixes,
+            [
+                "http.server.request.duration_seconds",
+                "system.cpu.utilization_ratio",
+                "http.server.requests_total",
+            ],
+            true,
+        ),
+        (
+            OtelTranslationStrategy::NoTranslation,
+            [
+                "http.server.request.duration",
+                "system.cpu.utilization",
+                "http.server.requests",
+            ],
+            true,
+        ),
+    ];
+    for (strategy, [h, g, c], dots) in cases {
+        let key = |k: &str| if dots { k.to_owned() } else { k.replace('.', "_") };
+        let (host, status, mode, env) = (
+            key("host.name"),
+            key("http.response.status_code"),
+            key("cpu.mode"),
+            key("deployment.environment"),
+        );
+        let base = format!(r#"{host}="node-a",instance="pod-1",job="checkout""#);
+        let point = format!(r#"{host}="node-a",{status}="200",instance="pod-1",job="checkout""#);
+        let want = vec![
+            format!(r#"{{__name__="{h}_bucket",{point},le="0.1"}} 1@{T_MS}"#),
+            format!(r#"{{__name__="{h}_bucket",{point},le="+Inf"}} 3@{T_MS}"#),
+            format!(r#"{{__name__="{h}_sum",{point}}} 0.5@{T_MS}"#),
+            format!(r#"{{__name__="{h}_count",{point}}} 3@{T_MS}"#),
+            format!(r#"{{__name__="{g}",{mode}="idle",{base}}} 0.25@{T_MS}"#),
+            format!(r#"{{__name__="{c}",{base}}} 7@{T_MS}"#),
+            format!(r#"{{__name__="target_info",{env}="prod",{base}}} 1@{T_MS}"#),
+        ];
+        let settings = Settings {
+            strategy,
+            promote: &promote,
+        };
+        let t = translate(&req, settings, usize::MAX);
+        assert_eq!(lines(&t), want, "{}", strategy.as_str());
+        assert_eq!(t.refused_points, 0, "{}", strategy.as_str());
+        let families: Vec<(&str, &str)> = t
+            .request
+            .metadata
+            .iter()
+            .map(|m| (m.metric_family_name.as_str(), m.unit.as_str()))
+            .collect();
+        assert_eq!(families, [(h, "seconds"), (g, ""), (c, "")], "{}", strategy.as_str());
+    }
+}
+
+#[test]
+fn colliding_and_unnameable_attributes_by_strategy() {
+    let a = attrs(&[("a.b", "dot"), ("a_b", "underscore"), ("a-b", "dash")]);
+    let req = request(vec![], vec![metric("m", "", gauge(1.0, a))]);
+    let escaped = lines(&translate(&req, DEFAULT, usize::MAX));
+    assert_eq!(
+        escaped,
+        vec![format!(r#"{{__name__="m",a_b="dash;dot;underscore"}} 1@{T_MS}"#)],
+        "escaped keys collide and are joined in the order of the original keys"
+    );
+    let utf8 = Settings {
+        strategy: OtelTranslationStrategy::NoUtf8EscapingWithSuffixes,
+        promote: &[],
+    };
+    assert_eq!(
+        lines(&translate(&req, utf8, usize::MAX)),
+        vec![format!(
+            r#"{{__name__="m",a-b="dash",a.b="dot",a_b="underscore"}} 1@{T_MS}"#
+        )],
+        "UTF-8 keys do not collide"
+    );
+
+    let req = request(
+        vec![],
+        vec![
+            metric("m", "", gauge(1.0, attrs(&[("...", "x")]))),
+            metric("...", "", gauge(2.0, vec![])),
+            metric("ok", "", gauge(3.0, vec![])),
+        ],
+    );
+    let t = translate(&req, DEFAULT, usize::MAX);
+    assert_eq!(lines(&t), vec![format!(r#"{{__name__="ok"}} 3@{T_MS}"#)]);
+    assert_eq!(t.refused_points, 2);
+    assert!(t.messages[0].contains(r#"attribute "...""#), "{:?}", t.messages);
+    assert!(t.messages[1].contains(r#"metric "...""#), "{:?}", t.messages);
+    let t = translate(&req, utf8, usize::MAX);
+    assert_eq!(
+        lines(&t),
+        vec![
+            format!(r#"{{...="x",__name__="m"}} 1@{T_MS}"#),
+            format!(r#"{{__name__="..."}} 2@{T_MS}"#),
+            format!(r#"{{__name__="ok"}} 3@{T_MS}"#),
+        ]
+    );
+    assert_eq!(t.refused_points, 0);
 }
 
 #[test]
@@ -252,7 +361,7 @@ fn attribute_values_and_collisions() {
     ];
     let req = request(vec![], vec![metric("m", "", gauge(1.0, a))]);
     assert_eq!(
-        lines(&translate(&req, &[], usize::MAX)),
+        lines(&translate(&req, DEFAULT, usize::MAX)),
         vec![format!(
             r#"{{__name__="m",a_b="dot;underscore",arr="[\"x\\\"y\",1]",bytes="aGkhPw==",dbl="0.25",flag="true",int="-7",map="{{\"k\":\"v\"}}"}} 1@{T_MS}"#
         )]
@@ -271,7 +380,7 @@ fn sums_by_monotonicity_and_temporality() {
             metric("deltas", "", sum(9.0, true, Delta)),
         ],
     );
-    let t = translate(&req, &[], usize::MAX);
+    let t = translate(&req, DEFAULT, usize::MAX);
     assert_eq!(
         lines(&t),
         vec![
@@ -321,7 +430,7 @@ fn explicit_histograms() {
             metric("bare", "", hist(vec![no_sum])),
         ],
     );
-    let t = translate(&req, &[], usize::MAX);
+    let t = translate(&req, DEFAULT, usize::MAX);
     let n = "http_server_duration_seconds";
     assert_eq!(
         lines(&t),
@@ -346,7 +455,7 @@ fn explicit_histograms() {
         aggregation_temporality: AggregationTemporality::Delta as i32,
     });
     let req = request(vec![], vec![metric("bad", "", hist(vec![bad])), metric("d", "", delta)]);
-    let t = translate(&req, &[], usize::MAX);
+    let t = translate(&req, DEFAULT, usize::MAX);
     assert!(t.request.timeseries.is_empty());
     assert_eq!(t.refused_points, 2);
     assert!(
@@ -391,7 +500,7 @@ fn summaries() {
     );
     let n = "rpc_latency_milliseconds";
     assert_eq!(
-        lines(&translate(&req, &[], usize::MAX)),
+        lines(&translate(&req, DEFAULT, usize::MAX)),
         vec![
             format!(r#"{{__name__="{n}",quantile="0.5"}} 0.4@{T_MS}"#),
             format!(r#"{{__name__="{n}",quantile="0.99"}} 0.9@{T_MS}"#),
@@ -414,7 +523,7 @@ fn exponential_histograms_are_refused() {
             }),
         )],
     );
-    let t = translate(&req, &[], usize::MAX);
+    let t = translate(&req, DEFAULT, usize::MAX);
     assert!(t.request.timeseries.is_empty(), "no target_info without points either");
     assert_eq!(t.refused_points, 3);
     assert!(
@@ -459,7 +568,7 @@ fn no_recorded_value_is_a_staleness_marker() {
         ],
     );
     assert_eq!(
-        lines(&translate(&req, &[], usize::MAX)),
+        lines(&translate(&req, DEFAULT, usize::MAX)),
         vec![
             format!(r#"{{__name__="g"}} stale@{T_MS}"#),
             format!(r#"{{__name__="g"}} stale@{T_MS}"#),
@@ -486,7 +595,7 @@ fn target_info_takes_the_latest_timestamp_and_points_without_value_are_refused()
             }),
         )],
     );
-    let t = translate(&req, &[], usize::MAX);
+    let t = translate(&req, DEFAULT, usize::MAX);
     assert_eq!(
         lines(&t),
         vec![
@@ -509,7 +618,7 @@ fn empty_names_and_int_values() {
             metric("i", "", Data::Gauge(Gauge { data_points: vec![int] })),
         ],
     );
-    let t = translate(&req, &[], usize::MAX);
+    let t = translate(&req, DEFAULT, usize::MAX);
     assert_eq!(lines(&t), vec![format!(r#"{{__name__="i"}} 42@{T_MS}"#)]);
     assert_eq!(t.refused_points, 1);
     assert_eq!(t.messages, vec!["a metric has an empty name".to_owned()]);
@@ -553,14 +662,14 @@ fn a_resource_label_copied_onto_many_points_stops_the_translation_at_the_limit()
         attrs(&[("service.name", big.as_str())]),
         vec![metric("m", "", Data::Gauge(Gauge { data_points: points }))],
     );
-    let t = translate(&req, &[], 1 << 20);
+    let t = translate(&req, DEFAULT, 1 << 20);
     assert!(t.too_large());
     assert!(
         t.request.timeseries.len() < 1100,
         "{} series built",
         t.request.timeseries.len()
     );
-    assert!(!translate(&req, &[], 64 << 20).too_large());
+    assert!(!translate(&req, DEFAULT, 64 << 20).too_large());
 }
 
 /// Each metric gets one metadata entry: the Prometheus name, the description as help, the unit's suffix words,
@@ -597,7 +706,7 @@ fn metadata_per_metric() {
             with_description(metric("rate", "By/s", gauge(1.0, vec![])), "throughput"),
         ],
     );
-    let got: Vec<(String, i32, String, String)> = translate(&req, &[], usize::MAX)
+    let got: Vec<(String, i32, String, String)> = translate(&req, DEFAULT, usize::MAX)
         .request
         .metadata
         .into_iter()
@@ -660,7 +769,7 @@ fn exemplars_carry_trace_and_span_ids() {
             aggregation_temporality: AggregationTemporality::Cumulative as i32,
         }),
     );
-    let out = translate(&request(vec![], vec![gauge, histogram]), &[], usize::MAX).request;
+    let out = translate(&request(vec![], vec![gauge, histogram]), DEFAULT, usize::MAX).request;
     let text = |e: &Exemplar| -> String {
         let labels: Vec<String> = e.labels.iter().map(|l| format!("{}={}", l.name, l.value)).collect();
         format!("{} {}@{}", labels.join(","), e.value, e.timestamp)
