@@ -50,18 +50,14 @@ pub fn encode_write_request(req: &WriteRequest) -> Result<Vec<u8>, TestkitError>
 /// and, on each series, the metadata entry of its metric name (2.0 has no request-level metadata).
 /// Histograms of `req` are left out.
 pub fn write_request_v2(req: &WriteRequest) -> write_v2::Request {
-    let mut symbols = vec![String::new()];
-    let mut index: HashMap<String, u32> = HashMap::from([(String::new(), 0)]);
-    let mut intern = |s: &str| match index.get(s) {
-        Some(&i) => i,
-        None => {
-            // A request with 2^32 distinct strings is far over any body-size limit.
-            let i = u32::try_from(symbols.len()).unwrap_or(u32::MAX);
-            symbols.push(s.to_owned());
-            index.insert(s.to_owned(), i);
-            i
-        }
-    };
+    // Sized for every label string being distinct; the index borrows from `req`, so each distinct string is
+    // copied once (into `symbols`). A load generator builds one of these per request: this is its cost.
+    let strings: usize = req.timeseries.iter().map(|ts| 2 * ts.labels.len()).sum::<usize>() + 1;
+    let mut symbols = Vec::with_capacity(strings);
+    symbols.push(String::new());
+    let mut index: HashMap<&str, u32> = HashMap::with_capacity(strings);
+    index.insert("", 0);
+    let mut intern = |s| intern_symbol(&mut index, &mut symbols, s);
     let timeseries = req
         .timeseries
         .iter()
@@ -108,6 +104,16 @@ pub fn write_request_v2(req: &WriteRequest) -> write_v2::Request {
         })
         .collect();
     write_v2::Request { symbols, timeseries }
+}
+
+/// The index of `s` in `symbols`, appended when new.
+fn intern_symbol<'a>(index: &mut HashMap<&'a str, u32>, symbols: &mut Vec<String>, s: &'a str) -> u32 {
+    *index.entry(s).or_insert_with(|| {
+        // A request with 2^32 distinct strings is far over any body-size limit.
+        let i = u32::try_from(symbols.len()).unwrap_or(u32::MAX);
+        symbols.push(s.to_owned());
+        i
+    })
 }
 
 /// A remote write 2.0 body of the series of `req`: `snappy(protobuf(write_request_v2(req)))`.
