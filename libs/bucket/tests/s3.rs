@@ -254,3 +254,16 @@ async fn tenant_ids_with_star_and_quotes_sign_and_list() {
         .expect("download");
     assert_eq!(files(&got), files(&block));
 }
+
+/// A create-only put (the compactor's tenant lock) succeeds once: the second finds the object there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_only_put_succeeds_once() {
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let b = bucket(&s3);
+    let tenant = TenantId::new("t").unwrap();
+    let first = b.create_tenant_object(&tenant, "x.lock", "a".into()).await.unwrap();
+    let second = b.create_tenant_object(&tenant, "x.lock", "b".into()).await.unwrap();
+    assert_eq!((first, second), (true, false));
+    let body = b.get_tenant_object(&tenant, "x.lock").await.unwrap().unwrap();
+    assert_eq!(&body[..], b"a", "the first writer's body stays");
+}
