@@ -595,9 +595,9 @@ async fn promtool_blocks_through_crashes_and_retention() {
 
 /// Two compactor processes on one bucket, started together and passing every second: one block per range is
 /// left and promtool reads exactly the samples of the replicas. The tenant's lock saves work; it is not what
-/// keeps the answer right: when both start at the same instant, both sometimes merge the same group (seen
-/// against s3s-fs; whether its create-only PUT is atomic under concurrency is not established), and the
-/// later block is then marked as superseded (and a pass whose sources the other deleted fails and is
+/// keeps the answer right: when both start at the same instant, both sometimes merge the same group (s3s-fs
+/// answers `If-None-Match: *` by checking that the file does not exist and then writing it, so two creates at
+/// once can both succeed; S3's conditional writes are atomic), and the later block is then marked as superseded (and a pass whose sources the other deleted fails and is
 /// retried). So each sample is merged once or twice in all, never more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_compactors_share_one_bucket() {
