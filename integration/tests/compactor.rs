@@ -8,6 +8,9 @@
 //!   compactor killed after uploading a merged block and again after marking sources: after each restart no
 //!   sample is lost or doubled (remote read through a querier, and promtool on the result). Then a retention
 //!   set for the tenant in the runtime config file, without a restart, deletes exactly the older range.
+//! - `two_compactors_share_one_bucket`: two compactor processes at once leave the same result as one.
+//! - `the_bucket_answers_only_past_query_store_after`: the query split by time, seen from a read.
+//! - Measurements, ignored by default: `footprint_at_rf3` and `week_query_before_and_after_compaction`.
 
 use heddle_bucket::{Backend, Bucket, BucketConfig, S3Config};
 use heddle_model::TenantId;
@@ -645,6 +648,67 @@ async fn two_compactors_share_one_bucket() {
     );
     let got = judge(&promtool, &s3, &live_blocks(&s3), scratch.path(), "two compactors");
     assert_exactly("promtool dump after two compactors", &got, &want);
+}
+
+/// `-querier.query-store-after`: the bucket answers only the part of a range older than it, the ingesters the
+/// rest. The bucket holds an old hour (value 1) and, like a block an ingester shipped, the recent window again
+/// at other timestamps (value 2); the ingester holds the recent window (value 3). With the bucket cut at an
+/// hour before now, a read of six hours returns exactly the old hour from the bucket and the recent window
+/// from the ingester: no sample of the bucket's recent copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bucket_answers_only_past_query_store_after() {
+    let Some(promtool) = promtool() else { return };
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let scratch = tempfile::tempdir().unwrap();
+    let now = now_ms();
+    let minute = 60_000;
+    let old = (now - 5 * 3600 * 1000).div_euclid(minute) * minute;
+    let recent = (now - 40 * minute).div_euclid(minute) * minute;
+    let labels = [("__name__", "split_metric"), ("job", "split")];
+    let om = scratch.path().join("split.om");
+    let mut text = String::from("# TYPE split_metric gauge\n");
+    let line = |t: i64, v: f64| format!("split_metric{{job=\"split\"}} {v} {}.{:03}\n", t / 1000, t % 1000);
+    for k in 0..60 {
+        text.push_str(&line(old + k * minute, 1.0));
+    }
+    for k in 0..20 {
+        text.push_str(&line(recent + k * minute + 30_000, 2.0));
+    }
+    text.push_str("# EOF\n");
+    std::fs::write(&om, text).unwrap();
+    upload_openmetrics(&promtool, &bucket(&s3), &om, &scratch.path().join("blocks")).await;
+
+    let mut args = reader_args();
+    args.extend(s3.heddle_args());
+    args.extend(
+        [
+            "--querier.query-store-after=1h",
+            "--compactor.first-level-compaction-wait-period=24h",
+        ]
+        .map(String::from),
+    );
+    let heddle = HeddleProcess::start(HeddleOptions {
+        args,
+        ..HeddleOptions::default()
+    })
+    .expect("heddle starts");
+    let http = http_client(Duration::from_secs(30)).unwrap();
+    let pushed: Vec<(i64, f64)> = (0..20).map(|k| (recent + k * minute, 3.0)).collect();
+    let req = heddle_proto::prometheus::WriteRequest {
+        timeseries: vec![heddle_testkit::timeseries(&labels, &pushed)],
+        metadata: vec![],
+    };
+    let out = push(&http, &heddle.push_url(), None, &req).await.expect("push");
+    assert_eq!(out.status, 200, "{}", out.body);
+
+    let got = read_job(&heddle.prometheus_url(), "split", now - 6 * 3600 * 1000, now).await;
+    let want_samples: Vec<(i64, u64)> = (0..60)
+        .map(|k| (old + k * minute, 1f64.to_bits()))
+        .chain(pushed.iter().map(|&(t, v)| (t, v.to_bits())))
+        .collect();
+    let mut want = Dump::new();
+    want.insert(heddle_model::Labels::from_unsorted(labels).unwrap(), want_samples);
+    assert_exactly("a read across the store-after boundary", &got, &want);
 }
 
 /// One OpenMetrics file of `series` gauges, one sample a minute from `start` for `minutes` minutes.
