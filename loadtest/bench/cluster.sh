@@ -52,7 +52,8 @@ start() {
     mkdir -p "$dir/$name"
     "$BIN/heddle" "--target=$target" --server.http-listen-address=127.0.0.1 "--server.http-listen-port=${http[$name]}" \
         --server.grpc-listen-address=127.0.0.1 "--server.grpc-listen-port=${grpc[$name]}" \
-        "--memberlist.bind-port=$gossip" "${common[@]}" "$@" 2>"$dir/$name/heddle.log" &
+        "--memberlist.bind-port=$gossip" "--blocks-storage.bucket-store.sync-dir=$dir/$name/tsdb-sync" \
+        "${common[@]}" "$@" 2>"$dir/$name/heddle.log" &
     pids+=($!)
 }
 for i in 0 1 2; do

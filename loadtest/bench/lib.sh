@@ -10,7 +10,8 @@ start_heddle() {
     # shellcheck disable=SC2086 # LIMITS is a list of flags
     "$BIN/heddle" --server.http-listen-address=127.0.0.1 --server.http-listen-port="$hp" \
         --server.grpc-listen-address=127.0.0.1 --server.grpc-listen-port="$gp" \
-        --blocks-storage.tsdb.dir="$dir/tsdb" --blocks-storage.filesystem.dir="$dir/blocks" --log.level=warn \
+        --blocks-storage.tsdb.dir="$dir/tsdb" --blocks-storage.filesystem.dir="$dir/blocks" \
+        --blocks-storage.bucket-store.sync-dir="$dir/tsdb-sync" --log.level=warn \
         $LIMITS 2>"$dir/heddle.log" &
     pid=$!
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$hp/ready" >/dev/null && break; sleep 0.1; done
