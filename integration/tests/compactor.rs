@@ -8,6 +8,8 @@
 //!   compactor killed after uploading a merged block and again after marking sources: after each restart no
 //!   sample is lost or doubled (remote read through a querier, and promtool on the result). Then a retention
 //!   set for the tenant in the runtime config file, without a restart, deletes exactly the older range.
+//! - `the_compactor_killed_at_every_step_loses_and_doubles_nothing`: killed mid-download, mid-merge, mid-upload
+//!   and mid-deletion, each followed by an exact read, then an exact promtool dump once it is let finish.
 //! - `two_compactors_share_one_bucket`: two compactor processes at once leave the same result as one.
 //! - `the_bucket_answers_only_past_query_store_after`: the query split by time, seen from a read.
 //! - Measurements, ignored by default: `footprint_at_rf3` and `week_query_before_and_after_compaction`.
@@ -594,6 +596,85 @@ async fn promtool_blocks_through_crashes_and_retention() {
     assert_exactly("promtool dump after retention", &got, &new_want);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_exactly("read after retention", &read_job(&url, "om", lo, hi).await, &new_want);
+}
+
+/// The compactor killed (abort, as `kill -9`) at each step between those `promtool_blocks_through_crashes_and_retention`
+/// covers: after the first source of a group is downloaded, mid-merge (chunks on local disk, no index), with the
+/// merged block's files uploaded but not its `meta.json`, and in the middle of deleting a source (its
+/// `meta.json` gone, the rest not). After each kill a querier reads exactly the replicas' samples (no block
+/// half visible, no sample lost or doubled); restarted without failpoints, the compactor leaves one block per
+/// range, with the partial upload removed, and promtool reads exactly the same samples.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compactor_killed_at_every_step_loses_and_doubles_nothing() {
+    let Some(promtool) = promtool() else { return };
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let scratch = tempfile::tempdir().unwrap();
+    let now = now_ms();
+    let old = (now - 50 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
+    let new = (now - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
+    let (files, old_want, new_want) = openmetrics_replicas(scratch.path(), old, new);
+    let want: Dump = heddle_testkit::promtool::union(old_want, new_want);
+    let bucket = bucket(&s3);
+    for (r, file) in files.iter().enumerate() {
+        upload_openmetrics(&promtool, &bucket, file, &scratch.path().join(format!("blocks-{r}"))).await;
+    }
+    let mut args = reader_args();
+    args.extend(s3.heddle_args());
+    args.push("--compactor.first-level-compaction-wait-period=24h".to_owned());
+    let reader = HeddleProcess::start(HeddleOptions {
+        args,
+        ..HeddleOptions::default()
+    })
+    .expect("reader starts");
+    let (lo, hi) = (old, new + RANGE_MS);
+    let url = reader.prometheus_url();
+    assert_exactly("read of the replicas", &read_job(&url, "om", lo, hi).await, &want);
+
+    let mut compactor = start_compactor(
+        &s3,
+        "1h",
+        &[
+            VERTICAL_ONLY.to_owned(),
+            "--compactor.partial-block-deletion-delay=1s".to_owned(),
+        ],
+    );
+    for point in [
+        "compactor-mid-download",
+        "compactor-mid-merge",
+        "upload-before-meta",
+        "delete-after-meta",
+    ] {
+        compactor.options_mut().env = vec![("HEDDLE_FAILPOINT".into(), point.into())];
+        let _ = compactor.restart();
+        assert!(
+            compactor.wait_exit(WAIT) && compactor.log_tail(5).contains(&format!("failpoint {point} reached")),
+            "the compactor did not stop at {point}\n{}",
+            compactor.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_exactly(
+            &format!("read after a kill at {point}"),
+            &read_job(&url, "om", lo, hi).await,
+            &want,
+        );
+    }
+    compactor.options_mut().env.clear();
+    for a in &mut compactor.options_mut().args {
+        if a.starts_with("--compactor.compaction-interval=") {
+            *a = "--compactor.compaction-interval=1s".to_owned();
+        }
+    }
+    compactor.restart().unwrap();
+    assert!(
+        wait_until(WAIT, || bucket_blocks(&s3).len() == 2 && live_blocks(&s3).len() == 2),
+        "not one block per range, or a partial or half-deleted block left: {:?}\n{}",
+        bucket_blocks(&s3),
+        compactor.log_tail(30)
+    );
+    let got = judge(&promtool, &s3, &live_blocks(&s3), scratch.path(), "after every kill");
+    assert_exactly("promtool dump after every kill", &got, &want);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_exactly("read after every kill", &read_job(&url, "om", lo, hi).await, &want);
 }
 
 /// Two compactor processes on one bucket, started together and passing every second: one block per range is

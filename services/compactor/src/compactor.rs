@@ -307,6 +307,8 @@ impl Compactor {
                     .await
                     .map_err(bucket_err)?,
             );
+            // Crash tests stop here: one source downloaded, the others not.
+            heddle_tsdb::file::failpoint("compactor-mid-download");
         }
         let mut meta = BlockMeta::compacted(new_ulid(), &plan.blocks);
         if meta.thanos.is_none() {
@@ -332,6 +334,8 @@ impl Compactor {
                 .collect::<Result<Vec<_>, _>>()?;
             let mut writer = BlockWriter::new(&out_dir, meta)?;
             let stats = merge_blocks(&readers, &mut writer)?;
+            // Crash tests stop here: the merged chunks are on local disk, the block's index is not.
+            heddle_tsdb::file::failpoint("compactor-mid-merge");
             Ok::<_, heddle_tsdb::TsdbError>((writer.finish()?, stats))
         })
         .await
