@@ -11,6 +11,8 @@
 //! - `the_compactor_killed_at_every_step_loses_and_doubles_nothing`: killed mid-download, mid-merge, mid-upload
 //!   and mid-deletion, each followed by an exact read, then an exact promtool dump once it is let finish.
 //! - `two_compactors_share_one_bucket`: two compactor processes at once leave the same result as one.
+//! - `a_replicated_day_becomes_one_24h_block`: the default ranges take three replicas of a day through 2h, 12h
+//!   and 24h.
 //! - `the_bucket_answers_only_past_query_store_after`: the query split by time, seen from a read.
 //! - Measurements, ignored by default: `footprint_at_rf3` and `week_query_before_and_after_compaction`.
 
@@ -792,28 +794,88 @@ async fn the_bucket_answers_only_past_query_store_after() {
     assert_exactly("a read across the store-after boundary", &got, &want);
 }
 
-/// One OpenMetrics file of `series` gauges, one sample a minute from `start` for `minutes` minutes.
-fn openmetrics_week(dir: &Path, start: i64, minutes: i64, series: usize) -> PathBuf {
+/// One OpenMetrics file of `series` gauges, one sample a minute from `start` for `minutes` minutes, and the
+/// samples it holds.
+fn openmetrics_week(dir: &Path, start: i64, minutes: i64, series: usize) -> (PathBuf, Dump) {
     use std::io::Write as _;
     let path = dir.join("week.om");
     let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut want = Dump::new();
     writeln!(out, "# TYPE week_metric gauge").unwrap();
     for s in 0..series {
+        let instance = format!("i-{s}");
+        let labels = heddle_model::Labels::from_unsorted([
+            ("__name__", "week_metric"),
+            ("instance", &instance),
+            ("job", "week"),
+        ])
+        .unwrap();
+        let points = want.entry(labels).or_default();
         for k in 0..minutes {
             let t = start + k * 60_000;
             let v = ((k * 13 + s as i64 * 7) % 1000) as f64;
             writeln!(
                 out,
-                "week_metric{{instance=\"i-{s}\",job=\"week\"}} {v} {}.{:03}",
+                "week_metric{{instance=\"{instance}\",job=\"week\"}} {v} {}.{:03}",
                 t / 1000,
                 t % 1000
             )
             .unwrap();
+            points.push((t, v.to_bits()));
         }
     }
     writeln!(out, "# EOF").unwrap();
     out.flush().unwrap();
-    path
+    (path, want)
+}
+
+/// A day of three replicas, 2 h blocks made by promtool (plus two hours, so the day's windows are finished),
+/// becomes one 24 h block and one 2 h block under the default ranges (2h, 12h, 24h): each level of
+/// compaction in turn, and promtool reads exactly one replica's samples.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_day_becomes_one_24h_block() {
+    let Some(promtool) = promtool() else { return };
+    const DAY_MS: i64 = 24 * 3600 * 1000;
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let scratch = tempfile::tempdir().unwrap();
+    let start = (now_ms() - 3 * DAY_MS).div_euclid(DAY_MS) * DAY_MS;
+    let (file, want) = openmetrics_week(scratch.path(), start, 24 * 60 + 120, 5);
+    let bucket = bucket(&s3);
+    for r in 0..3 {
+        upload_openmetrics(&promtool, &bucket, &file, &scratch.path().join(format!("blocks-{r}"))).await;
+    }
+    assert_eq!(live_blocks(&s3).len(), 3 * 13, "13 two-hour blocks per replica");
+    let compactor = start_compactor(&s3, "1s", &[]);
+    let spans = || -> Vec<i64> {
+        let mut spans: Vec<i64> = live_blocks(&s3)
+            .iter()
+            .filter_map(|u| {
+                let path = s3.bucket_dir().join(TENANT).join(u).join("meta.json");
+                let m: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+                Some(m["maxTime"].as_i64()? - m["minTime"].as_i64()?)
+            })
+            .collect();
+        spans.sort();
+        spans
+    };
+    assert!(
+        wait_until(WAIT, || bucket_blocks(&s3).len() == 2
+            && spans().last().is_some_and(|&s| s > DAY_MS / 2)),
+        "not one day block and one 2 h block: {:?}\n{}",
+        bucket_blocks(&s3),
+        compactor.log_tail(30)
+    );
+    let blocks = live_blocks(&s3);
+    let levels: Vec<i64> = blocks
+        .iter()
+        .map(|u| meta(&s3, u)["compaction"]["level"].as_i64().unwrap())
+        .collect();
+    assert!(
+        levels.iter().any(|&l| l >= 4),
+        "the day went through 2h, 12h and 24h: levels {levels:?}"
+    );
+    let got = judge(&promtool, &s3, &blocks, scratch.path(), "a day");
+    assert_exactly("promtool dump of the compacted day", &got, &want);
 }
 
 /// Seconds of one range query over the whole week through `url`'s Prometheus API, and its answer.
@@ -849,7 +911,7 @@ async fn week_query_before_and_after_compaction() {
     let end = start + 7 * DAY_MS;
     // Two hours more than the week: the compactor compacts a window once a newer block exists, as a week in
     // the middle of a tenant's history would have.
-    let file = openmetrics_week(scratch.path(), start, 7 * 24 * 60 + 120, series);
+    let (file, _) = openmetrics_week(scratch.path(), start, 7 * 24 * 60 + 120, series);
     let bucket = bucket(&s3);
     // Three runs of promtool on the same file: three replicas with identical samples and their own ULIDs.
     for r in 0..3 {
