@@ -10,6 +10,7 @@
 //!   set for the tenant in the runtime config file, without a restart, deletes exactly the older range.
 //! - `the_compactor_killed_at_every_step_loses_and_doubles_nothing`: killed mid-download, mid-merge, mid-upload
 //!   and mid-deletion, each followed by an exact read, then an exact promtool dump once it is let finish.
+//! - `blocks_written_by_prometheus_are_compacted`: Prometheus' own blocks, three times each, merged exactly.
 //! - `two_compactors_share_one_bucket`: two compactor processes at once leave the same result as one.
 //! - `a_replicated_day_becomes_one_24h_block`: the default ranges take three replicas of a day through 2h, 12h
 //!   and 24h.
@@ -677,6 +678,116 @@ async fn the_compactor_killed_at_every_step_loses_and_doubles_nothing() {
     assert_exactly("promtool dump after every kill", &got, &want);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_exactly("read after every kill", &read_job(&url, "om", lo, hi).await, &want);
+}
+
+/// Blocks written by Prometheus itself are compacted by Heddle. Prometheus 2.42 (5-minute blocks, so it cuts
+/// some within the test) receives half an hour of samples over remote write and compacts its head into blocks;
+/// each block goes to the bucket three times under new ULIDs, as three replicas would ship it; the compactor
+/// merges each trio into one block, and promtool reads exactly what it read from Prometheus' blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_written_by_prometheus_are_compacted() {
+    let Some(promtool) = promtool() else { return };
+    let Some(prometheus) = prometheus_tool("PROMETHEUS_BIN", "prometheus", "compactor") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("prometheus");
+    let config = scratch.path().join("prometheus.yml");
+    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").unwrap();
+    let port = heddle_testkit::free_port().unwrap();
+    let mut cmd = Command::new(&prometheus);
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args([
+            "--web.enable-remote-write-receiver",
+            "--storage.tsdb.min-block-duration=5m",
+            "--storage.tsdb.max-block-duration=5m",
+        ]);
+    let mut server = heddle_testkit::ManagedProcess::spawn("prometheus", cmd, scratch.path()).unwrap();
+    server
+        .wait_http_ok(([127, 0, 0, 1], port).into(), "/-/ready", Duration::from_secs(60))
+        .expect("prometheus ready");
+    let http = http_client(Duration::from_secs(30)).unwrap();
+    let step = 15_000;
+    let start = (now_ms() - 40 * 60_000).div_euclid(300_000) * 300_000;
+    // One request per timestamp, in time order: Prometheus' head takes nothing older than half a block
+    // range before its newest sample.
+    for k in 0..120i64 {
+        let t = start + k * step;
+        let timeseries = (0..10)
+            .map(|s| {
+                let instance = format!("p-{s}");
+                heddle_testkit::timeseries(
+                    &[("__name__", "prom_metric"), ("instance", &instance), ("job", "prom")],
+                    &[(t, (k * 3 + s) as f64)],
+                )
+            })
+            .collect();
+        let req = heddle_proto::prometheus::WriteRequest {
+            timeseries,
+            metadata: vec![],
+        };
+        let url = format!("http://127.0.0.1:{port}/api/v1/write");
+        let out = push(&http, &url, None, &req).await.expect("push to prometheus");
+        assert_eq!(out.status / 100, 2, "{}", out.body);
+    }
+    let blocks_of = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.join("meta.json").is_file())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(Duration::from_secs(120), || blocks_of(&data).len() >= 3),
+        "prometheus wrote no blocks\n{}",
+        server.log_tail(30)
+    );
+    let status = server.sigterm_and_wait(heddle_testkit::DEFAULT_STOP_TIMEOUT).unwrap();
+    assert!(status.success(), "{}", server.log_tail(30));
+    let written = blocks_of(&data);
+    // What Prometheus' own blocks hold, as promtool reads them (its head left out: an empty WAL beside them).
+    let only_blocks = scratch.path().join("prometheus-blocks");
+    std::fs::create_dir_all(only_blocks.join("wal")).unwrap();
+    for block in &written {
+        copy_dir(block, &only_blocks.join(block.file_name().unwrap())).unwrap();
+    }
+    let mut cmd = Command::new(&promtool);
+    cmd.args(["tsdb", "dump"]).arg(&only_blocks);
+    let out = run_bounded(cmd, PROMTOOL_TIMEOUT).expect("promtool tsdb dump runs");
+    assert!(out.status.success(), "{}", out.stderr);
+    let want = parse_dump(&out.stdout).unwrap();
+    assert!(!want.is_empty());
+
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let bucket = bucket(&s3);
+    let tenant = TenantId::new(TENANT).unwrap();
+    for block in &written {
+        for r in 0..3 {
+            let ulid = heddle_tsdb::block::new_ulid().to_string();
+            let copy = scratch.path().join(format!("replica-{r}")).join(&ulid);
+            copy_dir(block, &copy).unwrap();
+            let mut meta: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(copy.join("meta.json")).unwrap()).unwrap();
+            meta["ulid"] = serde_json::Value::String(ulid.clone());
+            std::fs::write(copy.join("meta.json"), serde_json::to_vec(&meta).unwrap()).unwrap();
+            bucket.upload_block(&tenant, &copy).await.unwrap();
+        }
+    }
+    let compactor = start_compactor(&s3, "1s", &[VERTICAL_ONLY.to_owned()]);
+    assert!(
+        wait_until(WAIT, || bucket_blocks(&s3).len() == written.len()
+            && live_blocks(&s3).len() == written.len()),
+        "not one block per Prometheus block: {:?}\n{}",
+        bucket_blocks(&s3),
+        compactor.log_tail(30)
+    );
+    let got = judge(&promtool, &s3, &live_blocks(&s3), scratch.path(), "prometheus blocks");
+    assert_exactly("promtool dump of the compacted Prometheus blocks", &got, &want);
 }
 
 /// Two compactor processes on one bucket, started together and passing every second: one block per range is
