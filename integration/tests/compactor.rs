@@ -11,6 +11,7 @@
 //! - `the_compactor_killed_at_every_step_loses_and_doubles_nothing`: killed mid-download, mid-merge, mid-upload
 //!   and mid-deletion, each followed by an exact read, then an exact promtool dump once it is let finish.
 //! - `blocks_written_by_prometheus_are_compacted`: Prometheus' own blocks, three times each, merged exactly.
+//! - `a_compactor_stopped_mid_merge_releases_its_lock`: a graceful stop leaves the tenant unlocked.
 //! - `two_compactors_share_one_bucket`: two compactor processes at once leave the same result as one.
 //! - `a_replicated_day_becomes_one_24h_block`: the default ranges take three replicas of a day through 2h, 12h
 //!   and 24h.
@@ -176,6 +177,11 @@ async fn read_job(url: &str, job: &str, start: i64, end: i64) -> Dump {
 /// A compactor process on the S3 server: compacts at once and then every `interval`, deletes marked blocks on
 /// the next pass, and compacts blocks as soon as they are listed.
 fn start_compactor(s3: &S3Server, interval: &str, extra: &[String]) -> HeddleProcess {
+    HeddleProcess::start(compactor_options(s3, interval, extra)).expect("compactor starts")
+}
+
+/// The options [`start_compactor`] starts a compactor with.
+fn compactor_options(s3: &S3Server, interval: &str, extra: &[String]) -> HeddleOptions {
     let mut args = s3.heddle_args();
     args.push(format!("--compactor.compaction-interval={interval}"));
     args.extend(
@@ -186,12 +192,11 @@ fn start_compactor(s3: &S3Server, interval: &str, extra: &[String]) -> HeddlePro
         .map(String::from),
     );
     args.extend(extra.iter().cloned());
-    HeddleProcess::start(HeddleOptions {
+    HeddleOptions {
         target: "compactor".to_owned(),
         args,
         ..HeddleOptions::default()
-    })
-    .expect("compactor starts")
+    }
 }
 
 /// The compactor flag that leaves only the merge of overlapping blocks: the three 2 h ranges `ship_rf3` writes
@@ -788,6 +793,65 @@ async fn blocks_written_by_prometheus_are_compacted() {
     );
     let got = judge(&promtool, &s3, &live_blocks(&s3), scratch.path(), "prometheus blocks");
     assert_exactly("promtool dump of the compacted Prometheus blocks", &got, &want);
+}
+
+/// A compactor stopped gracefully in the middle of a merge releases the tenant's lock, so a restarted one,
+/// whose holder name may differ (a new pod), compacts the tenant at once instead of waiting out the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compactor_stopped_mid_merge_releases_its_lock() {
+    let Some(promtool) = promtool() else { return };
+    let s3 = S3Server::start().expect("s3s-fs starts");
+    let scratch = tempfile::tempdir().unwrap();
+    let now = now_ms();
+    let old = (now - 50 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
+    let new = (now - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
+    let (files, old_want, new_want) = openmetrics_replicas(scratch.path(), old, new);
+    let want: Dump = heddle_testkit::promtool::union(old_want, new_want);
+    let bucket = bucket(&s3);
+    for (r, file) in files.iter().enumerate() {
+        upload_openmetrics(&promtool, &bucket, file, &scratch.path().join(format!("blocks-{r}"))).await;
+    }
+    let lock = s3.bucket_dir().join(TENANT).join("compactor.lock");
+    let mut opts = compactor_options(&s3, "1s", &[VERTICAL_ONLY.to_owned()]);
+    opts.env = vec![("HEDDLE_FAILPOINT".into(), "compactor-mid-merge=sleep:60000".into())];
+    let mut compactor = HeddleProcess::start(opts).expect("compactor starts");
+    assert!(
+        wait_until(WAIT, || compactor
+            .log_tail(20)
+            .contains("failpoint compactor-mid-merge reached: sleeping")),
+        "the compactor did not reach its merge\n{}",
+        compactor.log_tail(30)
+    );
+    assert!(lock.is_file(), "the tenant is locked during the merge");
+    let (status, took) = compactor.sigterm_and_wait_within(Duration::from_secs(30)).unwrap();
+    assert!(status.success(), "{status}\n{}", compactor.log_tail(30));
+    assert!(
+        took < Duration::from_secs(30),
+        "the stop waited for the merge: {took:?}"
+    );
+    assert!(!lock.exists(), "the lock was left behind\n{}", compactor.log_tail(30));
+    assert!(
+        compactor.log_tail(30).contains("released the tenant's lock"),
+        "{}",
+        compactor.log_tail(30)
+    );
+
+    // Another compactor (another holder name) finishes the work at once.
+    let other = start_compactor(&s3, "1s", &[VERTICAL_ONLY.to_owned()]);
+    assert!(
+        wait_until(WAIT, || bucket_blocks(&s3).len() == 2),
+        "the next compactor did not compact: {:?}\n{}",
+        bucket_blocks(&s3),
+        other.log_tail(30)
+    );
+    let got = judge(
+        &promtool,
+        &s3,
+        &live_blocks(&s3),
+        scratch.path(),
+        "after a stop mid-merge",
+    );
+    assert_exactly("promtool dump after a stop mid-merge", &got, &want);
 }
 
 /// Two compactor processes on one bucket, started together and passing every second: one block per range is

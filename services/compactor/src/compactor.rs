@@ -64,6 +64,9 @@ pub struct Compactor {
     overrides: Arc<Overrides>,
     clock: Arc<dyn Clock>,
     holder: String,
+    /// The tenant whose lock this compactor holds now: released on a graceful stop that cuts its pass short,
+    /// so a restarted pod (whose holder name may differ) does not wait out the lease.
+    locked: std::sync::Mutex<Option<TenantId>>,
     metrics: Metrics,
 }
 
@@ -84,6 +87,7 @@ impl Compactor {
             overrides,
             clock,
             holder,
+            locked: std::sync::Mutex::new(None),
             metrics: Metrics::register(registry),
         }
     }
@@ -93,7 +97,10 @@ impl Compactor {
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         loop {
             tokio::select! {
-                _ = stop.cancelled() => return,
+                _ = stop.cancelled() => {
+                    self.release_cut_lock().await;
+                    return;
+                }
                 report = self.run_once() => tracing::info!(?report, "compaction run done"),
             }
             tokio::select! {
@@ -145,6 +152,21 @@ impl Compactor {
         }
     }
 
+    /// Releases the lock of the tenant whose pass a stop cut short (the pass's future was dropped mid-way,
+    /// which the crash-safe order of its steps allows; see the module docs).
+    async fn release_cut_lock(&self) {
+        let tenant = self.locked.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(tenant) = tenant {
+            let lock = TenantLock::held(&self.bucket, &tenant, &self.holder, LOCK_LEASE_MS);
+            match lock.release().await {
+                Ok(()) => tracing::info!(tenant = %tenant, "stopped mid-pass; released the tenant's lock"),
+                Err(e) => {
+                    tracing::warn!(tenant = %tenant, error = %e, "cannot release the tenant's lock; it runs out by itself")
+                }
+            }
+        }
+    }
+
     /// The tenant's pass under its lock; `false` when another compactor holds it.
     #[tracing::instrument(skip_all, fields(tenant = %tenant))]
     async fn compact_tenant(&self, tenant: &TenantId, report: &mut RunReport) -> Result<bool, CompactorError> {
@@ -156,7 +178,9 @@ impl Compactor {
             .await
             .map_err(bucket_err)?;
         let Some(lock) = lock else { return Ok(false) };
+        *self.locked.lock().unwrap_or_else(|p| p.into_inner()) = Some(tenant.clone());
         let result = self.compact_locked(tenant, &lock, report).await;
+        *self.locked.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if let Err(e) = lock.release().await {
             tracing::warn!(tenant = %tenant, error = %e, "cannot release the tenant's lock; it runs out by itself");
         }

@@ -46,12 +46,7 @@ impl TenantLock {
         lease_ms: i64,
         now_ms: i64,
     ) -> Result<Option<Self>, BucketError> {
-        let lock = Self {
-            bucket: bucket.clone(),
-            tenant: tenant.clone(),
-            holder: holder.to_owned(),
-            lease_ms,
-        };
+        let lock = Self::held(bucket, tenant, holder, lease_ms);
         // Two attempts: the second after removing a lock that ran out, was ours, or vanished meanwhile.
         for _ in 0..2 {
             if bucket
@@ -76,6 +71,17 @@ impl TenantLock {
             bucket.delete_tenant_object(tenant, LOCK_FILENAME).await?;
         }
         Ok(None)
+    }
+
+    /// The handle of a lock `holder` took earlier for `tenant`, to release it ([`TenantLock::release`] removes
+    /// it only if it is still `holder`'s).
+    pub(crate) fn held(bucket: &Bucket, tenant: &TenantId, holder: &str, lease_ms: i64) -> Self {
+        Self {
+            bucket: bucket.clone(),
+            tenant: tenant.clone(),
+            holder: holder.to_owned(),
+            lease_ms,
+        }
     }
 
     fn body(&self, now_ms: i64) -> Bytes {

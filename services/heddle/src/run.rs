@@ -337,6 +337,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
 
+    // Awaited at shutdown: a compactor stopped mid-pass releases its tenant's lock first.
+    let mut compactor_task = None;
     if matches!(cfg.target, Target::All | Target::Compactor) {
         let bucket = bucket.clone().context("the compactor needs the blocks bucket")?;
         // Queriers drop a marked block from their lists at most this long after the mark (if they share this
@@ -361,7 +363,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             holder,
             &mut registry,
         );
-        tokio::spawn(Arc::new(compactor).run(stop.clone()));
+        compactor_task = Some(tokio::spawn(Arc::new(compactor).run(stop.clone())));
     }
 
     let http_options = heddle_server::HttpServerOptions::new(
@@ -489,6 +491,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
     if let Some(ing) = &ingester {
         ing.close_by(soft_deadline, deadline).await;
+    }
+    if let Some(task) = compactor_task
+        && tokio::time::timeout_at(deadline, task).await.is_err()
+    {
+        tracing::warn!("the compactor did not stop in time; a tenant lock it holds runs out by itself");
     }
     if let Some(lc) = &lifecycler {
         match tokio::time::timeout_at(deadline, lc.stop()).await {
