@@ -1,4 +1,4 @@
-//! WAL record decoding (series, samples, tombstones) on arbitrary bytes.
+//! WAL record decoding (series, samples, tombstones, exemplars, native histograms) on arbitrary bytes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -14,11 +14,20 @@
 //!                   | uvarint nLabels | (uvarint len, name, uvarint len, value)* )*     first exemplar included
 //! ```
 //!
-//! A Samples or Exemplars record with none is the type byte alone. Other record types (metadata,
-//! histograms...) decode to [`Record::Unknown`] so a replay can skip them. Deltas wrap like Go's int64
+//! Native-histogram records (types 7 to 10) are in [`histogram`]. A Samples or Exemplars record with none is
+//! the type byte alone. Other record types (metadata, mmap markers) decode to [`Record::Unknown`] so a replay
+//! can skip them. Deltas wrap like Go's int64
 //! arithmetic, so any refs and timestamps round-trip.
 
 use heddle_model::{Label, LabelRef, Labels, LabelsError};
+
+pub mod histogram;
+
+pub use histogram::{
+    RefFloatHistogramSample, RefHistogramSample, TYPE_CUSTOM_BUCKETS_FLOAT_HISTOGRAM_SAMPLES,
+    TYPE_CUSTOM_BUCKETS_HISTOGRAM_SAMPLES, TYPE_FLOAT_HISTOGRAM_SAMPLES, TYPE_HISTOGRAM_SAMPLES,
+    encode_float_histograms, encode_histograms,
+};
 
 /// Record type byte of a Series record.
 pub const TYPE_SERIES: u8 = 1;
@@ -68,6 +77,10 @@ pub enum Record {
     Samples(Vec<RefSample>),
     Tombstones(Vec<Tombstone>),
     Exemplars(Vec<RefExemplar>),
+    /// Integer histogram samples (record type 7, or 9 for custom buckets).
+    Histograms(Vec<RefHistogramSample>),
+    /// Float histogram samples (record type 8, or 10 for custom buckets).
+    FloatHistograms(Vec<RefFloatHistogramSample>),
     /// A record type Heddle does not decode, by its type byte.
     Unknown(u8),
 }
@@ -89,6 +102,14 @@ pub enum RecordError {
     /// A varint longer than 64 bits.
     #[error("wal record (type {record_type}) has a varint overflowing 64 bits at byte {offset}")]
     VarintOverflow { record_type: u8, offset: usize },
+    /// A histogram field whose value no histogram has (a counter reset hint past 3, a schema or span out of
+    /// range).
+    #[error("wal record (type {record_type}) has an invalid histogram at byte {offset}: {reason}")]
+    InvalidHistogram {
+        record_type: u8,
+        offset: usize,
+        reason: String,
+    },
     /// A label name or value that is not UTF-8.
     #[error("wal record has a label that is not utf-8 at byte {offset} (series ref {series_ref})")]
     InvalidUtf8 { series_ref: u64, offset: usize },
@@ -186,6 +207,10 @@ pub fn decode(rec: &[u8]) -> Result<Record, RecordError> {
         TYPE_SAMPLES => d.samples().map(Record::Samples),
         TYPE_TOMBSTONES => d.tombstones().map(Record::Tombstones),
         TYPE_EXEMPLARS => d.exemplars().map(Record::Exemplars),
+        TYPE_HISTOGRAM_SAMPLES | TYPE_CUSTOM_BUCKETS_HISTOGRAM_SAMPLES => d.histograms().map(Record::Histograms),
+        TYPE_FLOAT_HISTOGRAM_SAMPLES | TYPE_CUSTOM_BUCKETS_FLOAT_HISTOGRAM_SAMPLES => {
+            d.float_histograms().map(Record::FloatHistograms)
+        }
         other => Ok(Record::Unknown(other)),
     }
 }

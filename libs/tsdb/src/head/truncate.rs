@@ -146,7 +146,7 @@ impl Head {
                 Ok(Record::Tombstones(_)) => Keep::Original,
                 // Metadata and histograms are not replayed by this head; undecodable records were already
                 // skipped at replay.
-                Ok(Record::Unknown(_)) | Err(_) => Keep::Drop,
+                Ok(Record::Histograms(_) | Record::FloatHistograms(_) | Record::Unknown(_)) | Err(_) => Keep::Drop,
             })
         })?;
         stats.segments_deleted = heddle_wal::delete_segments_before(&wal_dir, through.saturating_add(1))?;
