@@ -8,11 +8,14 @@
 //! - `wal-float-00000000`: the rule input's HistogramSamples and the recording rule's FloatHistogramSamples
 //!   (type 8) records.
 
-use heddle_model::{CounterResetHint, Histogram, Span};
+use heddle_model::Histogram;
 use heddle_tsdb::record::{self, Record, RefFloatHistogramSample, RefHistogramSample};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use support::histogram;
+
+mod support;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -81,42 +84,6 @@ fn logged(segment: &[u8]) -> Logged {
         }
     }
     out
-}
-
-fn spans(v: &Value) -> Vec<Span> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| Span::new(s[0].as_i64().unwrap() as i32, s[1].as_u64().unwrap() as u32))
-        .collect()
-}
-
-fn ints(v: &Value) -> Vec<i64> {
-    v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
-}
-
-/// A histogram of `pushed.json`.
-fn histogram(s: &Value) -> (i64, Histogram) {
-    let hint = match s["hint"].as_str().unwrap() {
-        "gauge" => CounterResetHint::Gauge,
-        "reset" => CounterResetHint::CounterReset,
-        "no" => CounterResetHint::NotCounterReset,
-        _ => CounterResetHint::Unknown,
-    };
-    let h = Histogram {
-        counter_reset_hint: hint,
-        schema: s["schema"].as_i64().unwrap() as i32,
-        zero_threshold: f64::from_bits(s["zero_threshold_bits"].as_u64().unwrap()),
-        zero_count: s["zero_count"].as_u64().unwrap(),
-        count: s["count"].as_u64().unwrap(),
-        sum: f64::from_bits(s["sum_bits"].as_u64().unwrap()),
-        positive_spans: spans(&s["positive_spans"]),
-        negative_spans: spans(&s["negative_spans"]),
-        positive_buckets: ints(&s["positive_deltas"]),
-        negative_buckets: ints(&s["negative_deltas"]),
-        custom_values: Vec::new(),
-    };
-    (s["t"].as_i64().unwrap(), h)
 }
 
 /// A histogram as comparable bits: the stale marker's sum is a NaN, which `==` would never match.
