@@ -137,7 +137,6 @@ const METADATA: &str = "prometheus.MetricMetadata";
 /// `TimeSeries.created_timestamp` (see [`TimeSeriesRef::created`]), which the distributor writes when it
 /// re-encodes a series.
 pub const CREATED_TIMESTAMP_FIELD: u32 = 6;
-const CREATED_TIMESTAMP: &str = "prometheus.TimeSeries.created_timestamp";
 
 /// Decodes an uncompressed `prometheus.WriteRequest`: [`measure_write_request`] then [`decode_measured`].
 pub fn decode_write_request<'a>(arena: &'a Bump, body: &'a [u8]) -> Result<WriteRequestRef<'a>, DecodeError> {
@@ -423,9 +422,6 @@ fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Res
                 let (data, offset) = len_payload(&field, "prometheus.TimeSeries.histograms")?;
                 check_message(data, offset, "prometheus.Histogram")?;
             }
-            CREATED_TIMESTAMP_FIELD if !matches!(field.value, Value::Varint(_)) => {
-                return Err(field.wrong_type(CREATED_TIMESTAMP, WIRE_VARINT));
-            }
             _ => {}
         }
     }
@@ -479,11 +475,13 @@ fn decode_series<'a>(
             }
             // Framing checked by the measure pass.
             4 => histograms = histograms.saturating_add(1),
-            // int64 is a two's-complement varint: the cast is the protobuf conversion.
-            CREATED_TIMESTAMP_FIELD => match field.value {
-                Value::Varint(t) => created = t as i64,
-                _ => return Err(field.wrong_type(CREATED_TIMESTAMP, WIRE_VARINT)),
-            },
+            // int64 is a two's-complement varint: the cast is the protobuf conversion. Prometheus' 1.0 schema has
+            // no field 6, so one of another wire type is skipped, as prost skips it.
+            CREATED_TIMESTAMP_FIELD => {
+                if let Value::Varint(t) = field.value {
+                    created = t as i64;
+                }
+            }
             _ => {}
         }
     }
@@ -526,35 +524,41 @@ fn utf8<'a>(field: &Field<'a>, what: &'static str) -> Result<&'a str, DecodeErro
 }
 
 fn decode_sample(buf: &[u8], base: usize) -> Result<Sample, DecodeError> {
-    decode_sample_of(
+    let (sample, _) = decode_sample_of(
         buf,
         base,
         SAMPLE,
         ["prometheus.Sample.value", "prometheus.Sample.timestamp"],
-    )
+        None,
+    )?;
+    Ok(sample)
 }
 
 /// A float sample (`value` = 1, double; `timestamp` = 2, int64: the same fields in remote write 1.0 and 2.0) of
-/// the message `kind`, whose two fields are named `names` in messages.
+/// the message `kind`, whose two fields are named `names` in messages; with `start` (the name of 2.0's
+/// `start_timestamp`, field 3), also that field, 0 when absent.
 pub(super) fn decode_sample_of(
     buf: &[u8],
     base: usize,
     kind: &'static str,
     names: [&'static str; 2],
-) -> Result<Sample, DecodeError> {
-    let mut sample = Sample { t: 0, v: 0.0 };
+    start: Option<&'static str>,
+) -> Result<(Sample, i64), DecodeError> {
+    let (mut sample, mut start_t) = (Sample { t: 0, v: 0.0 }, 0);
     for field in Fields::new(buf, base, kind) {
         let field = field?;
-        match (field.number, field.value) {
-            (1, Value::Fixed64(bits)) => sample.v = f64::from_bits(bits),
-            (1, _) => return Err(field.wrong_type(names[0], WIRE_FIXED64)),
-            // int64 is a two's-complement varint: the cast is the protobuf conversion.
-            (2, Value::Varint(t)) => sample.t = t as i64,
-            (2, _) => return Err(field.wrong_type(names[1], WIRE_VARINT)),
+        // int64 is a two's-complement varint: the casts are the protobuf conversion.
+        match (field.number, field.value, start) {
+            (1, Value::Fixed64(bits), _) => sample.v = f64::from_bits(bits),
+            (1, ..) => return Err(field.wrong_type(names[0], WIRE_FIXED64)),
+            (2, Value::Varint(t), _) => sample.t = t as i64,
+            (2, ..) => return Err(field.wrong_type(names[1], WIRE_VARINT)),
+            (3, Value::Varint(t), Some(_)) => start_t = t as i64,
+            (3, _, Some(name)) => return Err(field.wrong_type(name, WIRE_VARINT)),
             _ => {}
         }
     }
-    Ok(sample)
+    Ok((sample, start_t))
 }
 
 #[cfg(test)]
@@ -608,13 +612,9 @@ mod tests {
             "forwarded as it came, field 6 included"
         );
 
-        // Field 6 of another wire type is refused, naming it.
-        let bad = [0x0a, 2, 0x32, 0];
-        let err = decode_write_request(&arena, &bad).unwrap_err();
-        assert!(
-            err.to_string().contains("prometheus.TimeSeries.created_timestamp"),
-            "{err}"
-        );
+        // Field 6 of another wire type is not Heddle's: skipped, as prost skips an unknown field.
+        let other = [0x0a, 2, 0x32, 0];
+        assert_eq!(decode_write_request(&arena, &other).unwrap().timeseries[0].created, 0);
     }
 
     #[test]

@@ -646,7 +646,7 @@ fn decode_sample(buf: &[u8], base: usize) -> Result<(Sample, i64), DecodeError> 
     if let Some(sample) = super::canonical::sample(buf) {
         return Ok((sample, 0));
     }
-    let sample = decode_sample_of(
+    decode_sample_of(
         buf,
         base,
         SAMPLE,
@@ -654,18 +654,8 @@ fn decode_sample(buf: &[u8], base: usize) -> Result<(Sample, i64), DecodeError> 
             "io.prometheus.write.v2.Sample.value",
             "io.prometheus.write.v2.Sample.timestamp",
         ],
-    )?;
-    let mut start = 0;
-    for field in Fields::new(buf, base, SAMPLE) {
-        let field = field?;
-        match (field.number, field.value) {
-            // int64 is a two's-complement varint: the cast is the protobuf conversion.
-            (3, Value::Varint(t)) => start = t as i64,
-            (3, _) => return Err(field.wrong_type("io.prometheus.write.v2.Sample.start_timestamp", WIRE_VARINT)),
-            _ => {}
-        }
-    }
-    Ok((sample, start))
+        Some("io.prometheus.write.v2.Sample.start_timestamp"),
+    )
 }
 
 /// The number of varints in a packed `labels_refs` payload: the bytes without the continuation bit, each the
