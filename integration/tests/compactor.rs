@@ -383,7 +383,7 @@ fn scrape(process: &HeddleProcess, name: &str) -> f64 {
 /// compaction (the goal: at most 1.05 times one replica's), the compaction's throughput and the compactor's
 /// peak memory. A measurement, run by hand (`loadtest/README.md`); it prints its figures.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement: cargo test -p heddle-integration --test compactor -- --ignored --nocapture"]
+#[ignore = "a measurement: cargo test -p heddle-integration --test compactor -- --ignored --nocapture footprint"]
 async fn footprint_at_rf3() {
     let s3 = S3Server::start().expect("s3s-fs starts");
     let series = 3000;
@@ -431,6 +431,36 @@ fn dir_bytes_of(dir: &Path, names: &[&str]) -> u64 {
         .iter()
         .map(|n| std::fs::metadata(dir.join(n)).map_or(0, |m| m.len()))
         .sum()
+}
+
+/// What [`upload_replicas`] put in the bucket: the two ranges' starts, and the samples of the newer range
+/// and of both.
+struct Replicas {
+    old: i64,
+    new: i64,
+    new_want: Dump,
+    want: Dump,
+}
+
+/// Three overlapping "replicas" of two 2 h ranges, 50 and 6 hours ago ([`openmetrics_replicas`]), made into
+/// blocks by promtool and uploaded: six blocks in the bucket.
+async fn upload_replicas(promtool: &Path, s3: &S3Server, scratch: &Path) -> Replicas {
+    let now = now_ms();
+    let old = (now - 50 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
+    let new = (now - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
+    let (files, old_want, new_want) = openmetrics_replicas(scratch, old, new);
+    let want: Dump = heddle_testkit::promtool::union(old_want, new_want.clone());
+    let bucket = bucket(s3);
+    for (r, file) in files.iter().enumerate() {
+        upload_openmetrics(promtool, &bucket, file, &scratch.join(format!("blocks-{r}"))).await;
+    }
+    assert_eq!(live_blocks(s3).len(), 6, "two ranges, three replicas");
+    Replicas {
+        old,
+        new,
+        new_want,
+        want,
+    }
 }
 
 /// Three "replicas" of the same series over two 2 h ranges a day apart, as OpenMetrics files: replica `r`
@@ -505,16 +535,12 @@ async fn promtool_blocks_through_crashes_and_retention() {
         ],
     );
 
-    let now = now_ms();
-    let old = (now - 50 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
-    let new = (now - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
-    let (files, old_want, new_want) = openmetrics_replicas(scratch.path(), old, new);
-    let want: Dump = heddle_testkit::promtool::union(old_want, new_want.clone());
-    let bucket = bucket(&s3);
-    for (r, file) in files.iter().enumerate() {
-        upload_openmetrics(&promtool, &bucket, file, &scratch.path().join(format!("blocks-{r}"))).await;
-    }
-    assert_eq!(live_blocks(&s3).len(), 6, "two ranges, three replicas");
+    let Replicas {
+        old,
+        new,
+        new_want,
+        want,
+    } = upload_replicas(&promtool, &s3, scratch.path()).await;
     let (lo, hi) = (old, new + RANGE_MS);
     let url = reader.prometheus_url();
     assert_exactly("read of the replicas", &read_job(&url, "om", lo, hi).await, &want);
@@ -617,15 +643,7 @@ async fn the_compactor_killed_at_every_step_loses_and_doubles_nothing() {
     let Some(promtool) = promtool() else { return };
     let s3 = S3Server::start().expect("s3s-fs starts");
     let scratch = tempfile::tempdir().unwrap();
-    let now = now_ms();
-    let old = (now - 50 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
-    let new = (now - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
-    let (files, old_want, new_want) = openmetrics_replicas(scratch.path(), old, new);
-    let want: Dump = heddle_testkit::promtool::union(old_want, new_want);
-    let bucket = bucket(&s3);
-    for (r, file) in files.iter().enumerate() {
-        upload_openmetrics(&promtool, &bucket, file, &scratch.path().join(format!("blocks-{r}"))).await;
-    }
+    let Replicas { old, new, want, .. } = upload_replicas(&promtool, &s3, scratch.path()).await;
     let mut args = reader_args();
     args.extend(s3.heddle_args());
     args.push("--compactor.first-level-compaction-wait-period=24h".to_owned());
@@ -802,15 +820,7 @@ async fn a_compactor_stopped_mid_merge_releases_its_lock() {
     let Some(promtool) = promtool() else { return };
     let s3 = S3Server::start().expect("s3s-fs starts");
     let scratch = tempfile::tempdir().unwrap();
-    let now = now_ms();
-    let old = (now - 50 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
-    let new = (now - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
-    let (files, old_want, new_want) = openmetrics_replicas(scratch.path(), old, new);
-    let want: Dump = heddle_testkit::promtool::union(old_want, new_want);
-    let bucket = bucket(&s3);
-    for (r, file) in files.iter().enumerate() {
-        upload_openmetrics(&promtool, &bucket, file, &scratch.path().join(format!("blocks-{r}"))).await;
-    }
+    let Replicas { want, .. } = upload_replicas(&promtool, &s3, scratch.path()).await;
     let lock = s3.bucket_dir().join(TENANT).join("compactor.lock");
     let mut opts = compactor_options(&s3, "1s", &[VERTICAL_ONLY.to_owned()]);
     opts.env = vec![("HEDDLE_FAILPOINT".into(), "compactor-mid-merge=sleep:60000".into())];
@@ -865,16 +875,7 @@ async fn two_compactors_share_one_bucket() {
     let Some(promtool) = promtool() else { return };
     let s3 = S3Server::start().expect("s3s-fs starts");
     let scratch = tempfile::tempdir().unwrap();
-    let now = now_ms();
-    let old = (now - 50 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
-    let new = (now - 6 * 3600 * 1000).div_euclid(RANGE_MS) * RANGE_MS;
-    let (files, old_want, new_want) = openmetrics_replicas(scratch.path(), old, new);
-    let want: Dump = heddle_testkit::promtool::union(old_want, new_want);
-    let bucket = bucket(&s3);
-    for (r, file) in files.iter().enumerate() {
-        upload_openmetrics(&promtool, &bucket, file, &scratch.path().join(format!("blocks-{r}"))).await;
-    }
-    assert_eq!(live_blocks(&s3).len(), 6, "two ranges, three replicas");
+    let Replicas { want, .. } = upload_replicas(&promtool, &s3, scratch.path()).await;
     let (a, b) = std::thread::scope(|scope| {
         let start = || start_compactor(&s3, "1s", &[VERTICAL_ONLY.to_owned()]);
         let a = scope.spawn(start);
