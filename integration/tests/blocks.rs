@@ -99,6 +99,7 @@ fn chunks_of(samples: &[(i64, u64)]) -> Vec<ChunkData> {
                 c.append(t, f64::from_bits(v)).expect("append");
             }
             ChunkData {
+                encoding: heddle_tsdb::chunkenc::Encoding::Xor,
                 min_time: part[0].0,
                 max_time: part[part.len() - 1].0,
                 data: c.into_bytes().into(),

@@ -391,3 +391,61 @@ pub fn deltas_from_absolute(counts: &[i64]) -> Vec<i64> {
         })
         .collect()
 }
+
+/// A native histogram value of either kind, as a sample carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HistogramValue {
+    /// Integer counts (scrapes, remote write's `Histogram` with integer counts, OTLP exponential histograms).
+    Int(Histogram),
+    /// Float counts (recording rules, remote write's `Histogram` with float counts).
+    Float(FloatHistogram),
+}
+
+impl HistogramValue {
+    /// The sum of observations (Prometheus' staleness NaN for a stale marker).
+    pub fn sum(&self) -> f64 {
+        match self {
+            HistogramValue::Int(h) => h.sum,
+            HistogramValue::Float(h) => h.sum,
+        }
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> i32 {
+        match self {
+            HistogramValue::Int(h) => h.schema,
+            HistogramValue::Float(h) => h.schema,
+        }
+    }
+
+    /// Checks Prometheus' invariants ([`Histogram::validate`], [`FloatHistogram::validate`]).
+    pub fn validate(&self) -> Result<(), HistogramError> {
+        match self {
+            HistogramValue::Int(h) => h.validate(),
+            HistogramValue::Float(h) => h.validate(),
+        }
+    }
+
+    /// The value with float counts.
+    pub fn to_float(&self) -> FloatHistogram {
+        match self {
+            HistogramValue::Int(h) => h.to_float(),
+            HistogramValue::Float(h) => h.clone(),
+        }
+    }
+
+    /// Populated (listed) buckets, both sides together.
+    pub fn bucket_count(&self) -> usize {
+        match self {
+            HistogramValue::Int(h) => h.positive_buckets.len() + h.negative_buckets.len(),
+            HistogramValue::Float(h) => h.positive_buckets.len() + h.negative_buckets.len(),
+        }
+    }
+}
+
+/// One native histogram sample: timestamp in milliseconds since the Unix epoch, and value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramSample {
+    pub t: i64,
+    pub value: HistogramValue,
+}

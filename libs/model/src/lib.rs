@@ -20,7 +20,9 @@ mod tenant;
 pub use batch::{BatchFull, SeriesBatch};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use hash::{FNV32A_OFFSET, fnv32a_add, series_token, series_token_seeded, tenant_token_seed};
-pub use histogram::{CounterResetHint, FloatHistogram, Histogram, HistogramError, Span};
+pub use histogram::{
+    CounterResetHint, FloatHistogram, Histogram, HistogramError, HistogramSample, HistogramValue, Span,
+};
 pub use labels::{
     Label, LabelRef, Labels, LabelsError, METRIC_NAME, is_valid_label_name, is_valid_metric_name, quoted, series_text,
 };

@@ -88,6 +88,7 @@ fn append_round<'a, L: AsRef<[LabelRef<'a>]>>(
                 labels: labels[i].as_ref(),
                 samples: &samples[i],
                 created: None,
+                histograms: &[],
             })
             .collect();
         let out = head.append(&batch).expect("append");

@@ -170,6 +170,7 @@ pub fn encode(samples: &[Sample]) -> Result<Vec<ChunkData>, TsdbError> {
                 })?;
             }
             Ok(ChunkData {
+                encoding: heddle_tsdb::chunkenc::Encoding::Xor,
                 min_time: part[0].t,
                 max_time: part[part.len() - 1].t,
                 data: Bytes::from(chunk.into_bytes()),

@@ -210,6 +210,7 @@ fn append(
                 labels: ts.labels,
                 samples: ts.samples,
                 created: (ts.created != 0).then_some(ts.created),
+                histograms: &[],
             });
             let (outcome, errors) = append_series(tenant, ctx, series, req.timeseries.len(), refused)?;
             let exemplars = append_exemplars(
@@ -238,6 +239,7 @@ fn append(
                 labels: &labels[range],
                 samples,
                 created: batch.created(i),
+                histograms: &[],
             });
             let (outcome, errors) = append_series(tenant, ctx, series, batch.len(), refused)?;
             let exemplar_labels = batch.exemplar_label_refs();

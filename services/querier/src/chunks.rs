@@ -55,6 +55,7 @@ pub(crate) fn encode_one(samples: &[Sample]) -> Result<ChunkData, QuerierError> 
             .map_err(|e| QuerierError::InvalidIngesterData(format!("cannot re-encode sample at t={}: {e}", s.t)))?;
     }
     Ok(ChunkData {
+        encoding: heddle_tsdb::chunkenc::Encoding::Xor,
         min_time: first.t,
         max_time: last.t,
         data: Bytes::from(xor.into_bytes()),
@@ -84,6 +85,7 @@ mod tests {
         c.r#type = heddle_proto::prometheus::chunk::Encoding::Histogram as i32;
         assert!(crate::convert::chunk_from_proto(c).is_err());
         let short = ChunkData {
+            encoding: heddle_tsdb::chunkenc::Encoding::Xor,
             min_time: 0,
             max_time: 0,
             data: Bytes::from_static(&[0]),

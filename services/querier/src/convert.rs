@@ -29,6 +29,7 @@ pub(crate) fn chunk_from_proto(chunk: Chunk) -> Result<ChunkData, QuerierError> 
         )));
     }
     Ok(ChunkData {
+        encoding: heddle_tsdb::chunkenc::Encoding::Xor,
         min_time: chunk.min_time_ms,
         max_time: chunk.max_time_ms,
         data: Bytes::from(chunk.data),

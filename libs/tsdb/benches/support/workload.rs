@@ -154,6 +154,7 @@ pub fn append_batch(head: &Head, chunk: &[[String; 8]], first: usize, round: i64
             labels: l,
             samples: s,
             created: None,
+            histograms: &[],
         })
         .collect();
     head.append(&batch).expect("append").samples_appended

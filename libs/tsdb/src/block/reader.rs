@@ -192,6 +192,7 @@ impl BlockReader {
                 .zip(data)
                 .filter_map(|(m, d)| {
                     d.map(|data| ChunkData {
+                        encoding: crate::chunkenc::Encoding::Xor,
                         min_time: m.min_time,
                         max_time: m.max_time,
                         data,

@@ -25,6 +25,7 @@ fn chunks_of(samples: &[(i64, f64)], per_chunk: usize) -> Vec<ChunkData> {
                 c.append(t, v).expect("append");
             }
             ChunkData {
+                encoding: crate::chunkenc::Encoding::Xor,
                 min_time: part[0].0,
                 max_time: part[part.len() - 1].0,
                 data: Bytes::from(c.into_bytes()),

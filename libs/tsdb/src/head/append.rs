@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use heddle_model::{LabelRef, Sample};
+use heddle_model::{HistogramSample, LabelRef, Sample};
 
 use super::idhash::IdMap;
 use super::index::{Created, effective, hash_labels};
@@ -31,6 +31,9 @@ pub struct AppendSeries<'a> {
     /// bounds. Otherwise it is skipped without an error (a long-running counter repeats the same created
     /// timestamp on every push).
     pub created: Option<i64>,
+    /// Native histogram samples in timestamp order, appended after `samples` (as Prometheus' remote-write
+    /// handler appends a series' floats, then its histograms).
+    pub histograms: &'a [HistogramSample],
 }
 
 /// Why samples of a series were rejected.

@@ -230,6 +230,7 @@ fn clip_chunks(chunks: Vec<ChunkData>, mint: i64, maxt: i64) -> Vec<ChunkData> {
                 clipped.append(s.t, s.v).ok()?;
             }
             Some(ChunkData {
+                encoding: crate::chunkenc::Encoding::Xor,
                 min_time: clipped.min_time()?,
                 max_time: clipped.max_time()?,
                 data: Bytes::from(clipped.into_bytes()),

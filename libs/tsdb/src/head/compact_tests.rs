@@ -38,11 +38,13 @@ fn fill(head: &Head, from: i64, to: i64) -> AppendOutcome {
                     labels: &la,
                     samples: &sa,
                     created: None,
+                    histograms: &[],
                 },
                 AppendSeries {
                     labels: &lb,
                     samples: &sb,
                     created: None,
+                    histograms: &[],
                 },
             ])
             .unwrap();
@@ -204,6 +206,7 @@ fn one(head: &Head, name: &str, t: i64) -> AppendOutcome {
         labels: &l,
         samples: &s,
         created: None,
+        histograms: &[],
     }])
     .unwrap()
 }

@@ -87,6 +87,7 @@ fn append(head: &Head, series: &[(&str, &str)], ts: &[i64]) -> Result<AppendOutc
             labels: l,
             samples: &samples,
             created: None,
+            histograms: &[],
         })
         .collect();
     head.append(&batch)

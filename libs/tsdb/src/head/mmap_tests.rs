@@ -49,6 +49,7 @@ fn restart_reads_chunks_head_and_replays_only_newer_wal_samples() {
             }],
             samples: &[Sample::new(499 * 15_000, 499.0 * 7.0), Sample::new(1, 0.0)],
             created: None,
+            histograms: &[],
         }])
         .unwrap();
     assert_eq!((out.samples_deduplicated, out.errors.len()), (1, 1));

@@ -12,6 +12,7 @@ use heddle_model::{Labels, Matcher};
 
 use super::series::MemSeries;
 use super::{Head, lock, read};
+use crate::chunkenc::Encoding;
 
 /// One encoded chunk of a series.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +21,10 @@ pub struct ChunkData {
     pub min_time: i64,
     /// Timestamp of its last sample.
     pub max_time: i64,
-    /// XOR chunk bytes (Prometheus encoding 1), header included; decode with [`crate::chunkenc::XorIter`].
+    /// How `data` is encoded: XOR floats, integer or float native histograms.
+    pub encoding: Encoding,
+    /// Chunk bytes in Prometheus' format, header included; decode with [`crate::chunkenc::XorIter`],
+    /// [`crate::chunkenc::HistogramIter`] or [`crate::chunkenc::FloatHistogramIter`] by `encoding`.
     pub data: Bytes,
 }
 

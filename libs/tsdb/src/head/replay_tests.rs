@@ -119,6 +119,7 @@ fn check_worker_counts(dir: &Path, name: &str) {
                 labels: &labels,
                 samples: &samples,
                 created: None,
+                histograms: &[],
             }])
             .unwrap()
         };

@@ -315,6 +315,7 @@ impl SeriesState {
             Err(e) => {
                 tracing::error!(series_ref, error = %e, "cannot write chunk to chunks_head, keeping it in memory");
                 self.unwritten.get_or_insert_default().push(ChunkData {
+                    encoding: crate::chunkenc::Encoding::Xor,
                     min_time,
                     max_time,
                     data: Bytes::from(done.into_bytes()),
@@ -380,6 +381,7 @@ impl SeriesState {
         for c in self.mapped.iter().filter(|c| overlaps(c.min_time, c.max_time)) {
             match mapper.chunk(c.chunk_ref) {
                 Ok(data) => out.push(ChunkData {
+                    encoding: crate::chunkenc::Encoding::Xor,
                     min_time: c.min_time,
                     max_time: c.max_time,
                     data,
@@ -395,6 +397,7 @@ impl SeriesState {
             && overlaps(lo, hi)
         {
             out.push(ChunkData {
+                encoding: crate::chunkenc::Encoding::Xor,
                 min_time: lo,
                 max_time: hi,
                 data: Bytes::copy_from_slice(self.open.bytes()),

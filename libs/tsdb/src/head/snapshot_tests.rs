@@ -383,6 +383,7 @@ fn an_open_chunk_that_disagrees_with_its_record_is_dropped_at_its_first_append()
             labels: l,
             samples: s,
             created: None,
+            histograms: &[],
         })
         .collect();
     let out = head.append(&batch).unwrap();

@@ -39,6 +39,7 @@ pub(super) fn append_each<'a, L: AsRef<[LabelRef<'a>]>, S: AsRef<[Sample]>>(
             labels: l.as_ref(),
             samples: s.as_ref(),
             created: None,
+            histograms: &[],
         })
         .collect();
     head.append(&batch).unwrap();

@@ -25,6 +25,7 @@ fn push(head: &Head, labels: &[(&str, &str)], ts: &[(i64, f64)]) -> AppendOutcom
         labels: &l,
         samples: &s,
         created: None,
+        histograms: &[],
     }])
     .unwrap()
 }
@@ -261,11 +262,13 @@ fn a_series_repeated_in_a_batch_sees_its_earlier_samples() {
                 labels: &l,
                 samples: &a,
                 created: None,
+                histograms: &[],
             },
             AppendSeries {
                 labels: &l,
                 samples: &b,
                 created: None,
+                histograms: &[],
             },
         ])
         .unwrap();
@@ -444,11 +447,13 @@ fn a_failed_wal_write_stores_nothing_and_is_retried() {
                 labels: &ok,
                 samples: &s,
                 created: None,
+                histograms: &[],
             },
             AppendSeries {
                 labels: &bad,
                 samples: &s,
                 created: None,
+                histograms: &[],
             },
         ])
         .unwrap_err();
@@ -464,6 +469,7 @@ fn a_failed_wal_write_stores_nothing_and_is_retried() {
             labels: &ok,
             samples: &s,
             created: None,
+            histograms: &[],
         }])
         .unwrap();
     assert_eq!((out.samples_appended, out.series_created), (1, 0));
@@ -494,6 +500,7 @@ fn many_series_split_into_records_that_fit_small_segments() {
             labels: l,
             samples: &s,
             created: None,
+            histograms: &[],
         })
         .collect();
     let before = {
@@ -534,12 +541,14 @@ fn concurrent_appends_and_queries() {
                             labels: l,
                             samples: &s,
                             created: None,
+                            histograms: &[],
                         })
                         .collect();
                     batch.push(AppendSeries {
                         labels: &shared,
                         samples: &same,
                         created: None,
+                        histograms: &[],
                     });
                     let out = head.append(&batch).unwrap();
                     assert!(out.errors.is_empty(), "{:?}", out.errors);
@@ -675,7 +684,7 @@ mod model {
                 let req: Vec<AppendSeries<'_>> = labels
                     .iter()
                     .zip(&samples)
-                    .map(|(l, s)| AppendSeries { labels: l, samples: s, created: None })
+                    .map(|(l, s)| AppendSeries { labels: l, samples: s, created: None, histograms: &[] })
                     .collect();
                 let out = head.append(&req).unwrap();
                 let (mut appended, mut dedup, mut rejected) = (0u64, 0u64, 0u32);
@@ -778,16 +787,19 @@ fn append_within_refuses_samples_outside_the_callers_bounds() {
                     labels: &ancient,
                     samples: &s_ancient,
                     created: None,
+                    histograms: &[],
                 },
                 AppendSeries {
                     labels: &future,
                     samples: &s_future,
                     created: None,
+                    histograms: &[],
                 },
                 AppendSeries {
                     labels: &ok,
                     samples: &s_ok,
                     created: None,
+                    histograms: &[],
                 },
             ],
             bounds,
@@ -821,6 +833,7 @@ fn append_within_refuses_samples_outside_the_callers_bounds() {
                 labels: &l,
                 samples: &late,
                 created: None,
+                histograms: &[],
             }],
             bounds,
         )
@@ -839,6 +852,7 @@ fn a_created_timestamp_stores_one_zero_sample_before_the_counter_starts() {
             labels: &l,
             samples: &s,
             created: Some(created),
+            histograms: &[],
         }])
         .unwrap()
     };
@@ -895,6 +909,7 @@ fn a_created_timestamp_outside_the_heads_bounds_is_skipped() {
             labels: &l,
             samples: &s,
             created: Some(1),
+            histograms: &[],
         }])
         .unwrap();
     assert_eq!(

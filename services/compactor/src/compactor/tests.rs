@@ -122,6 +122,7 @@ fn encode(samples: &[Sample]) -> ChunkData {
         c.append(s.t, s.v).unwrap();
     }
     ChunkData {
+        encoding: heddle_tsdb::chunkenc::Encoding::Xor,
         min_time: samples[0].t,
         max_time: samples[samples.len() - 1].t,
         data: Bytes::from(c.into_bytes()),

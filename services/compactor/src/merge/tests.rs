@@ -13,6 +13,7 @@ fn chunk(ts: impl IntoIterator<Item = i64>) -> ChunkData {
         c.append(x.t, x.v).unwrap();
     }
     ChunkData {
+        encoding: heddle_tsdb::chunkenc::Encoding::Xor,
         min_time: s[0].t,
         max_time: s[s.len() - 1].t,
         data: Bytes::from(c.into_bytes()),
@@ -91,6 +92,7 @@ fn a_tie_keeps_the_first_blocks_sample() {
     second_samples.append(5, 99.0).unwrap();
     second_samples.append(7, 7.0).unwrap();
     let second = ChunkData {
+        encoding: heddle_tsdb::chunkenc::Encoding::Xor,
         min_time: 5,
         max_time: 7,
         data: Bytes::from(second_samples.into_bytes()),

@@ -83,6 +83,7 @@ async fn sources_merge_by_labels_in_source_order() {
     let block = vec![SeriesChunks {
         labels: labels("a"),
         chunks: vec![ChunkData {
+            encoding: heddle_tsdb::chunkenc::Encoding::Xor,
             min_time: 50,
             max_time: 51,
             data: Bytes::from_static(&[0, 1, 9]),

@@ -33,6 +33,7 @@ pub(super) async fn upload(bucket: &Bucket, scratch: &Path, min_time: i64, max_t
     w.add_series(
         &labels,
         &[ChunkData {
+            encoding: heddle_tsdb::chunkenc::Encoding::Xor,
             min_time,
             max_time: min_time,
             data: Bytes::from(chunk.into_bytes()),
@@ -252,6 +253,7 @@ async fn a_blocks_chunks_are_read_in_few_gets_whose_bytes_count_before_they_are_
         w.add_series(
             &labels,
             &[ChunkData {
+                encoding: heddle_tsdb::chunkenc::Encoding::Xor,
                 min_time: 0,
                 max_time: 135,
                 data,

@@ -73,6 +73,7 @@ fn block() -> Block {
         w.add_series(
             l,
             &[ChunkData {
+                encoding: crate::chunkenc::Encoding::Xor,
                 min_time: 1000,
                 max_time: 1000,
                 data,

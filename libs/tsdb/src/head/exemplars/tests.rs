@@ -165,6 +165,7 @@ mod head {
             labels: &labels,
             samples: &samples,
             created: None,
+            histograms: &[],
         }])
         .unwrap();
         head.append_exemplars(&[AppendExemplars {
