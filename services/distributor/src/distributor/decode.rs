@@ -32,8 +32,7 @@ pub enum RemoteWriteVersion {
     /// Remote write 1.0: a `prometheus.WriteRequest`.
     #[default]
     V1,
-    /// Remote write 2.0: an `io.prometheus.write.v2.Request` (float samples; series carrying native
-    /// histograms are refused).
+    /// Remote write 2.0: an `io.prometheus.write.v2.Request`.
     V2,
 }
 
