@@ -128,6 +128,9 @@ catalogue! {
     /// A remote write 2.0 series carries native histograms, which are not ingested yet.
     NATIVE_HISTOGRAMS_UNSUPPORTED = "err-heddle-native-histograms-unsupported", 400, Series,
         "a remote write 2.0 series carries native histograms, which are not supported yet; send them as classic histograms";
+    /// A native histogram breaks Prometheus' invariants.
+    NATIVE_HISTOGRAM_INVALID = "err-heddle-native-histogram-invalid", 400, Series,
+        "a native histogram breaks Prometheus' invariants (an unknown schema, spans that do not match the bucket counts, a negative bucket, a count that is not the sum of the buckets): fix the sender";
     /// A sample is older than the series' newest sample.
     SAMPLE_OUT_OF_ORDER = "err-heddle-sample-out-of-order", 400, Series,
         "a sample is older than the newest sample of its series (no out-of-order window is offered)";
