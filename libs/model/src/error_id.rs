@@ -141,12 +141,12 @@ catalogue! {
     /// A native histogram whose spans describe another number of buckets than it has.
     NATIVE_HISTOGRAM_SPANS_BUCKETS_MISMATCH = "err-heddle-native-histogram-spans-buckets-mismatch", 400, Series,
         "a native histogram sample's spans describe another number of buckets than it carries";
-    /// A native histogram that breaks another of Prometheus' rules.
-    INVALID_NATIVE_HISTOGRAM = "err-heddle-invalid-native-histogram", 400, Series,
-        "a native histogram sample breaks Prometheus' rules otherwise (bucket counts overflowing 64 bits, custom bounds not increasing or not covering its buckets, a zero bucket or negative buckets with custom buckets)";
     /// A native histogram with more buckets than `limits.max_native_histogram_buckets`.
     MAX_NATIVE_HISTOGRAM_BUCKETS = "err-heddle-max-native-histogram-buckets", 400, Series,
         "a native histogram sample has more buckets than `limits.max_native_histogram_buckets` and its resolution could not (or, with `limits.reduce_native_histogram_over_max_buckets` off, may not) be lowered to fit";
+    /// A native histogram breaks Prometheus' invariants.
+    NATIVE_HISTOGRAM_INVALID = "err-heddle-native-histogram-invalid", 400, Series,
+        "a native histogram breaks Prometheus' invariants: at the distributor, those without an id of their own (bucket counts overflowing 64 bits, custom bounds not increasing or not covering the buckets, a zero bucket or negative buckets with custom buckets); at the ingester, any of them: fix the sender";
     /// A sample is older than the series' newest sample.
     SAMPLE_OUT_OF_ORDER = "err-heddle-sample-out-of-order", 400, Series,
         "a sample is older than the newest sample of its series (no out-of-order window is offered)";

@@ -127,7 +127,7 @@ fn put_custom_values(buf: &mut Vec<u8>, schema: i32, values: &[f64]) {
     }
 }
 
-fn put_histogram(buf: &mut Vec<u8>, h: &Histogram) {
+pub(super) fn put_histogram(buf: &mut Vec<u8>, h: &Histogram) {
     buf.push(hint_byte(h.counter_reset_hint));
     put_varint(buf, i64::from(h.schema));
     put_f64(buf, h.zero_threshold);
@@ -145,7 +145,7 @@ fn put_histogram(buf: &mut Vec<u8>, h: &Histogram) {
     put_custom_values(buf, h.schema, &h.custom_values);
 }
 
-fn put_float_histogram(buf: &mut Vec<u8>, h: &FloatHistogram) {
+pub(super) fn put_float_histogram(buf: &mut Vec<u8>, h: &FloatHistogram) {
     buf.push(hint_byte(h.counter_reset_hint));
     put_varint(buf, i64::from(h.schema));
     put_f64(buf, h.zero_threshold);
@@ -264,7 +264,7 @@ impl Decoder<'_> {
         (0..n).map(|_| self.f64("custom value")).collect()
     }
 
-    fn histogram(&mut self) -> Result<Histogram, RecordError> {
+    pub(super) fn histogram(&mut self) -> Result<Histogram, RecordError> {
         let counter_reset_hint = self.hint()?;
         let schema = self.schema()?;
         let zero_threshold = self.f64("zero threshold")?;
@@ -295,7 +295,7 @@ impl Decoder<'_> {
         })
     }
 
-    fn float_histogram(&mut self) -> Result<FloatHistogram, RecordError> {
+    pub(super) fn float_histogram(&mut self) -> Result<FloatHistogram, RecordError> {
         let counter_reset_hint = self.hint()?;
         let schema = self.schema()?;
         let zero_threshold = self.f64("zero threshold")?;

@@ -26,7 +26,7 @@ pub(crate) struct KeptHistogram<'a> {
 /// bucket limit (lowering the resolution one step at a time while it is over, when the tenant allows it).
 pub(crate) fn check_histogram<'a>(h: &HistogramRef<'a>, limits: &Limits) -> Result<KeptHistogram<'a>, InvalidSeries> {
     let mut sample = h.decode().map_err(|e| InvalidSeries::InvalidHistogram {
-        id: error_id::INVALID_NATIVE_HISTOGRAM,
+        id: error_id::NATIVE_HISTOGRAM_INVALID,
         detail: e.to_string(),
         timestamp_ms: h.t,
     })?;
@@ -87,7 +87,7 @@ fn histogram_error_id(e: &HistogramError) -> &'static str {
         | HistogramError::CustomBuckets(_)
         | HistogramError::CustomBounds(_)
         | HistogramError::ExponentialWithCustomBounds
-        | HistogramError::CannotReduce { .. } => error_id::INVALID_NATIVE_HISTOGRAM,
+        | HistogramError::CannotReduce { .. } => error_id::NATIVE_HISTOGRAM_INVALID,
     }
 }
 
