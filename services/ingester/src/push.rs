@@ -89,7 +89,7 @@ pub(crate) async fn push(
     ctx.metrics.arena_retained_bytes.set(ctx.arenas.retained_bytes() as i64);
     ctx.metrics.arenas_dropped.set(ctx.arenas.arenas_dropped() as i64);
     let response = PushResponse {
-        samples_ingested: outcome.samples_appended + outcome.samples_deduplicated,
+        samples_ingested: outcome.samples_appended + outcome.histograms_appended + outcome.samples_deduplicated,
         errors,
         metadata_errors: metadata
             .refused
@@ -100,12 +100,13 @@ pub(crate) async fn push(
             })
             .collect(),
     };
-    Ok((response, outcome.samples_appended))
+    Ok((response, outcome.samples_appended + outcome.histograms_appended))
 }
 
 fn record(tenant: &Tenant, ctx: &PushContext, outcome: &AppendOutcome) {
     let m = &ctx.metrics;
     m.ingested_samples.inc_by(outcome.samples_appended);
+    m.ingested_histogram_samples.inc_by(outcome.histograms_appended);
     m.created_zero_samples.inc_by(outcome.created_zero_samples);
     m.deduplicated_samples.inc_by(outcome.samples_deduplicated);
     m.series_created.inc_by(outcome.series_created);
