@@ -150,7 +150,7 @@ const FAMILIES: &[Family] = &[
          `distributor.ha_tracker.enable_ha_tracker`).",
     ),
     f("heddle_ingester_ingested_samples", &[]),
-    f("heddle_ingester_ingested_histogram_samples", &[]),
+    f("heddle_ingester_ingested_native_histograms", &[]),
     f("heddle_ingester_created_timestamp_zero_samples", &[]),
     f("heddle_ingester_deduplicated_samples", &[]),
     unseen(

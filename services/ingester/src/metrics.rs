@@ -27,7 +27,7 @@ pub(crate) struct Metrics {
     pub(crate) exemplars_refused: Family<ReasonLabels, Counter>,
     pub(crate) ingested_samples: Counter,
     /// Native histogram samples appended to tenant heads.
-    pub(crate) ingested_histogram_samples: Counter,
+    pub(crate) ingested_native_histograms: Counter,
     /// Zero samples stored at series' created timestamps.
     pub(crate) created_zero_samples: Counter,
     /// Metadata entries refused by the tenant metadata limits.
@@ -111,7 +111,7 @@ impl Metrics {
     pub(crate) fn register(r: &mut Registry) -> Self {
         let m = Self {
             ingested_samples: Counter::default(),
-            ingested_histogram_samples: Counter::default(),
+            ingested_native_histograms: Counter::default(),
             created_zero_samples: Counter::default(),
             discarded_metadata: Family::default(),
             exemplars_appended: Counter::default(),
@@ -137,9 +137,9 @@ impl Metrics {
             m.ingested_samples.clone(),
         );
         r.register(
-            "heddle_ingester_ingested_histogram_samples",
+            "heddle_ingester_ingested_native_histograms",
             "Native histogram samples appended to tenant heads",
-            m.ingested_histogram_samples.clone(),
+            m.ingested_native_histograms.clone(),
         );
         r.register(
             "heddle_ingester_created_timestamp_zero_samples",

@@ -106,7 +106,7 @@ pub(crate) async fn push(
 fn record(tenant: &Tenant, ctx: &PushContext, outcome: &AppendOutcome) {
     let m = &ctx.metrics;
     m.ingested_samples.inc_by(outcome.samples_appended);
-    m.ingested_histogram_samples.inc_by(outcome.histograms_appended);
+    m.ingested_native_histograms.inc_by(outcome.histograms_appended);
     m.created_zero_samples.inc_by(outcome.created_zero_samples);
     m.deduplicated_samples.inc_by(outcome.samples_deduplicated);
     m.series_created.inc_by(outcome.series_created);
