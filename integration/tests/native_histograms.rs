@@ -1,13 +1,15 @@
 //! Native histograms end to end, into a real `heddle` process: pushed with remote write 1.0 and 2.0 (and an
 //! invalid one refused by name), counted by the ingester, and kept through a crash (`kill -9`, WAL replay):
 //! after the restart the head knows each series' newest histogram, so an older one is refused as out of
-//! order and the newest one again is accepted as a duplicate. No read API answers histograms yet, so the
-//! ingester's counters and the head's judgement are what a user can observe.
+//! order and the newest one again is accepted as a duplicate. Then the same through a cluster, where the
+//! histograms cross the distributor-to-ingester gRPC hop inside remote write 1.0 bytes (raw, or re-encoded
+//! for a 2.0 request and for a histogram over the bucket limit). No read API answers histograms yet, so the
+//! ingesters' counters and the head's judgement are what a user can observe.
 
 use heddle_proto::prometheus::{BucketSpan, Histogram, TimeSeries, WriteRequest, histogram};
 use heddle_testkit::{
-    HeddleOptions, HeddleProcess, RemoteWriteProtocol, codec::encode_write_request_v2, http_client, now_ms, push,
-    timeseries,
+    Cluster, ClusterOptions, HeddleOptions, HeddleProcess, RemoteWriteProtocol, codec::encode_write_request_v2,
+    http_client, now_ms, push, timeseries,
 };
 use std::time::Duration;
 
@@ -42,8 +44,12 @@ fn request(timeseries: Vec<TimeSeries>) -> WriteRequest {
 }
 
 async fn metric(http: &reqwest::Client, heddle: &HeddleProcess, name: &str) -> f64 {
+    metric_at(http, &heddle.url(), name).await
+}
+
+async fn metric_at(http: &reqwest::Client, url: &str, name: &str) -> f64 {
     let text = http
-        .get(format!("{}/metrics", heddle.url()))
+        .get(format!("{url}/metrics"))
         .send()
         .await
         .expect("metrics")
@@ -148,4 +154,69 @@ async fn native_histograms_are_ingested_and_survive_a_crash() {
         0.0,
         "nothing new stored after the restart"
     );
+}
+
+#[test]
+fn native_histograms_cross_the_grpc_hop_to_the_ingesters() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let cluster = Cluster::start(ClusterOptions {
+        ingesters: 2,
+        distributors: 1,
+        replication_factor: 2,
+        args: vec!["--validation.max-native-histogram-buckets=1".into()],
+        ready_timeout: Duration::from_secs(120),
+        ..ClusterOptions::default()
+    })
+    .expect("start a cluster");
+    runtime.block_on(async {
+        let http = http_client(Duration::from_secs(30)).expect("client");
+        let push_url = cluster.distributor(0).push_url();
+        let t0 = now_ms() - 60_000;
+        // One bucket: forwarded as its bytes. Two buckets over the limit of one: merged into one bucket of a
+        // lower schema and re-encoded.
+        let one_bucket = Histogram {
+            count: Some(histogram::Count::CountInt(2)),
+            positive_spans: vec![BucketSpan { offset: 0, length: 1 }],
+            positive_deltas: vec![2],
+            ..int_histogram(t0, 2, 0)
+        };
+        let req = request(vec![
+            histogram_series("small", vec![one_bucket]),
+            histogram_series("reduced", vec![int_histogram(t0, 3, 0)]),
+        ]);
+        let out = push(&http, &push_url, None, &req).await.expect("push 1.0");
+        assert_eq!(out.status, 200, "{}", out.body);
+        let v2 = encode_write_request_v2(&request(vec![histogram_series(
+            "small_v2",
+            vec![Histogram {
+                timestamp: t0 + 1,
+                ..req.timeseries[0].histograms[0].clone()
+            }],
+        )]))
+        .expect("encode");
+        let resp = http
+            .post(&push_url)
+            .header("Content-Encoding", "snappy")
+            .header("Content-Type", RemoteWriteProtocol::V2.headers().0)
+            .header("X-Prometheus-Remote-Write-Version", "2.0.0")
+            .body(v2)
+            .send()
+            .await
+            .expect("push 2.0");
+        assert_eq!(resp.status(), 200);
+        let mut stored = 0.0;
+        for ingester in cluster.ingesters() {
+            stored += metric_at(
+                &http,
+                &ingester.url(),
+                "heddle_ingester_ingested_native_histograms_total",
+            )
+            .await;
+        }
+        assert_eq!(stored, 6.0, "three histograms, on both replicas");
+    });
 }
