@@ -13,10 +13,10 @@
 //!
 //! # Bounded amplification
 //!
-//! The decoded view costs [`TimeSeriesRef`] (56 bytes) per series, [`LabelRef`] (32) per label and
-//! [`Sample`] (16) per sample, on a 64-bit target, against at least 2 bytes of input each (an empty
-//! message is a tag and a zero length). A request of empty labels or empty series would therefore decode to 16
-//! or 28 times its size. [`measure_write_request`] refuses ([`DecodeError::Degenerate`]) a request whose view
+//! The decoded view costs [`TimeSeriesRef`] (88 bytes) per series, [`LabelRef`] (32) per label,
+//! [`Sample`] (16) per sample and [`HistogramRef`] (40) per native histogram, on a 64-bit target, against at
+//! least 2 bytes of input each (an empty message is a tag and a zero length). A request of empty labels or
+//! empty series would therefore decode to 16 or 44 times its size. [`measure_write_request`] refuses ([`DecodeError::Degenerate`]) a request whose view
 //! would exceed [`MAX_DECODED_BYTES_PER_INPUT_BYTE`] times its input (plus a small
 //! [`DECODED_BYTES_ALLOWANCE`] so tiny requests always pass), before anything is allocated. Real
 //! requests stay far below: a label of one-character name and value is 8 bytes on the wire for 32 decoded (4x), a

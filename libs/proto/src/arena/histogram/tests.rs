@@ -360,3 +360,10 @@ fn the_fuzz_seeds_with_histograms_decode_to_valid_histograms() {
         ]
     );
 }
+
+#[test]
+fn the_view_sizes_the_docs_state() {
+    // `decode`'s module docs and the decoded-size bound's reasoning quote these.
+    assert_eq!(size_of::<HistogramRef<'_>>(), 40);
+    assert_eq!(size_of::<crate::TimeSeriesRef<'_>>(), 88);
+}
