@@ -9,7 +9,7 @@ use crate::eval::{
 use crate::histogram;
 use crate::value::HistogramPoint;
 use heddle_model::civil::{civil_from_days, days_from_civil, days_in_month};
-use heddle_model::{FloatHistogram, Labels, METRIC_NAME, Sample};
+use heddle_model::{CounterResetHint, FloatHistogram, Labels, METRIC_NAME, Sample};
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{Call, Expr, VectorSelector};
 use regex::Regex;
@@ -267,8 +267,13 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
             let max = scalar_arg(ev, arg(call, 1)?, g)?;
             map_values(series, true, |v, i| Some(go_min(max[i], v)))
         }
+        // Histograms have no order: Prometheus 3 drops them.
         "sort" | "sort_desc" => {
-            let mut series = vector_arg(ev, arg(call, 0)?, g)?;
+            let mut series: Vec<StepSeries> = vector_arg(ev, arg(call, 0)?, g)?
+                .into_iter()
+                .map(|s| StepSeries::floats(s.labels, s.vals))
+                .filter(|s| !s.is_empty())
+                .collect();
             if g.len == 1 {
                 let desc = name == "sort_desc";
                 series.sort_by(|a, b| {
@@ -599,6 +604,30 @@ enum Outcome {
     Nothing,
 }
 
+/// A sample of either kind (a histogram with its time).
+enum Point<'a> {
+    F,
+    H(&'a FloatHistogram, i64),
+}
+
+/// The last two samples of a window of both kinds, oldest first, as Prometheus 3's `irate` and `idelta` pick
+/// them; `None` when both are floats (the float functions answer then) or there are fewer than two.
+fn last_two<'a>(w: &[Sample], hw: &'a [HistogramPoint]) -> Option<(Point<'a>, Point<'a>)> {
+    let mut all: Vec<(i64, Point<'a>)> = w[w.len().saturating_sub(2)..].iter().map(|s| (s.t, Point::F)).collect();
+    all.extend(
+        hw[hw.len().saturating_sub(2)..]
+            .iter()
+            .map(|p| (p.t, Point::H(&p.h, p.t))),
+    );
+    all.sort_by_key(|(t, _)| *t);
+    let mut newest = all.into_iter().rev();
+    let (last, prev) = (newest.next()?.1, newest.next()?.1);
+    if matches!((&prev, &last), (Point::F, Point::F)) {
+        return None;
+    }
+    Some((prev, last))
+}
+
 /// A range function over a window `w` of floats and `hw` (not empty) of histograms, as Prometheus 3; `None` for
 /// the functions that read floats only and ignore histograms.
 fn over_histogram_window(
@@ -619,18 +648,44 @@ fn over_histogram_window(
             let Some(mut h) = histogram::change(hw, counter) else {
                 return Some(Outcome::Nothing);
             };
-            let (first, last) = (hw[0].t, hw[hw.len() - 1].t);
+            let (first, last) = (&hw[0], &hw[hw.len() - 1]);
+            // Prometheus 3 bounds a histogram counter's extrapolation by its count reaching zero.
+            let to_zero = (counter && h.count > 0.0 && first.h.count >= 0.0)
+                .then(|| ZeroClamp::AfterThreshold((last.t - first.t) as f64 / 1000.0 * (first.h.count / h.count)));
             h.mul(extrapolation(
-                first,
-                last,
+                first.t,
+                last.t,
                 hw.len(),
                 start,
                 end,
                 range,
                 name == "rate",
-                None,
+                to_zero.unwrap_or(ZeroClamp::None),
             ));
             Outcome::Histogram(h)
+        }
+        "irate" | "idelta" => {
+            let (prev, last) = last_two(w, hw)?;
+            match (prev, last) {
+                (Point::H(a, ta), Point::H(b, tb)) if tb > ta => {
+                    let rate = name == "irate";
+                    let mut h = if !rate || !b.detect_reset(a) {
+                        match b.sub(a) {
+                            Ok(h) => h,
+                            Err(_) => return Some(Outcome::Nothing),
+                        }
+                    } else {
+                        b.clone()
+                    };
+                    h.counter_reset_hint = CounterResetHint::Gauge;
+                    h.compact(0);
+                    if rate {
+                        h.div((tb - ta) as f64 / 1000.0);
+                    }
+                    Outcome::Histogram(h)
+                }
+                _ => Outcome::Nothing,
+            }
         }
         "last_over_time" => match w.last() {
             Some(f) if f.t > hw[hw.len() - 1].t => Outcome::Float(f.v),
@@ -754,15 +809,36 @@ fn extrapolated_rate(w: &[Sample], start: i64, end: i64, range: i64, counter: bo
         }
     }
     // A counter is not extrapolated below zero: the time it would take to rise from zero bounds the start.
-    let to_zero =
-        (counter && result > 0.0 && first.v >= 0.0).then(|| (last.t - first.t) as f64 / 1000.0 * (first.v / result));
-    Some(result * extrapolation(first.t, last.t, w.len(), start, end, range, rate, to_zero))
+    let to_zero = (counter && result > 0.0 && first.v >= 0.0)
+        .then(|| ZeroClamp::BeforeThreshold((last.t - first.t) as f64 / 1000.0 * (first.v / result)));
+    Some(
+        result
+            * extrapolation(
+                first.t,
+                last.t,
+                w.len(),
+                start,
+                end,
+                range,
+                rate,
+                to_zero.unwrap_or(ZeroClamp::None),
+            ),
+    )
+}
+
+/// How a counter's extrapolation before its first sample is bounded by the time it would take to rise from
+/// zero (seconds).
+enum ZeroClamp {
+    None,
+    /// Prometheus 2 (floats): the bound applies before the start is compared with the threshold.
+    BeforeThreshold(f64),
+    /// Prometheus 3 (histograms): the bound applies to what the threshold rule gave.
+    AfterThreshold(f64),
 }
 
 /// The factor that extrapolates the change between samples at `first` and `last` (of `n`) to the window
 /// `[start, end]`: to each edge if the samples come within 1.1 average intervals of it, else half an interval
-/// beyond them; per second of the window when `rate`. `to_zero` (seconds) bounds the extrapolation before the
-/// first sample.
+/// beyond them; per second of the window when `rate`.
 #[allow(clippy::too_many_arguments)]
 fn extrapolation(
     first: i64,
@@ -772,24 +848,23 @@ fn extrapolation(
     end: i64,
     range: i64,
     rate: bool,
-    to_zero: Option<f64>,
+    zero: ZeroClamp,
 ) -> f64 {
     let mut to_start = (first - start) as f64 / 1000.0;
     let to_end = (end - last) as f64 / 1000.0;
     let sampled = (last - first) as f64 / 1000.0;
     let average_interval = sampled / (n - 1) as f64;
-    if let Some(to_zero) = to_zero
-        && to_zero < to_start
-    {
-        to_start = to_zero;
+    if let ZeroClamp::BeforeThreshold(to_zero) = zero {
+        to_start = to_start.min(to_zero);
     }
     let threshold = average_interval * 1.1;
-    let mut extrapolate_to = sampled;
-    extrapolate_to += if to_start < threshold {
-        to_start
-    } else {
-        average_interval / 2.0
-    };
+    if to_start >= threshold {
+        to_start = average_interval / 2.0;
+    }
+    if let ZeroClamp::AfterThreshold(to_zero) = zero {
+        to_start = to_start.min(to_zero);
+    }
+    let mut extrapolate_to = sampled + to_start;
     extrapolate_to += if to_end < threshold {
         to_end
     } else {

@@ -202,29 +202,42 @@ pub(crate) fn fraction(lower: f64, upper: f64, h: &FloatHistogram) -> f64 {
 
 /// The change of a histogram over a window's points, before extrapolation (Prometheus 3's `histogramRate`): the
 /// last minus the first, at the lowest schema among them, with the histogram before each counter reset added
-/// back when `counter`. `None` when the histograms cannot be combined (exponential and custom buckets mixed,
-/// custom bounds differing). The result is a gauge histogram, compacted.
+/// back when `counter`. A reset right after the first point makes the first count as empty, so that its layout
+/// does not matter. `None` when the histograms cannot be combined (exponential and custom buckets mixed, custom
+/// bounds differing). The result is a gauge histogram, compacted.
 pub(crate) fn change(points: &[HistogramPoint], counter: bool) -> Option<FloatHistogram> {
-    let (first, last) = (&points[0].h, &points[points.len() - 1].h);
+    let last = &points[points.len() - 1].h;
+    let reset_first;
+    let mut first = &points[0].h;
+    if counter && points.len() > 1 && points[1].h.detect_reset(first) {
+        reset_first = FloatHistogram {
+            schema: points[1].h.schema,
+            custom_values: points[1].h.custom_values.clone(),
+            ..Default::default()
+        };
+        first = &reset_first;
+    }
     let custom = first.uses_custom_buckets();
-    if points.iter().any(|p| p.h.uses_custom_buckets() != custom) {
+    let middle = &points[1..points.len() - 1];
+    if last.uses_custom_buckets() != custom || (counter && middle.iter().any(|p| p.h.uses_custom_buckets() != custom)) {
         return None;
     }
-    let min_schema = if counter {
-        points.iter().map(|p| p.h.schema).min().unwrap_or(first.schema)
-    } else {
-        first.schema.min(last.schema)
-    };
+    let mut min_schema = first.schema.min(last.schema);
+    if counter {
+        min_schema = middle.iter().map(|p| p.h.schema).fold(min_schema, i32::min);
+    }
     let mut h = last.clone();
     if h.schema > min_schema {
         h.reduce_resolution(min_schema).ok()?;
     }
     h = h.sub(first).ok()?;
     if counter {
-        for pair in points.windows(2) {
-            if pair[1].h.detect_reset(&pair[0].h) {
-                h = h.add(&pair[0].h).ok()?;
+        let mut prev = first;
+        for p in &points[1..] {
+            if p.h.detect_reset(prev) {
+                h = h.add(prev).ok()?;
             }
+            prev = &p.h;
         }
     }
     h.counter_reset_hint = CounterResetHint::Gauge;

@@ -23,7 +23,8 @@ pub struct QueryOptions {
     /// The step of a subquery that names none (Prometheus' default evaluation interval, 1 minute).
     pub default_subquery_step_ms: i64,
     /// Most samples the query may hold at once: fetched samples plus the points of the step being built
-    /// (Mimir's `-querier.max-samples`).
+    /// (Mimir's `-querier.max-samples`). A native histogram counts as Prometheus 3 counts it: one sample per
+    /// 16 bytes of its size (11 for the smallest, one more per two buckets or spans).
     pub max_samples: usize,
     /// When evaluation gives up.
     pub deadline: Option<Instant>,
@@ -87,7 +88,7 @@ impl Series {
 /// What evaluation cost, for Prometheus' `stats` block.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Samples handed to the engine by the selections.
+    /// Samples handed to the engine by the selections, histograms counted as for [`QueryOptions::max_samples`].
     pub total_queryable_samples: u64,
     /// The most samples held at once.
     pub peak_samples: u64,

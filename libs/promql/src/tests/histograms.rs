@@ -201,12 +201,67 @@ fn rate_and_increase_of_histograms_correct_resets_and_extrapolate() {
         float(instant("histogram_count(increase(x[1m]))", MIN, &reset).unwrap()),
         4.0,
     );
-    // Samples from 15s to 60s in [0, 60]: 45s sampled, extrapolated by 15s to the start (within 1.1
+    // Samples from 15s to 60s in [15s, 75s]: 45s sampled, extrapolated by 15s to the end (within 1.1
     // intervals), so 4/3 of the change.
     close(
         "extrapolated",
         float(instant("histogram_count(increase(x[1m]))", 75 * S, &steady).unwrap()),
         (5.0 - 2.0) * 60.0 / 45.0 + 0.0,
+    );
+    // Samples at 30s, 45s, 60s in [0, 60s]: 30s before the first is past 1.1 intervals, so half an interval
+    // (7.5s) is taken; the count would reach zero 9s before (30s * 0.6 / 2), later than that, so it does not
+    // bound it (Prometheus 2's order for floats would take the 9s).
+    let late = [hseries(
+        &[("__name__", "x")],
+        &[],
+        vec![
+            (30 * S, counter_at(0.6)),
+            (45 * S, counter_at(1.6)),
+            (MIN, counter_at(2.6)),
+        ],
+    )];
+    close(
+        "zero bound after the threshold",
+        float(instant("histogram_count(increase(x[1m]))", MIN, &late).unwrap()),
+        2.0 * 37.5 / 30.0,
+    );
+    // A count 0.1 at the first sample would reach zero 1.5s before it: that bounds the extrapolation.
+    let from_zero = [hseries(
+        &[("__name__", "x")],
+        &[],
+        vec![
+            (30 * S, counter_at(0.1)),
+            (45 * S, counter_at(1.1)),
+            (MIN, counter_at(2.1)),
+        ],
+    )];
+    close(
+        "zero bound",
+        float(instant("histogram_count(increase(x[1m]))", MIN, &from_zero).unwrap()),
+        2.0 * 31.5 / 30.0,
+    );
+    // irate and idelta: the last two samples; irate over a reset takes the last alone.
+    let last_two = |a, b| {
+        [hseries(
+            &[("__name__", "x")],
+            &[],
+            vec![(45 * S, counter_at(a)), (MIN, counter_at(b))],
+        )]
+    };
+    close(
+        "irate",
+        float(instant("histogram_count(irate(x[1m]))", MIN, &last_two(2.0, 5.0)).unwrap()),
+        3.0 / 15.0,
+    );
+    close(
+        "irate over a reset",
+        float(instant("histogram_count(irate(x[1m]))", MIN, &last_two(5.0, 2.0)).unwrap()),
+        2.0 / 15.0,
+    );
+    close(
+        "idelta",
+        float(instant("histogram_count(idelta(x[1m]))", MIN, &last_two(5.0, 2.0)).unwrap()),
+        -3.0,
     );
     // delta of a counter: last minus first, no reset correction.
     close(
@@ -230,6 +285,30 @@ fn a_histogram_rate_reduces_to_the_lowest_schema_and_mixed_windows_give_nothing(
     assert_eq!(h.positive_spans, vec![Span::new(1, 1)]);
     assert_eq!(h.positive_buckets, vec![2.0]);
     assert_eq!(h.count, 2.0);
+
+    // A reset right after the first sample makes the first count as empty, whatever its layout: here custom
+    // buckets, which exponential ones cannot be combined with.
+    let custom = FloatHistogram {
+        schema: -53,
+        count: 5.0,
+        sum: 5.0,
+        positive_spans: vec![Span::new(0, 1)],
+        positive_buckets: vec![5.0],
+        custom_values: vec![1.0],
+        ..Default::default()
+    };
+    let relaid = [hseries(
+        &[("__name__", "x")],
+        &[],
+        vec![(0, custom.clone()), (30 * S, counter_at(1.0)), (MIN, counter_at(3.0))],
+    )];
+    assert_eq!(histogram(instant("increase(x[1m])", MIN, &relaid).unwrap()).count, 3.0);
+    let custom_last = [hseries(
+        &[("__name__", "x")],
+        &[],
+        vec![(0, counter_at(1.0)), (30 * S, counter_at(2.0)), (MIN, custom)],
+    )];
+    assert!(elements(instant("increase(x[1m])", MIN, &custom_last).unwrap()).is_empty());
 
     let mixed = [hseries(
         &[("__name__", "x")],
@@ -295,6 +374,11 @@ fn aggregations_sum_and_average_histograms_and_drop_mixed_groups() {
     assert_eq!(max.len(), 1, "{max:?}");
     assert_eq!(max[0].1, 7.0);
     assert!(elements(instant("topk(1, x{g=\"a\"})", 0, &data).unwrap()).is_empty());
+    assert_eq!(
+        elements(instant("sort(x)", 0, &data).unwrap()).len(),
+        1,
+        "histograms are not sorted"
+    );
 }
 
 #[test]
