@@ -186,14 +186,15 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
                 v.into_iter().map(Some).collect(),
             )]))
         }
+        // One element of either kind, and a float: a histogram has no scalar value.
         "scalar" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
             Ok(Out::Scalar(
                 (0..g.len)
                     .map(|i| {
-                        let mut present = series.iter().filter_map(|s| s.vals[i]);
+                        let mut present = series.iter().filter(|s| s.has(i));
                         match (present.next(), present.next()) {
-                            (Some(v), None) => v,
+                            (Some(s), None) => s.vals[i].unwrap_or(f64::NAN),
                             _ => f64::NAN,
                         }
                     })

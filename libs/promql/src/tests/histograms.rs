@@ -108,6 +108,10 @@ fn a_selector_picks_the_newest_sample_of_either_kind_and_stops_at_a_stale_histog
         elements(instant("abs(x)", 45 * S, &data).unwrap()).is_empty(),
         "case abs"
     );
+    let Value::Scalar { v, .. } = instant("scalar(x)", 45 * S, &data).unwrap() else {
+        panic!("not a scalar")
+    };
+    assert!(v.is_nan(), "case scalar of a histogram: {v}");
     let Value::Matrix(m) = instant("x[1m]", 60 * S, &data).unwrap() else {
         panic!("not a matrix")
     };
@@ -489,4 +493,94 @@ fn histograms_are_written_as_prometheus_api_objects() {
     let mut tiny = String::new();
     write_histogram_json(&mut tiny, &hist(0, (0.0, 0.0), 1.5e-7, (0, &[]), (0, &[])));
     assert_eq!(tiny, r#"{"count":"0","sum":"1.5e-07"}"#);
+}
+
+/// Expressions over histograms whose range evaluation must agree with instant evaluation at every step.
+const STEPWISE: &[&str] = &[
+    "h",
+    "h offset 30s",
+    "rate(h[1m])",
+    "increase(h[2m])",
+    "delta(h[1m])",
+    "irate(h[45s])",
+    "resets(h[2m])",
+    "histogram_quantile(0.7, h)",
+    "histogram_fraction(1, 3, rate(h[1m]))",
+    "sum by (k) (h)",
+    "avg(h)",
+    "count(h)",
+    "h * 2",
+    "h - on(i, k) h offset 20s",
+    "histogram_count(rate(h[1m:15s]))",
+    "last_over_time(h[1m])",
+    "sum_over_time(h[1m])",
+];
+
+/// A histogram over schema 0's buckets 1 to 3 from `counts`.
+fn spread(counts: [f64; 3]) -> FloatHistogram {
+    hist(0, (0.0, 0.0), counts.iter().sum::<f64>() * 1.5, (1, &counts), (0, &[]))
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn range_queries_of_histograms_agree_with_instant_queries_at_every_step(
+        series in proptest::collection::vec(
+            proptest::collection::vec((0i64..4, 0u8..4, [0.0f64..5.0, 0.0..5.0, 0.0..5.0]), 0..25),
+            1..4,
+        ),
+        start in 0i64..240,
+        steps in 1i64..10,
+        step in 1i64..40,
+    ) {
+        // Counters of histograms with irregular gaps; a quarter of the increments restart the counter and one
+        // series in three has a float now and then.
+        let data: Vec<Series> = series.iter().enumerate().map(|(i, points)| {
+            let (mut t, mut acc) = (0, [0.0; 3]);
+            let (mut floats, mut hists) = (Vec::new(), Vec::new());
+            for &(gap, kind, add) in points {
+                t += (gap + 1) * 5 * S;
+                if kind == 0 {
+                    acc = [0.0; 3];
+                }
+                for (a, d) in acc.iter_mut().zip(add) {
+                    *a += d.round();
+                }
+                if kind == 3 && i == 2 {
+                    floats.push((t, acc[0]));
+                } else {
+                    hists.push((t, spread(acc)));
+                }
+            }
+            let (k, inst) = ((i % 2).to_string(), i.to_string());
+            hseries(&[("__name__", "h"), ("k", &k), ("i", &inst)], &floats, hists)
+        }).collect();
+        let (start, step) = (start * S, step * S);
+        let end = start + (steps - 1) * step;
+        let opts = QueryOptions::default();
+        for q in STEPWISE {
+            let range = match run_with(q, QueryTime::Range { start, end, step }, &data, &opts) {
+                Ok(Value::Matrix(m)) => m,
+                other => panic!("{q}: {other:?}"),
+            };
+            for i in 0..steps {
+                let t = start + i * step;
+                let at = run_with(q, QueryTime::Instant(t), &data, &opts).unwrap();
+                let want = elements(at);
+                let mut got: Vec<(String, f64, Option<FloatHistogram>)> = range.iter().filter_map(|s| {
+                    let label = s.labels.to_string();
+                    s.samples.iter().find(|x| x.t == t).map(|x| (label.clone(), x.v, None))
+                        .or_else(|| s.histograms.iter().find(|x| x.t == t).map(|x| (label, 0.0, Some(x.h.clone()))))
+                }).collect();
+                got.sort_by(|a, b| a.0.cmp(&b.0));
+                proptest::prop_assert_eq!(got.len(), want.len(), "{} at {}: {:?} vs {:?}", q, t, got, want);
+                for (g, w) in got.iter().zip(&want) {
+                    proptest::prop_assert_eq!(&g.0, &w.0, "{} at {}", q, t);
+                    proptest::prop_assert!(g.1 == w.1 || (g.1.is_nan() && w.1.is_nan()), "{} at {}: {} vs {}", q, t, g.1, w.1);
+                    proptest::prop_assert_eq!(&g.2, &w.2, "{} at {}", q, t);
+                }
+            }
+        }
+    }
 }
