@@ -350,6 +350,7 @@ impl<'q> Evaluator<'q> {
             offset_ms(&vs.offset),
         );
         let mut out = Vec::new();
+        let mut held = 0usize;
         for series in self.selected(vs)? {
             self.check_deadline("selecting series")?;
             let (samples, histograms) = (&series.samples, &series.histograms);
@@ -394,9 +395,10 @@ impl<'q> Evaluator<'q> {
                 }
             }
             if !s.is_empty() {
-                out.push(s);
                 // Counted as it grows: a selector over many steps must fail before it has allocated them all.
-                self.hold(out.len().saturating_mul(g.len))?;
+                held = held.saturating_add(g.len.max(s.weight()));
+                out.push(s);
+                self.hold(held)?;
             }
         }
         Ok(out)
