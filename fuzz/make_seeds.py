@@ -2,11 +2,31 @@
 """Writes the seed corpus (fuzz/corpus/<target>/seed-*) from hand-built valid inputs of each format.
 
 Run from anywhere: python3 fuzz/make_seeds.py. Formats: Prometheus remote write/read protobuf, snappy block
-(literal-only, which every decoder must accept), Prometheus WAL records and pages (CRC32C), XOR chunks."""
+(literal-only, which every decoder must accept), Prometheus WAL records and pages (CRC32C), XOR chunks; native
+histogram chunks are the ones Prometheus itself wrote to the `chunks_head` files of the tsdb test fixtures."""
 import os
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def chunks_head_chunks(path):
+    """The chunk data of a Prometheus `chunks_head` file (after its 8-byte header, until the zero padding)."""
+    with open(path, "rb") as f:
+        b = f.read()
+    out, at = [], 8
+    while at + 25 < len(b) and any(b[at:at + 25]):
+        p, length, shift = at + 25, 0, 0
+        while True:
+            x = b[p]
+            p += 1
+            length |= (x & 0x7F) << shift
+            shift += 7
+            if x < 0x80:
+                break
+        out.append(b[p:p + length])
+        at = p + length + 4
+    return out
 
 
 def uvarint(x):
@@ -193,6 +213,9 @@ def main():
         "wal_segment": [wal_page([series, samples])],
         "xor_chunk": [xor_one_sample(1_700_000_000_000, 1.0), struct.pack(">H", 0)],
         "remote_read": [snappy_literal(read_request())],
+        "histogram_chunk": [c for name in ("chunks_head-000001", "chunks_head-float-000001")
+                            for c in chunks_head_chunks(os.path.join(
+                                HERE, "..", "libs", "tsdb", "tests", "fixtures", "prometheus-histograms", name))],
     }
     for target, inputs in seeds.items():
         d = os.path.join(HERE, "corpus", target)

@@ -185,5 +185,6 @@ fn series(s: SeriesSamples) -> Series {
     Series {
         labels: s.labels,
         samples: s.samples,
+        histograms: Vec::new(),
     }
 }
