@@ -43,15 +43,15 @@ impl<'a> HistogramRef<'a> {
     /// error is kept so that a decoder bug would be a refused request, not a panic.
     pub fn decode(&self) -> Result<HistogramSample, DecodeError> {
         let mut parts = Parts::default();
-        let head = parse(self.raw, self.offset, self.version, Some(&mut parts))?;
-        Ok(head.into_sample(parts))
+        let scalars = parse(self.raw, self.offset, self.version, Some(&mut parts))?;
+        Ok(scalars.into_sample(parts))
     }
 
     /// Checks the encoded histogram `raw` (at absolute `offset` of the body) of the protocol `version`.
     pub(super) fn check(raw: &'a [u8], offset: usize, version: Version) -> Result<Self, DecodeError> {
-        let head = parse(raw, offset, version, None)?;
+        let scalars = parse(raw, offset, version, None)?;
         Ok(Self {
-            t: head.t,
+            t: scalars.t,
             raw,
             offset,
             version,
@@ -144,7 +144,7 @@ enum Count {
 
 /// The scalar fields of a histogram.
 #[derive(Debug, Clone, Copy)]
-struct Head {
+struct Scalars {
     t: i64,
     count: Option<(Count, usize)>,
     zero_count: Option<(Count, usize)>,
@@ -166,7 +166,7 @@ struct Parts {
     custom_values: Vec<f64>,
 }
 
-impl Head {
+impl Scalars {
     fn is_float(&self) -> bool {
         matches!(self.count, Some((Count::Float(_), _)))
     }
@@ -218,8 +218,8 @@ fn invalid(what: &'static str, offset: usize, reason: &'static str) -> DecodeErr
 }
 
 /// Walks a `Histogram` message, checking every field; with `parts`, also collects the repeated ones.
-fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts>) -> Result<Head, DecodeError> {
-    let mut head = Head {
+fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts>) -> Result<Scalars, DecodeError> {
+    let mut scalars = Scalars {
         t: 0,
         count: None,
         zero_count: None,
@@ -235,17 +235,17 @@ fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts
         let name = version.name(field.number);
         match (field.number, field.value) {
             // A oneof keeps its last member, as protobuf parsers do.
-            (1, Value::Varint(v)) => head.count = Some((Count::Int(v), field.offset)),
-            (2, Value::Fixed64(bits)) => head.count = Some((Count::Float(f64::from_bits(bits)), field.offset)),
-            (3, Value::Fixed64(bits)) => head.sum = f64::from_bits(bits),
+            (1, Value::Varint(v)) => scalars.count = Some((Count::Int(v), field.offset)),
+            (2, Value::Fixed64(bits)) => scalars.count = Some((Count::Float(f64::from_bits(bits)), field.offset)),
+            (3, Value::Fixed64(bits)) => scalars.sum = f64::from_bits(bits),
             (4, Value::Varint(v)) => {
-                head.schema = i32::try_from(zigzag(v))
+                scalars.schema = i32::try_from(zigzag(v))
                     .map_err(|_| invalid(name, field.offset, "the sint32 value does not fit in 32 bits"))?
             }
-            (5, Value::Fixed64(bits)) => head.zero_threshold = f64::from_bits(bits),
-            (6, Value::Varint(v)) => head.zero_count = Some((Count::Int(v), field.offset)),
+            (5, Value::Fixed64(bits)) => scalars.zero_threshold = f64::from_bits(bits),
+            (6, Value::Varint(v)) => scalars.zero_count = Some((Count::Int(v), field.offset)),
             (7, Value::Fixed64(bits)) => {
-                head.zero_count = Some((Count::Float(f64::from_bits(bits)), field.offset));
+                scalars.zero_count = Some((Count::Float(f64::from_bits(bits)), field.offset));
             }
             (8 | 11, _) => {
                 let (data, offset) = payload(&field, name)?;
@@ -282,7 +282,7 @@ fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts
                 doubles(&field, name, out)?;
             }
             (14, Value::Varint(v)) => {
-                head.hint = match v {
+                scalars.hint = match v {
                     0 => CounterResetHint::Unknown,
                     1 => CounterResetHint::CounterReset,
                     2 => CounterResetHint::NotCounterReset,
@@ -291,7 +291,7 @@ fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts
                 }
             }
             // int64 is a two's-complement varint: the cast is the protobuf conversion.
-            (15, Value::Varint(v)) => head.t = v as i64,
+            (15, Value::Varint(v)) => scalars.t = v as i64,
             (1 | 4 | 6 | 14 | 15, _) => return Err(field.wrong_type(name, WIRE_VARINT)),
             (2 | 3 | 5 | 7, _) => return Err(field.wrong_type(name, WIRE_FIXED64)),
             _ => {}
@@ -299,9 +299,9 @@ fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts
     }
     // Prometheus tells the two kinds apart by the `count` oneof; bucket counts or a zero count of the other
     // kind would be silently ignored by it, losing observations, so they are refused here.
-    let float = head.is_float();
+    let float = scalars.is_float();
     let what = version.name(0);
-    match (float, deltas_at, counts_at, head.zero_count) {
+    match (float, deltas_at, counts_at, scalars.zero_count) {
         (true, Some(at), ..) => Err(invalid(
             what,
             at,
@@ -322,7 +322,7 @@ fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts
             at,
             "an integer histogram (count_int or no count) has a float zero count; send zero_count_int",
         )),
-        _ => Ok(head),
+        _ => Ok(scalars),
     }
 }
 
