@@ -290,13 +290,12 @@ fn append(
     }
 }
 
-/// The most heap bytes [`decode_histograms`] takes for `series`: every span, bucket or bound costs at least one
-/// byte on the wire and 8 decoded.
+/// The most heap bytes [`decode_histograms`] takes for `series`.
 fn histogram_bytes(series: &[TimeSeriesRef<'_>]) -> usize {
     series
         .iter()
         .flat_map(|ts| ts.histograms)
-        .map(|h| size_of::<HistogramSample>() + 8 * h.raw().len())
+        .map(|h| size_of::<HistogramSample>() + h.decoded_heap_bytes())
         .sum()
 }
 

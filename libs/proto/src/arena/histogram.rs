@@ -39,6 +39,13 @@ impl<'a> HistogramRef<'a> {
         self.raw
     }
 
+    /// The most heap bytes [`HistogramRef::decode`] allocates for this histogram, besides the sample itself:
+    /// every span, bucket or bound costs at least one byte on the wire and 8 decoded. For reserving the
+    /// decoded samples of a request in a memory budget before decoding them.
+    pub fn decoded_heap_bytes(&self) -> usize {
+        8 * self.raw.len()
+    }
+
     /// The histogram as an owned sample. The decoder checked these bytes already, so this does not fail; the
     /// error is kept so that a decoder bug would be a refused request, not a panic.
     pub fn decode(&self) -> Result<HistogramSample, DecodeError> {
