@@ -13,7 +13,7 @@ use super::lifecycle::{RefusalScope, SeriesLifecycle, SeriesRefusal, count_by_me
 use super::series::{MemSeries, Verdict, judge};
 use super::{Head, lock, read, write};
 use crate::error::TsdbError;
-use crate::record::{self, RefFloatHistogramSample, RefHistogramSample, RefSample};
+use crate::record::{self, RefSample};
 use heddle_model::HistogramValue;
 
 use super::histograms::fingerprint;
@@ -206,8 +206,6 @@ pub(crate) struct Appender {
     /// Consulted before a series is created (see `lifecycle`).
     pub(crate) lifecycle: Option<Arc<dyn SeriesLifecycle>>,
     samples: Vec<RefSample>,
-    histograms: Vec<RefHistogramSample>,
-    float_histograms: Vec<RefFloatHistogramSample>,
     records: Vec<Vec<u8>>,
 }
 
@@ -456,23 +454,15 @@ impl Head {
             }
             spans.push((start, app.samples.len()));
         }
-        app.histograms.clear();
-        app.float_histograms.clear();
+        // The accepted histograms as the WAL logs them, borrowed from the batch.
+        let (mut int_refs, mut float_refs) = (Vec::new(), Vec::new());
         for &(index, i, _) in &histograms {
             let (Some(Some(series)), Some(h)) = (resolved.get(index), batch[index].histograms.get(i)) else {
                 continue;
             };
             match &h.value {
-                HistogramValue::Int(v) => app.histograms.push(RefHistogramSample {
-                    series_ref: series.series_ref,
-                    t: h.t,
-                    h: v.clone(),
-                }),
-                HistogramValue::Float(v) => app.float_histograms.push(RefFloatHistogramSample {
-                    series_ref: series.series_ref,
-                    t: h.t,
-                    h: v.clone(),
-                }),
+                HistogramValue::Int(v) => int_refs.push((series.series_ref, h.t, v)),
+                HistogramValue::Float(v) => float_refs.push((series.series_ref, h.t, v)),
             }
         }
 
@@ -490,13 +480,11 @@ impl Head {
                 record::encode_samples(part, buf);
             }
             let mut histogram_records = Vec::new();
-            for part in split_by_size(&app.histograms, max, |s| histogram_bytes(&HistogramSize::of_int(&s.h))) {
-                record::encode_histograms(part, &mut histogram_records);
+            for part in split_by_size(&int_refs, max, |s| histogram_bytes(&HistogramSize::of_int(s.2))) {
+                record::encode_histogram_refs(part, &mut histogram_records);
             }
-            for part in split_by_size(&app.float_histograms, max, |s| {
-                histogram_bytes(&HistogramSize::of_float(&s.h))
-            }) {
-                record::encode_float_histograms(part, &mut histogram_records);
+            for part in split_by_size(&float_refs, max, |s| histogram_bytes(&HistogramSize::of_float(s.2))) {
+                record::encode_float_histogram_refs(part, &mut histogram_records);
             }
             let records: Vec<&[u8]> = app.records[..used]
                 .iter()

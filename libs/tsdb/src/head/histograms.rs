@@ -4,7 +4,7 @@
 //! A series holds floats, integer histograms or float histograms, and may switch between them: each switch
 //! cuts the open chunk, as Prometheus' `appendPreprocessor` does when the encoding changes.
 
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use heddle_model::{FloatHistogram, Histogram, HistogramValue};
 
@@ -201,9 +201,11 @@ impl<C: HistogramKind> OpenHistogram<C> {
 /// A 64-bit digest of a histogram's value, as Prometheus' `Equals` compares it (the counter-reset hint is not
 /// part of the value), so that a sample at the newest timestamp is an exact repeat when the digests match.
 /// Integer and float histograms never match each other, nor (but with odds of 2^-64) a float sample's bits.
+/// Digests live in memory only (a restart recomputes them from the chunks), so the seed is the process'.
 pub(crate) fn fingerprint(h: &HistogramValue) -> u64 {
-    let mut s = std::hash::DefaultHasher::new();
-    let f = |s: &mut std::hash::DefaultHasher, v: &[f64]| v.iter().for_each(|x| x.to_bits().hash(s));
+    static STATE: std::sync::LazyLock<foldhash::quality::RandomState> = std::sync::LazyLock::new(Default::default);
+    let mut s = STATE.build_hasher();
+    let f = |s: &mut foldhash::quality::FoldHasher<'_>, v: &[f64]| v.iter().for_each(|x| x.to_bits().hash(s));
     match h {
         HistogramValue::Int(h) => {
             2u8.hash(&mut s);

@@ -50,34 +50,62 @@ pub struct RefFloatHistogramSample {
 /// if any, one CustomBucketsHistogramSamples record of the custom-bucket ones (Prometheus' split). Nothing is
 /// appended for no samples.
 pub fn encode_histograms(samples: &[RefHistogramSample], out: &mut Vec<Vec<u8>>) {
-    let (custom, exponential): (Vec<_>, Vec<_>) = samples.iter().partition(|s| is_custom_buckets_schema(s.h.schema));
-    for (typ, part) in [
-        (TYPE_HISTOGRAM_SAMPLES, exponential),
-        (TYPE_CUSTOM_BUCKETS_HISTOGRAM_SAMPLES, custom),
-    ] {
-        if let Some(first) = part.first() {
-            let mut buf = record_head(typ, first.series_ref, first.t);
-            for s in &part {
-                put_deltas(&mut buf, s.series_ref, s.t, first.series_ref, first.t);
-                put_histogram(&mut buf, &s.h);
-            }
-            out.push(buf);
-        }
-    }
+    let refs: Vec<_> = samples.iter().map(|s| (s.series_ref, s.t, &s.h)).collect();
+    encode_histogram_refs(&refs, out);
+}
+
+/// [`encode_histograms`] of borrowed histograms, `(series ref, t, histogram)`: an append logs the batch's
+/// histograms without copying them.
+pub fn encode_histogram_refs(samples: &[(u64, i64, &Histogram)], out: &mut Vec<Vec<u8>>) {
+    encode_split(
+        samples,
+        [TYPE_HISTOGRAM_SAMPLES, TYPE_CUSTOM_BUCKETS_HISTOGRAM_SAMPLES],
+        |h| h.schema,
+        put_histogram,
+        out,
+    );
 }
 
 /// [`encode_histograms`] for float histograms (record types 8 and 10).
 pub fn encode_float_histograms(samples: &[RefFloatHistogramSample], out: &mut Vec<Vec<u8>>) {
-    let (custom, exponential): (Vec<_>, Vec<_>) = samples.iter().partition(|s| is_custom_buckets_schema(s.h.schema));
-    for (typ, part) in [
-        (TYPE_FLOAT_HISTOGRAM_SAMPLES, exponential),
-        (TYPE_CUSTOM_BUCKETS_FLOAT_HISTOGRAM_SAMPLES, custom),
-    ] {
-        if let Some(first) = part.first() {
-            let mut buf = record_head(typ, first.series_ref, first.t);
-            for s in &part {
-                put_deltas(&mut buf, s.series_ref, s.t, first.series_ref, first.t);
-                put_float_histogram(&mut buf, &s.h);
+    let refs: Vec<_> = samples.iter().map(|s| (s.series_ref, s.t, &s.h)).collect();
+    encode_float_histogram_refs(&refs, out);
+}
+
+/// [`encode_histogram_refs`] for float histograms.
+pub fn encode_float_histogram_refs(samples: &[(u64, i64, &FloatHistogram)], out: &mut Vec<Vec<u8>>) {
+    encode_split(
+        samples,
+        [
+            TYPE_FLOAT_HISTOGRAM_SAMPLES,
+            TYPE_CUSTOM_BUCKETS_FLOAT_HISTOGRAM_SAMPLES,
+        ],
+        |h| h.schema,
+        put_float_histogram,
+        out,
+    );
+}
+
+/// One record of type `types[0]` of the exponential-bucket samples, then one of type `types[1]` of the
+/// custom-bucket ones.
+fn encode_split<H>(
+    samples: &[(u64, i64, &H)],
+    types: [u8; 2],
+    schema: impl Fn(&H) -> i32,
+    put: impl Fn(&mut Vec<u8>, &H),
+    out: &mut Vec<Vec<u8>>,
+) {
+    for (typ, custom) in [(types[0], false), (types[1], true)] {
+        let mut part = samples
+            .iter()
+            .filter(|(_, _, h)| is_custom_buckets_schema(schema(h)) == custom);
+        if let Some(&(first_ref, first_t, h)) = part.next() {
+            let mut buf = record_head(typ, first_ref, first_t);
+            put_deltas(&mut buf, first_ref, first_t, first_ref, first_t);
+            put(&mut buf, h);
+            for &(series_ref, t, h) in part {
+                put_deltas(&mut buf, series_ref, t, first_ref, first_t);
+                put(&mut buf, h);
             }
             out.push(buf);
         }
