@@ -32,7 +32,8 @@ pub struct AppendSeries<'a> {
     /// it: a zero sample is stored there first, as Prometheus' created-timestamp zero ingestion does, when it
     /// is older than the first sample and newer than everything the series holds, and is inside the head's
     /// bounds. Otherwise it is skipped without an error (a long-running counter repeats the same created
-    /// timestamp on every push).
+    /// timestamp on every push). A series with histograms only gets a zero histogram instead (a counter reset
+    /// in its first histogram's schema).
     pub created: Option<i64>,
     /// Native histogram samples in timestamp order, appended after `samples` (as Prometheus' remote-write
     /// handler appends a series' floats, then its histograms).
@@ -185,8 +186,8 @@ pub struct AppendOutcome {
     /// Exact repeats of a stored sample (same timestamp and value bits, or the same histogram): accepted, not
     /// stored again. Floats and histograms together.
     pub samples_deduplicated: u64,
-    /// Zero samples stored at series' created timestamps ([`AppendSeries::created`]); not in
-    /// `samples_appended`, which counts the batch's own samples.
+    /// Zero samples (or zero histograms) stored at series' created timestamps ([`AppendSeries::created`]); not
+    /// in `samples_appended` or `histograms_appended`, which count the batch's own samples.
     pub created_zero_samples: u64,
     /// Series this call created.
     pub series_created: u64,
@@ -354,7 +355,10 @@ impl Head {
         app.samples.clear();
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(batch.len());
         // Accepted histogram samples, (batch index, sample index, fingerprint), in batch order.
-        let mut histograms: Vec<(usize, usize, u64)> = Vec::new();
+        let mut histograms: Vec<(usize, HistogramAt, u64)> = Vec::new();
+        // Zero histograms at created timestamps (series with histograms only), which the batch does not hold.
+        let mut zeros: Vec<HistogramSample> = Vec::new();
+        let mut zero_floats = 0u64;
         let mut newest: IdMap<u64, Option<(i64, u64)>> = IdMap::default();
         newest.reserve(batch.len());
         for (index, (entry, series)) in batch.iter().zip(&resolved).enumerate() {
@@ -375,7 +379,21 @@ impl Head {
                         t: ct,
                         v: 0.0,
                     });
-                    out.created_zero_samples += 1;
+                    zero_floats += 1;
+                }
+                if let (Some(ct), None, Some(first)) = (entry.created, entry.samples.first(), entry.histograms.first())
+                    && ct < first.t
+                    && out_of_bounds(ct).is_none()
+                    && last.is_none_or(|(t, _)| ct > t)
+                {
+                    let zero = HistogramSample {
+                        t: ct,
+                        value: zero_histogram(&first.value),
+                    };
+                    let fp = fingerprint(&zero.value);
+                    *last = Some((ct, fp));
+                    histograms.push((index, HistogramAt::Zero(zeros.len()), fp));
+                    zeros.push(zero);
                 }
                 for s in entry.samples {
                     let bits = s.v.to_bits();
@@ -428,7 +446,7 @@ impl Head {
                         let kind = match judge(*last, h.t, fp) {
                             Verdict::Append => {
                                 *last = Some((h.t, fp));
-                                histograms.push((index, i, fp));
+                                histograms.push((index, HistogramAt::Batch(i), fp));
                                 continue;
                             }
                             Verdict::Duplicate => {
@@ -455,9 +473,13 @@ impl Head {
             spans.push((start, app.samples.len()));
         }
         // The accepted histograms as the WAL logs them, borrowed from the batch.
+        let sample_at = |index: usize, at: HistogramAt| match at {
+            HistogramAt::Batch(i) => batch.get(index).and_then(|e| e.histograms.get(i)),
+            HistogramAt::Zero(j) => zeros.get(j),
+        };
         let (mut int_refs, mut float_refs) = (Vec::new(), Vec::new());
-        for &(index, i, _) in &histograms {
-            let (Some(Some(series)), Some(h)) = (resolved.get(index), batch[index].histograms.get(i)) else {
+        for &(index, at, _) in &histograms {
+            let (Some(Some(series)), Some(h)) = (resolved.get(index), sample_at(index, at)) else {
                 continue;
             };
             match &h.value {
@@ -535,7 +557,7 @@ impl Head {
             let run = histograms[at..].iter().take_while(|(i, _, _)| *i == index).count();
             let of_series = &histograms[at..at + run];
             at += run;
-            let (Some(Some(series)), Some(entry)) = (resolved.get(index), batch.get(index)) else {
+            let Some(Some(series)) = resolved.get(index) else {
                 continue;
             };
             let mut state = lock(&series.state);
@@ -543,8 +565,8 @@ impl Head {
                 super::series::log_dropped_open_chunk(series.series_ref, &e);
                 out.open_chunks_dropped += 1;
             }
-            for &(_, i, fp) in of_series {
-                let Some(h) = entry.histograms.get(i) else { continue };
+            for &(_, at, fp) in of_series {
+                let Some(h) = sample_at(index, at) else { continue };
                 if let Err(e) = state.append_histogram(series.series_ref, h.t, &h.value, fp, self.sink()) {
                     // Validated above, so unreachable; the sample is in the WAL.
                     tracing::error!(series_ref = series.series_ref, t = h.t, error = %e, "cannot store histogram");
@@ -556,8 +578,9 @@ impl Head {
             }
         }
         self.note_samples(stored + stored_histograms, min_t, max_t);
-        out.samples_appended = stored.saturating_sub(out.created_zero_samples);
-        out.histograms_appended = stored_histograms;
+        out.created_zero_samples = zero_floats + zeros.len() as u64;
+        out.samples_appended = stored.saturating_sub(zero_floats);
+        out.histograms_appended = stored_histograms.saturating_sub(zeros.len() as u64);
         // Errors of step 1 and step 2 in batch order.
         out.errors.sort_by_key(|e| e.index);
         Ok(out)
@@ -631,6 +654,36 @@ impl Head {
                 hook.post_deletion(&name, n);
             }
         }
+    }
+}
+
+/// Where an accepted histogram sample is: the batch entry's `histograms[i]`, or a zero histogram the append
+/// made for a created timestamp.
+#[derive(Debug, Clone, Copy)]
+enum HistogramAt {
+    Batch(usize),
+    Zero(usize),
+}
+
+/// The zero histogram Prometheus' created-timestamp ingestion stores before a series' first histogram
+/// (`AppendHistogramCTZeroSample`): a counter reset with no observations, in the first histogram's schema, zero
+/// threshold and custom bounds, so that it does not cut a chunk of its own.
+fn zero_histogram(first: &HistogramValue) -> HistogramValue {
+    match first {
+        HistogramValue::Int(h) => HistogramValue::Int(heddle_model::Histogram {
+            counter_reset_hint: heddle_model::CounterResetHint::CounterReset,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            custom_values: h.custom_values.clone(),
+            ..Default::default()
+        }),
+        HistogramValue::Float(h) => HistogramValue::Float(heddle_model::FloatHistogram {
+            counter_reset_hint: heddle_model::CounterResetHint::CounterReset,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            custom_values: h.custom_values.clone(),
+            ..Default::default()
+        }),
     }
 }
 

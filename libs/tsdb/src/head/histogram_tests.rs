@@ -371,3 +371,51 @@ fn a_float_series_costs_no_more_for_histograms() {
         std::mem::size_of::<crate::chunkenc::XorChunk>()
     );
 }
+
+#[test]
+fn a_created_timestamp_stores_a_zero_histogram_before_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), opts()).unwrap();
+    let l = labels("created");
+    let push = |created: i64, histograms: &[HistogramSample]| {
+        head.append(&[AppendSeries {
+            labels: &l,
+            samples: &[],
+            created: Some(created),
+            histograms,
+        }])
+        .unwrap()
+    };
+    let first = [int(10_000, counter(1, 4)), int(25_000, counter(2, 4))];
+    let out = push(5_000, &first);
+    assert_eq!((out.created_zero_samples, out.histograms_appended), (1, 2));
+    // The same start again: nothing new.
+    let again = [int(40_000, counter(3, 4))];
+    let out = push(5_000, &again);
+    assert_eq!((out.created_zero_samples, out.histograms_appended), (0, 1));
+    // The zero histogram has no buckets; the next sample's recode of the chunk gives it that sample's, empty.
+    let zero = Histogram {
+        schema: 3,
+        zero_threshold: 1e-128,
+        positive_spans: vec![Span::new(-2, 4)],
+        positive_buckets: vec![0; 4],
+        ..Histogram::default()
+    };
+    let mut expected = vec![int(5_000, zero)];
+    expected.extend(first);
+    expected.extend(again);
+    let m = heddle_model::Matcher::new(heddle_model::MatchType::Equal, "__name__", "created").unwrap();
+    let chunk = &head.select(i64::MIN, i64::MAX, &[m])[0].chunks[0];
+    assert_eq!(
+        crate::chunkenc::CounterResetHeader::of_chunk(&chunk.data),
+        crate::chunkenc::CounterResetHeader::CounterReset,
+        "the zero histogram marks the counter's start"
+    );
+    let (encodings, got) = stored(&head, "created");
+    assert_eq!(
+        encodings,
+        vec![Encoding::Histogram],
+        "the zero histogram shares the chunk"
+    );
+    assert_eq!(got, want(&expected));
+}
