@@ -23,7 +23,7 @@ use heddle_tsdb::{AppendSeries, Head, HeadOptions};
 
 #[path = "support/workload.rs"]
 mod workload;
-use workload::{cpu_seconds, env, labels_of, rss_bytes, series_values};
+use workload::{child_figures, cpu_seconds, env, labels_of, rss_bytes, series_values};
 
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -219,20 +219,7 @@ fn main() {
 
 /// Runs workload `i` in a child process (this bench again) and reads its figures.
 fn run_in_child(i: usize) -> Figures {
-    let exe = std::env::current_exe().expect("bench executable");
-    let out = std::process::Command::new(exe)
-        .env(RUN_ENV, i.to_string())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .expect("run the bench as a child");
-    assert!(out.status.success(), "child failed: {}", out.status);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("figures "))
-        .expect("child report");
-    let f: Vec<f64> = line.split_whitespace().filter_map(|v| v.parse().ok()).collect();
-    assert_eq!(f.len(), 5, "child report {line:?}");
+    let f = child_figures((RUN_ENV, i.to_string().as_ref()), "figures", 5);
     Figures {
         samples: f[0] as u64,
         cpu_ns_per_sample: f[1],

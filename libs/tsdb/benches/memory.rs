@@ -23,7 +23,7 @@ use heddle_tsdb::{Head, HeadOptions};
 
 #[path = "support/workload.rs"]
 mod workload;
-use workload::{append_rounds, cpu_seconds, dir_bytes, env, rss_bytes, series_values, status_bytes};
+use workload::{append_rounds, child_figures, cpu_seconds, dir_bytes, env, rss_bytes, series_values, status_bytes};
 
 /// The allocator the `heddle` binary ships with: RSS and restart times depend on it.
 #[global_allocator]
@@ -38,20 +38,7 @@ const OPEN_DIR_ENV: &str = "HEDDLE_BENCH_OPEN_DIR";
 /// Opens the head in `dir` in a child process (this bench again); returns its open time and CPU seconds, the
 /// series it loaded from a snapshot and the WAL records it replayed.
 fn open_in_child(dir: &std::path::Path) -> (f64, f64, u64, u64) {
-    let exe = std::env::current_exe().expect("bench executable");
-    let out = std::process::Command::new(exe)
-        .env(OPEN_DIR_ENV, dir)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .expect("run the bench as a child");
-    assert!(out.status.success(), "child failed: {}", out.status);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("opened "))
-        .expect("child report");
-    let f: Vec<f64> = line.split_whitespace().filter_map(|v| v.parse().ok()).collect();
-    assert_eq!(f.len(), 4, "child report {line:?}");
+    let f = child_figures((OPEN_DIR_ENV, dir.as_os_str()), "opened", 4);
     (f[0], f[1], f[2] as u64, f[3] as u64)
 }
 

@@ -164,3 +164,23 @@ pub fn append_batch(head: &Head, chunk: &[[String; 8]], first: usize, round: i64
 pub fn append_rounds(head: &Head, values: &[[String; 8]], rounds: std::ops::Range<i64>) -> u64 {
     append_rounds_at(head, values, rounds, 15_000)
 }
+
+/// Runs this bench again as a child process with `env` set (the child sees it and does one part of the work),
+/// and returns the numbers of the stdout line starting with `prefix` and a space; exactly `count` of them.
+pub fn child_figures(env: (&str, &std::ffi::OsStr), prefix: &str, count: usize) -> Vec<f64> {
+    let exe = std::env::current_exe().expect("bench executable");
+    let out = std::process::Command::new(exe)
+        .env(env.0, env.1)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run the bench as a child");
+    assert!(out.status.success(), "child failed: {}", out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix).and_then(|l| l.strip_prefix(' ')))
+        .expect("child report");
+    let f: Vec<f64> = line.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    assert_eq!(f.len(), count, "child report {line:?}");
+    f
+}

@@ -37,81 +37,56 @@ pub(crate) trait HistogramKind: Sized {
     fn wrap(open: Box<OpenHistogram<Self>>) -> OpenChunk;
 }
 
-impl HistogramKind for HistogramChunk {
-    type Value = Histogram;
-    const ENCODING: Encoding = Encoding::Histogram;
+/// The two implementations differ only in their types and the open-chunk variant.
+macro_rules! histogram_kind {
+    ($chunk:ty, $value:ty, $encoding:expr, $variant:path) => {
+        impl HistogramKind for $chunk {
+            type Value = $value;
+            const ENCODING: Encoding = $encoding;
 
-    fn empty() -> Self {
-        Self::new()
-    }
-    fn append_value(
-        &mut self,
-        t: i64,
-        h: &Histogram,
-        prev: Option<&Self>,
-    ) -> Result<HistogramAppend<Self>, ChunkError> {
-        self.append(t, h, prev)
-    }
-    fn samples(&self) -> u16 {
-        self.num_samples()
-    }
-    fn data(&self) -> &[u8] {
-        self.bytes()
-    }
-    fn into_data(self) -> Vec<u8> {
-        self.into_bytes()
-    }
-    fn decode(bytes: Vec<u8>) -> Result<Self, ChunkError> {
-        Self::from_bytes(bytes)
-    }
-    fn open_of(open: &mut OpenChunk) -> Option<&mut Box<OpenHistogram<Self>>> {
-        match open {
-            OpenChunk::Histogram(h) => Some(h),
-            _ => None,
+            fn empty() -> Self {
+                Self::new()
+            }
+            fn append_value(
+                &mut self,
+                t: i64,
+                h: &$value,
+                prev: Option<&Self>,
+            ) -> Result<HistogramAppend<Self>, ChunkError> {
+                self.append(t, h, prev)
+            }
+            fn samples(&self) -> u16 {
+                self.num_samples()
+            }
+            fn data(&self) -> &[u8] {
+                self.bytes()
+            }
+            fn into_data(self) -> Vec<u8> {
+                self.into_bytes()
+            }
+            fn decode(bytes: Vec<u8>) -> Result<Self, ChunkError> {
+                Self::from_bytes(bytes)
+            }
+            fn open_of(open: &mut OpenChunk) -> Option<&mut Box<OpenHistogram<Self>>> {
+                match open {
+                    $variant(h) => Some(h),
+                    _ => None,
+                }
+            }
+            fn wrap(open: Box<OpenHistogram<Self>>) -> OpenChunk {
+                $variant(open)
+            }
         }
-    }
-    fn wrap(open: Box<OpenHistogram<Self>>) -> OpenChunk {
-        OpenChunk::Histogram(open)
-    }
+    };
 }
 
-impl HistogramKind for FloatHistogramChunk {
-    type Value = FloatHistogram;
-    const ENCODING: Encoding = Encoding::FloatHistogram;
-
-    fn empty() -> Self {
-        Self::new()
-    }
-    fn append_value(
-        &mut self,
-        t: i64,
-        h: &FloatHistogram,
-        prev: Option<&Self>,
-    ) -> Result<HistogramAppend<Self>, ChunkError> {
-        self.append(t, h, prev)
-    }
-    fn samples(&self) -> u16 {
-        self.num_samples()
-    }
-    fn data(&self) -> &[u8] {
-        self.bytes()
-    }
-    fn into_data(self) -> Vec<u8> {
-        self.into_bytes()
-    }
-    fn decode(bytes: Vec<u8>) -> Result<Self, ChunkError> {
-        Self::from_bytes(bytes)
-    }
-    fn open_of(open: &mut OpenChunk) -> Option<&mut Box<OpenHistogram<Self>>> {
-        match open {
-            OpenChunk::FloatHistogram(h) => Some(h),
-            _ => None,
-        }
-    }
-    fn wrap(open: Box<OpenHistogram<Self>>) -> OpenChunk {
-        OpenChunk::FloatHistogram(open)
-    }
-}
+histogram_kind!(HistogramChunk, Histogram, Encoding::Histogram, OpenChunk::Histogram);
+histogram_kind!(
+    FloatHistogramChunk,
+    FloatHistogram,
+    Encoding::FloatHistogram,
+    OpenChunk::FloatHistogram
+);
 
 /// An open histogram chunk: never empty (a series without an open chunk has an empty XOR one).
 #[derive(Debug)]
