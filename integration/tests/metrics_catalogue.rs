@@ -227,6 +227,7 @@ const FAMILIES: &[Family] = &[
         "all, querier",
         "PromQL queries (query, query_range) by endpoint and outcome: success, bad_data, execution, timeout, canceled (the client left first), internal.",
     ),
+    f("heddle_querier_query_histogram_samples_skipped", &[]),
     f("heddle_querier_query_samples_processed", &[]),
     f("heddle_querier_index_header_loaded_bytes", &["source"]),
     f("heddle_querier_index_header_corrupt_files", &[]),

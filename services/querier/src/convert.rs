@@ -6,8 +6,11 @@
 
 use crate::error::QuerierError;
 use bytes::Bytes;
-use heddle_model::{Labels, Matcher};
-use heddle_proto::prometheus::{Chunk, ChunkedSeries, Label, LabelMatcher, chunk::Encoding};
+use heddle_model::{CounterResetHint, HistogramSample, HistogramValue, Labels, Matcher, Span};
+use heddle_proto::prometheus::{
+    BucketSpan, Chunk, ChunkedSeries, Histogram, Label, LabelMatcher, chunk::Encoding, histogram,
+};
+use heddle_tsdb::chunkenc::Encoding as ChunkEncoding;
 use heddle_tsdb::{ChunkData, SeriesChunks};
 
 pub(crate) use heddle_proto::{labels_to_proto, matcher_to_proto};
@@ -19,17 +22,24 @@ pub(crate) fn labels_from_proto(labels: &[Label]) -> Result<Labels, QuerierError
         .map_err(|e| QuerierError::InvalidIngesterData(format!("bad label set: {e}")))
 }
 
-/// A wire chunk as the model's XOR chunk; other encodings are refused (the querier could not merge them,
-/// nor could a remote-read client read them).
+/// A wire chunk as the model's chunk: XOR, integer or float histogram. Other encodings (`UNKNOWN`, or newer
+/// than float histograms) are refused: the querier could not merge them, nor could a remote-read client read
+/// them.
 pub(crate) fn chunk_from_proto(chunk: Chunk) -> Result<ChunkData, QuerierError> {
-    if chunk.r#type != Encoding::Xor as i32 {
-        return Err(QuerierError::InvalidIngesterData(format!(
-            "chunk [{}, {}] has encoding {}; only XOR (1) is supported",
-            chunk.min_time_ms, chunk.max_time_ms, chunk.r#type
-        )));
-    }
+    let encoding = match Encoding::try_from(chunk.r#type) {
+        Ok(Encoding::Xor) => ChunkEncoding::Xor,
+        Ok(Encoding::Histogram) => ChunkEncoding::Histogram,
+        Ok(Encoding::FloatHistogram) => ChunkEncoding::FloatHistogram,
+        Ok(Encoding::Unknown) | Err(_) => {
+            return Err(QuerierError::InvalidIngesterData(format!(
+                "chunk [{}, {}] has encoding {}; only XOR (1), HISTOGRAM (2) and FLOAT_HISTOGRAM (3) are \
+                 supported",
+                chunk.min_time_ms, chunk.max_time_ms, chunk.r#type
+            )));
+        }
+    };
     Ok(ChunkData {
-        encoding: heddle_tsdb::chunkenc::Encoding::Xor,
+        encoding,
         min_time: chunk.min_time_ms,
         max_time: chunk.max_time_ms,
         data: Bytes::from(chunk.data),
@@ -48,13 +58,75 @@ pub(crate) fn series_from_proto(series: ChunkedSeries) -> Result<SeriesChunks, Q
     })
 }
 
-/// A model chunk on the wire (remote read's `STREAMED_XOR_CHUNKS` frames).
+/// A model chunk on the wire (remote read's `STREAMED_XOR_CHUNKS` frames), typed by its encoding as
+/// Prometheus sends histogram chunks in that response type too.
 pub(crate) fn chunk_to_proto(chunk: &ChunkData) -> Chunk {
+    let r#type = match chunk.encoding {
+        ChunkEncoding::Xor => Encoding::Xor,
+        ChunkEncoding::Histogram => Encoding::Histogram,
+        ChunkEncoding::FloatHistogram => Encoding::FloatHistogram,
+        ChunkEncoding::None => Encoding::Unknown,
+    };
     Chunk {
         min_time_ms: chunk.min_time,
         max_time_ms: chunk.max_time,
-        r#type: Encoding::Xor as i32,
+        r#type: r#type as i32,
         data: chunk.data.to_vec(),
+    }
+}
+
+/// A histogram sample as remote read's `SAMPLES` responses carry it (Prometheus' `HistogramToHistogramProto`
+/// and `FloatHistogramToHistogramProto`): integer histograms with integer counts and delta-encoded buckets,
+/// float ones with float counts and absolute buckets.
+pub(crate) fn histogram_to_proto(s: &HistogramSample) -> Histogram {
+    let spans = |spans: &[Span]| -> Vec<BucketSpan> {
+        spans
+            .iter()
+            .map(|s| BucketSpan {
+                offset: s.offset,
+                length: s.length,
+            })
+            .collect()
+    };
+    let hint = |h: CounterResetHint| {
+        (match h {
+            CounterResetHint::Unknown => histogram::ResetHint::Unknown,
+            CounterResetHint::CounterReset => histogram::ResetHint::Yes,
+            CounterResetHint::NotCounterReset => histogram::ResetHint::No,
+            CounterResetHint::Gauge => histogram::ResetHint::Gauge,
+        }) as i32
+    };
+    match &s.value {
+        HistogramValue::Int(h) => Histogram {
+            count: Some(histogram::Count::CountInt(h.count)),
+            sum: h.sum,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            zero_count: Some(histogram::ZeroCount::ZeroCountInt(h.zero_count)),
+            negative_spans: spans(&h.negative_spans),
+            negative_deltas: h.negative_buckets.clone(),
+            positive_spans: spans(&h.positive_spans),
+            positive_deltas: h.positive_buckets.clone(),
+            reset_hint: hint(h.counter_reset_hint),
+            timestamp: s.t,
+            custom_values: h.custom_values.clone(),
+            ..Histogram::default()
+        },
+        HistogramValue::Float(h) => Histogram {
+            count: Some(histogram::Count::CountFloat(h.count)),
+            sum: h.sum,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            zero_count: Some(histogram::ZeroCount::ZeroCountFloat(h.zero_count)),
+            negative_spans: spans(&h.negative_spans),
+            negative_counts: h.negative_buckets.clone(),
+            positive_spans: spans(&h.positive_spans),
+            positive_counts: h.positive_buckets.clone(),
+            reset_hint: hint(h.counter_reset_hint),
+            timestamp: s.t,
+            custom_values: h.custom_values.clone(),
+            ..Histogram::default()
+        },
     }
 }
 

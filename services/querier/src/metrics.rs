@@ -109,6 +109,7 @@ pub(crate) struct Metrics {
     refused: Family<ReasonLabels, Counter>,
     queries: Family<OutcomeLabels, Counter>,
     samples_processed: Counter,
+    histogram_samples_skipped: Counter,
 }
 
 impl Metrics {
@@ -159,6 +160,13 @@ impl Metrics {
             "Samples fetched and handed to the PromQL engine, after replicas are merged",
             samples_processed.clone(),
         );
+        let histogram_samples_skipped = Counter::default();
+        registry.register(
+            "heddle_querier_query_histogram_samples_skipped",
+            "Native histogram samples fetched for PromQL queries and left out of evaluation (the engine \
+             evaluates floats only)",
+            histogram_samples_skipped.clone(),
+        );
         Self {
             requests,
             duration,
@@ -167,6 +175,7 @@ impl Metrics {
             refused,
             queries,
             samples_processed,
+            histogram_samples_skipped,
         }
     }
 
@@ -196,6 +205,11 @@ impl Metrics {
     /// `n` samples handed to the PromQL engine.
     pub(crate) fn samples_processed(&self, n: u64) {
         self.samples_processed.inc_by(n);
+    }
+
+    /// `n` native histogram samples left out of a PromQL query.
+    pub(crate) fn histogram_samples_skipped(&self, n: u64) {
+        self.histogram_samples_skipped.inc_by(n);
     }
 
     /// A query refused by a limit; `reason` is its error id.
