@@ -9,7 +9,7 @@
 //!
 //! The engine evaluates float samples only: native histogram samples of the selections are left out before
 //! evaluation (a series holding nothing else is left out whole), counted in
-//! `heddle_querier_query_histogram_samples_skipped_total` and logged once per query.
+//! `heddle_querier_query_skipped_native_samples_total` and logged once per query.
 
 use crate::error::QuerierError;
 use crate::querier::{Querier, SeriesSamples};
@@ -148,7 +148,7 @@ impl Querier {
         let evaluating = tokio::time::Instant::now();
         let histograms: usize = fetched.iter().flatten().map(|s| s.histograms.len()).sum();
         if histograms > 0 {
-            self.metrics.histogram_samples_skipped(histograms as u64);
+            self.metrics.native_samples_skipped(histograms as u64);
             tracing::debug!(%tenant, histograms, "native histogram samples left out of a PromQL query: the engine evaluates floats only");
         }
         let fetched: Vec<Vec<Series>> = fetched

@@ -190,7 +190,10 @@ async fn remote_read_samples_carry_histograms_once_per_timestamp() {
             .iter()
             .all(|x| matches!(x.count, Some(Count::CountInt(_))))
     );
-    assert_eq!((series[2].samples.len(), series[2].histograms.len()), (50 - 11, 191 - 50));
+    assert_eq!(
+        (series[2].samples.len(), series[2].histograms.len()),
+        (50 - 11, 191 - 50)
+    );
 }
 
 #[tokio::test]
@@ -294,7 +297,7 @@ async fn promql_leaves_histograms_out_and_counts_them() {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &h.registry).unwrap();
     assert!(
-        text.contains("heddle_querier_query_histogram_samples_skipped_total 550"),
+        text.contains("heddle_querier_query_skipped_native_samples_total 550"),
         "200 + 200 + 150 histograms left out: {text}"
     );
 }

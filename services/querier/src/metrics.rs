@@ -109,7 +109,7 @@ pub(crate) struct Metrics {
     refused: Family<ReasonLabels, Counter>,
     queries: Family<OutcomeLabels, Counter>,
     samples_processed: Counter,
-    histogram_samples_skipped: Counter,
+    native_samples_skipped: Counter,
 }
 
 impl Metrics {
@@ -160,12 +160,12 @@ impl Metrics {
             "Samples fetched and handed to the PromQL engine, after replicas are merged",
             samples_processed.clone(),
         );
-        let histogram_samples_skipped = Counter::default();
+        let native_samples_skipped = Counter::default();
         registry.register(
-            "heddle_querier_query_histogram_samples_skipped",
+            "heddle_querier_query_skipped_native_samples",
             "Native histogram samples fetched for PromQL queries and left out of evaluation (the engine \
              evaluates floats only)",
-            histogram_samples_skipped.clone(),
+            native_samples_skipped.clone(),
         );
         Self {
             requests,
@@ -175,7 +175,7 @@ impl Metrics {
             refused,
             queries,
             samples_processed,
-            histogram_samples_skipped,
+            native_samples_skipped,
         }
     }
 
@@ -208,8 +208,8 @@ impl Metrics {
     }
 
     /// `n` native histogram samples left out of a PromQL query.
-    pub(crate) fn histogram_samples_skipped(&self, n: u64) {
-        self.histogram_samples_skipped.inc_by(n);
+    pub(crate) fn native_samples_skipped(&self, n: u64) {
+        self.native_samples_skipped.inc_by(n);
     }
 
     /// A query refused by a limit; `reason` is its error id.
