@@ -2,11 +2,31 @@
 """Writes the seed corpus (fuzz/corpus/<target>/seed-*) from hand-built valid inputs of each format.
 
 Run from anywhere: python3 fuzz/make_seeds.py. Formats: Prometheus remote write/read protobuf, snappy block
-(literal-only, which every decoder must accept), Prometheus WAL records and pages (CRC32C), XOR chunks."""
+(literal-only, which every decoder must accept), Prometheus WAL records and pages (CRC32C), XOR chunks; native
+histogram chunks are the ones Prometheus itself wrote to the `chunks_head` files of the tsdb test fixtures."""
 import os
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def chunks_head_chunks(path):
+    """The chunk data of a Prometheus `chunks_head` file (after its 8-byte header, until the zero padding)."""
+    with open(path, "rb") as f:
+        b = f.read()
+    out, at = [], 8
+    while at + 25 < len(b) and any(b[at:at + 25]):
+        p, length, shift = at + 25, 0, 0
+        while True:
+            x = b[p]
+            p += 1
+            length |= (x & 0x7F) << shift
+            shift += 7
+            if x < 0x80:
+                break
+        out.append(b[p:p + length])
+        at = p + length + 4
+    return out
 
 
 def uvarint(x):
@@ -45,19 +65,49 @@ def label(name, value):
     return pb_str(1, name) + pb_str(2, value)
 
 
-def timeseries(labels, samples):
+def timeseries(labels, samples, histograms=()):
     out = b"".join(field(1, 2, label(n, v)) for n, v in labels)
     out += b"".join(field(2, 2, pb_double(1, v) + pb_int(2, t)) for t, v in samples)
+    out += b"".join(field(4, 2, h) for h in histograms)
     return out
 
 
 def write_request(series):
-    return b"".join(field(1, 2, timeseries(l, s)) for l, s in series)
+    return b"".join(field(1, 2, timeseries(*s)) for s in series)
+
+
+def span(offset, length):
+    return field(1, 0, varint(offset)) + pb_int(2, length)
+
+
+def int_histogram(t, schema, positive, negative, zero):
+    """A `Histogram` (the same message in remote write 1.0 and 2.0) with integer counts: `positive` and
+    `negative` are (spans, deltas), spans as (offset, length)."""
+    count = zero
+    for _, deltas in (positive, negative):
+        c = 0
+        for d in deltas:
+            c += d
+            count += c
+    out = pb_int(1, count) + pb_double(3, count * 1.5) + field(4, 0, varint(schema))
+    out += pb_double(5, 1e-128) + pb_int(6, zero)
+    for (spans, deltas), (span_field, delta_field) in ((negative, (8, 9)), (positive, (11, 12))):
+        out += b"".join(field(span_field, 2, span(o, n)) for o, n in spans)
+        if deltas:
+            out += field(delta_field, 2, b"".join(varint(d) for d in deltas))
+    return out + pb_int(14, 2) + pb_int(15, t)
+
+
+def custom_float_histogram(t, counts, bounds):
+    """A float-count histogram with custom bucket bounds (schema -53, packed doubles)."""
+    out = pb_double(2, sum(counts)) + pb_double(3, 4.25) + field(4, 0, varint(-53))
+    out += field(11, 2, span(0, len(counts))) + field(13, 2, b"".join(struct.pack("<d", c) for c in counts))
+    return out + pb_int(14, 3) + pb_int(15, t) + field(16, 2, b"".join(struct.pack("<d", b) for b in bounds))
 
 
 def write_request_v2(series):
     """A remote write 2.0 Request: symbols (field 4, "" first), then series (field 5) of packed label
-    references, samples, and `histograms` empty native histograms each."""
+    references, samples, and the encoded native histograms `histograms`."""
     symbols = [""]
 
     def ref(s):
@@ -70,7 +120,7 @@ def write_request_v2(series):
         refs = b"".join(uvarint(ref(n)) + uvarint(ref(v)) for n, v in labels)
         ts = field(1, 2, refs)
         ts += b"".join(field(2, 2, pb_double(1, v) + pb_int(2, t)) for t, v in samples)
-        ts += field(3, 2, b"") * histograms
+        ts += b"".join(field(3, 2, h) for h in histograms)
         out += field(5, 2, ts)
     return b"".join(pb_str(4, s) for s in symbols) + out
 
@@ -140,21 +190,32 @@ def main():
     up = [("__name__", "up"), ("instance", "a:9090"), ("job", "node")]
     wr = write_request([(up, [(1_700_000_000_000, 1.0), (1_700_000_015_000, 0.0)]),
                         ([("__name__", "x"), ("le", "+Inf")], [(-5, float("nan"))])])
+    histograms = [
+        int_histogram(1_700_000_000_000, 3, ([(-2, 3), (4, 1)], [1, 2, -1, 5]), ([(0, 1)], [2]), 1),
+        int_histogram(1_700_000_015_000, -4, ([], []), ([], []), 0),
+        custom_float_histogram(1_700_000_030_000, [1.0, 0.5, 2.0], [0.1, 1.0]),
+    ]
+    latency = [("__name__", "latency_seconds"), ("job", "api")]
     series = wal_series_record([(1, up), (2, [("__name__", "x")])])
     samples = wal_samples_record([(1, 1_700_000_000_000, 1.0), (2, 1_700_000_000_001, 2.5)])
     seeds = {
-        "write_request": [wr, write_request([]), write_request([(up, [])])],
+        "write_request": [wr, write_request([]), write_request([(up, [])]),
+                          write_request([(latency, [], histograms), (up, [(1_700_000_000_000, 1.0)], histograms[:1])])],
         "write_request_v2": [
-            write_request_v2([(up, [(1_700_000_000_000, 1.0), (1_700_000_015_000, 0.0)], 0),
-                              ([("__name__", "x"), ("le", "+Inf")], [(-5, float("nan"))], 0)]),
+            write_request_v2([(up, [(1_700_000_000_000, 1.0), (1_700_000_015_000, 0.0)], []),
+                              ([("__name__", "x"), ("le", "+Inf")], [(-5, float("nan"))], [])]),
             write_request_v2([]),
-            write_request_v2([(up, [], 2)]),
+            write_request_v2([(up, [], [b"", b""])]),
+            write_request_v2([(latency, [], histograms)]),
         ],
         "snappy_decompress": [snappy_literal(wr), snappy_literal(b""), snappy_literal(wr * 8)],
         "wal_record": [series, samples, bytes([3]) + struct.pack(">Q", 1) + varint(0) + varint(10)],
         "wal_segment": [wal_page([series, samples])],
         "xor_chunk": [xor_one_sample(1_700_000_000_000, 1.0), struct.pack(">H", 0)],
         "remote_read": [snappy_literal(read_request())],
+        "histogram_chunk": [c for name in ("chunks_head-000001", "chunks_head-float-000001")
+                            for c in chunks_head_chunks(os.path.join(
+                                HERE, "..", "libs", "tsdb", "tests", "fixtures", "prometheus-histograms", name))],
     }
     for target, inputs in seeds.items():
         d = os.path.join(HERE, "corpus", target)

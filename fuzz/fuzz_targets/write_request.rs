@@ -1,6 +1,6 @@
 //! The arena decoder of `prometheus.WriteRequest` (both hops: distributor and ingester Push) on arbitrary
-//! bytes: it must return a view or an error, never panic, and every borrowed string must be valid UTF-8 and
-//! lie inside the input.
+//! bytes: it must return a view or an error, never panic, every borrowed string must be valid UTF-8 and
+//! lie inside the input, and every native histogram it accepted must decode.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -17,6 +17,11 @@ fuzz_target!(|data: &[u8]| {
                 assert!(l.value.is_empty() || range.contains(&l.value.as_ptr()));
             }
             let _ = ts.samples.iter().map(|s| s.t).max();
+            for h in ts.histograms.iter() {
+                assert!(range.contains(&h.raw().as_ptr()) || h.raw().is_empty());
+                let decoded = h.decode().expect("a histogram the decoder accepted decodes");
+                assert_eq!(decoded.t, h.t);
+            }
         }
     }
 });

@@ -1,7 +1,7 @@
 //! The arena decoder of remote write 2.0 (`io.prometheus.write.v2.Request`) on arbitrary bytes: it must
 //! return a view or an error, never panic; every label it resolves must be a string inside the input (a
-//! symbol, borrowed, not copied), and the reported 1.0 size must bound what the series' labels and samples
-//! hold.
+//! symbol, borrowed, not copied), every native histogram it accepted must decode, and the reported 1.0 size
+//! must bound what the series' labels, samples and histograms hold.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,6 +19,11 @@ fuzz_target!(|data: &[u8]| {
                 text += l.name.len() + l.value.len();
             }
             text += ts.samples.len() * 16;
+            for h in ts.histograms.iter() {
+                let decoded = h.decode().expect("a histogram the decoder accepted decodes");
+                assert_eq!(decoded.t, h.t);
+                text += h.raw().len();
+            }
         }
         assert!(req.expanded_bytes >= text, "{} < {text}", req.expanded_bytes);
     }

@@ -150,6 +150,7 @@ const FAMILIES: &[Family] = &[
          `distributor.ha_tracker.enable_ha_tracker`).",
     ),
     f("heddle_ingester_ingested_samples", &[]),
+    f("heddle_ingester_ingested_native_histograms", &[]),
     f("heddle_ingester_created_timestamp_zero_samples", &[]),
     f("heddle_ingester_deduplicated_samples", &[]),
     unseen(
@@ -228,7 +229,6 @@ const FAMILIES: &[Family] = &[
         "PromQL queries (query, query_range) by endpoint and outcome: success, bad_data, execution, timeout, canceled (the client left first), internal.",
     ),
     f("heddle_querier_query_samples_processed", &[]),
-    f("heddle_querier_query_skipped_native_samples", &[]),
     f("heddle_querier_index_header_loaded_bytes", &["source"]),
     f("heddle_querier_index_header_corrupt_files", &[]),
     f("heddle_compactor_runs_started", &[]),

@@ -597,3 +597,102 @@ fn form_encode(params: &[(&str, &str)]) -> String {
     let url = reqwest::Url::parse_with_params("http://localhost/", params).expect("encode the parameters");
     url.query().unwrap_or_default().to_owned()
 }
+
+/// Sends two histograms with exponential bucket aggregation (the SDK's `preferred_aggregation`): one of
+/// spread-out values (the SDK lowers its scale to fit its 160 buckets) and one of values so close that the
+/// SDK keeps its highest scale, 20, which heddle lowers to native histograms' highest schema, 8.
+const EXPONENTIAL_SENDER: &str = r#"
+import sys
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation
+from opentelemetry.sdk.resources import Resource
+
+exporter = OTLPMetricExporter(
+    endpoint=sys.argv[1], timeout=10, preferred_aggregation={Histogram: ExponentialBucketHistogramAggregation()}
+)
+reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
+provider = MeterProvider(resource=Resource.create({"service.name": "checkout"}), metric_readers=[reader])
+meter = provider.get_meter("heddle-otlp-exponential-test")
+duration = meter.create_histogram("request.duration", unit="s")
+for v in (0.1, 0.3, 2.0, 2.0):
+    duration.record(v, {"route": "/a"})
+size = meter.create_histogram("response.size", unit="By")
+for v in (1000.0, 1000.0001):
+    size.record(v)
+provider.shutdown()
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exponential_histograms_from_the_python_sdk_are_native_histograms() {
+    let Some(python) = otel_python() else {
+        return;
+    };
+    let heddle = tokio::task::spawn_blocking(|| HeddleProcess::start(HeddleOptions::default()))
+        .await
+        .expect("join")
+        .expect("start heddle");
+    let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
+    let sent = run_sender(python, EXPONENTIAL_SENDER, endpoint, &heddle).await;
+    assert!(
+        !sent.stderr.contains("Failed to export"),
+        "sender failed: {}\nheddle:\n{}",
+        sent.stderr,
+        heddle.log_tail(30)
+    );
+    let http = http_client(Duration::from_secs(30)).expect("client");
+    let metrics = http
+        .get(format!("{}/metrics", heddle.url()))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<f64>().ok())
+    };
+    assert_eq!(
+        value("heddle_ingester_ingested_native_histograms_total"),
+        Some(2.0),
+        "one native histogram per point\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("histogram") || l.contains("discarded"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // Only target_info is a float sample: nothing became classic `_bucket` series.
+    assert_eq!(value("heddle_ingester_ingested_samples_total"), Some(1.0));
+    assert!(!metrics.contains("heddle_discarded_samples_total{"), "nothing refused");
+    let series_url = format!(
+        "{}/api/v1/series?match[]=%7Bjob%3D%22checkout%22%7D&start=0&end={}",
+        heddle.prometheus_url(),
+        now_ms() / 1000 + 60
+    );
+    let body: serde_json::Value = serde_json::from_slice(
+        &http
+            .get(&series_url)
+            .send()
+            .await
+            .expect("series request")
+            .bytes()
+            .await
+            .expect("series answer"),
+    )
+    .expect("series JSON");
+    let names: BTreeSet<&str> = body["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["__name__"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["request_duration_seconds", "response_size_bytes", "target_info"]),
+        "{body}"
+    );
+}

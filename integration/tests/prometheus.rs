@@ -1,6 +1,8 @@
 //! Compatibility with the real Prometheus: Prometheus #1 scrapes itself and remote-writes to heddle; heddle's
 //! remote read must return exactly what Prometheus #1 stored; Prometheus #2, with heddle as its only
-//! `remote_read` source, must answer PromQL instant and range queries with those samples.
+//! `remote_read` source, must answer PromQL instant and range queries with those samples. A Prometheus with
+//! native histograms on forwards the histograms pushed to it (`send_native_histograms`), and heddle stores
+//! every one.
 //!
 //! Needs `/usr/bin/prometheus` (Debian package `prometheus`; `PROMETHEUS_BIN` overrides the path). Without it the
 //! test is skipped with a message, unless `CI` is set, in which case a missing Prometheus fails the test.
@@ -25,6 +27,11 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(bin: &Path, dir: &Path, name: &str, config: &str) -> Prometheus {
+        Self::start_with(bin, dir, name, config, &[])
+    }
+
+    /// [`Prometheus::start`] with extra command-line flags.
+    fn start_with(bin: &Path, dir: &Path, name: &str, config: &str, flags: &[&str]) -> Prometheus {
         let port = free_port().expect("port");
         let config_path = dir.join(format!("{name}.yml"));
         std::fs::write(&config_path, config.replace("{PORT}", &port.to_string())).expect("write prometheus config");
@@ -35,7 +42,8 @@ impl Prometheus {
                 dir.join(format!("{name}-data")).display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--log.level=info");
+            .arg("--log.level=info")
+            .args(flags);
         let mut process = ManagedProcess::spawn(name, cmd, dir).expect("spawn prometheus");
         process
             .wait_http_ok(([127, 0, 0, 1], port).into(), "/-/ready", Duration::from_secs(60))
@@ -416,5 +424,121 @@ remote_write:
     assert!(
         ratio >= 2.0,
         "snappy shrinks the WAL only {ratio:.2}x on real scrape data"
+    );
+}
+
+/// A native histogram of `count` observations in two buckets of schema 0 at `t`.
+fn native_histogram(t: i64, count: u64) -> heddle_proto::prometheus::Histogram {
+    use heddle_proto::prometheus::{BucketSpan, Histogram, histogram};
+    Histogram {
+        count: Some(histogram::Count::CountInt(count)),
+        sum: count as f64 * 1.5,
+        schema: 0,
+        zero_threshold: 1e-128,
+        zero_count: Some(histogram::ZeroCount::ZeroCountInt(0)),
+        positive_spans: vec![BucketSpan { offset: 1, length: 2 }],
+        positive_deltas: vec![1, count as i64 - 2],
+        timestamp: t,
+        ..Histogram::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_forwards_native_histograms_to_heddle() {
+    let Some(bin) = prometheus_tool("PROMETHEUS_BIN", "prometheus", "prometheus native histogram test") else {
+        return;
+    };
+    let heddle = tokio::task::spawn_blocking(|| HeddleProcess::start(HeddleOptions::default()))
+        .await
+        .expect("join")
+        .expect("start heddle");
+    let dir = tempfile::Builder::new()
+        .prefix("heddle-prom-nh-")
+        .tempdir()
+        .expect("tempdir");
+    // No scrape: what Prometheus forwards is exactly what the test pushes to it.
+    let prometheus = Prometheus::start_with(
+        &bin,
+        dir.path(),
+        "prometheus-histograms",
+        &format!(
+            r#"global:
+  evaluation_interval: 1s
+remote_write:
+  - url: {push}
+    remote_timeout: 5s
+    send_native_histograms: true
+    queue_config:
+      batch_send_deadline: 1s
+      min_backoff: 30ms
+      max_backoff: 1s
+"#,
+            push = heddle.push_url()
+        ),
+        &[
+            "--enable-feature=native-histograms",
+            "--web.enable-remote-write-receiver",
+        ],
+    );
+    let http = http_client(Duration::from_secs(30)).expect("client");
+    // Prometheus' WAL watcher forwards only samples newer than its own start: these are a little ahead of it
+    // (well inside heddle's creation grace period).
+    let t0 = now_ms() + 1000;
+    let series = |job: &str, counts: &[u64]| heddle_proto::prometheus::TimeSeries {
+        histograms: counts
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| native_histogram(t0 + 1000 * i as i64, c))
+            .collect(),
+        ..heddle_testkit::timeseries(&[(METRIC_NAME, "request_duration_seconds"), ("job", job)], &[])
+    };
+    let req = heddle_proto::prometheus::WriteRequest {
+        timeseries: vec![series("a", &[2, 5, 9]), series("b", &[3, 4])],
+        metadata: vec![],
+    };
+    let out = heddle_testkit::push(&http, &format!("{}/api/v1/write", prometheus.url()), None, &req)
+        .await
+        .expect("push to prometheus");
+    assert!(
+        out.status / 100 == 2,
+        "prometheus refused the push: {} {}",
+        out.status,
+        out.body
+    );
+
+    let stored = || async {
+        let text = http
+            .get(format!("{}/metrics", heddle.url()))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        Some(metric_value(&text, "heddle_ingester_ingested_native_histograms_total"))
+    };
+    let all = wait_until_async(Duration::from_secs(60), || async { stored().await == Some(5.0) }).await;
+    assert!(
+        all,
+        "heddle stored {:?} of the 5 histograms Prometheus received\n{}\n{}",
+        stored().await,
+        heddle.log_tail(20),
+        prometheus.process.log_tail(20)
+    );
+    let body = http
+        .get(format!("{}/metrics", heddle.url()))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        !body.contains("heddle_discarded_samples_total{"),
+        "nothing discarded:\n{}",
+        body.lines()
+            .filter(|l| l.contains("discarded"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }

@@ -50,6 +50,14 @@ pub struct Limits {
     /// tighter, earlier refusal.
     #[serde(with = "serde_duration")]
     pub past_grace_period: Duration,
+    /// Most buckets (positive and negative together) a native histogram sample may have (0 = no limit),
+    /// Mimir's `max_native_histogram_buckets`.
+    pub max_native_histogram_buckets: usize,
+    /// A native histogram over `max_native_histogram_buckets` gets its resolution halved (neighbouring buckets
+    /// merged) until it fits, instead of being refused; one that cannot fit even at the lowest schema (-4), or
+    /// that has custom buckets, is refused all the same. Mimir's `reduce_native_histogram_over_max_buckets`,
+    /// also on by default.
+    pub reduce_native_histogram_over_max_buckets: bool,
     /// Most in-memory series of a tenant across the cluster (0 = no limit), enforced by ingesters when they
     /// create a series. Each ingester applies `global * replication_factor / ingesters`.
     pub max_global_series_per_user: usize,
@@ -123,6 +131,8 @@ impl Default for Limits {
             promote_otel_resource_attributes: Vec::new(),
             creation_grace_period: Duration::from_secs(600),
             past_grace_period: Duration::ZERO,
+            max_native_histogram_buckets: 0,
+            reduce_native_histogram_over_max_buckets: true,
             max_global_series_per_user: 150_000,
             max_global_series_per_metric: 0,
             max_metadata_length: 1024,
@@ -277,6 +287,18 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         key: "limits.past_grace_period",
         kind: FlagKind::Value,
         help: "How far into the past (before the distributor's clock) a sample timestamp may be; 0 disables the check",
+    },
+    FlagSpec {
+        flag: "validation.max-native-histogram-buckets",
+        key: "limits.max_native_histogram_buckets",
+        kind: FlagKind::Value,
+        help: "Most buckets a native histogram sample may have (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "validation.reduce-native-histogram-over-max-buckets",
+        key: "limits.reduce_native_histogram_over_max_buckets",
+        kind: FlagKind::Bool,
+        help: "Lower the resolution of a native histogram over the bucket limit until it fits, instead of refusing it",
     },
     FlagSpec {
         flag: "ingester.max-global-series-per-user",

@@ -1,4 +1,4 @@
-//! [`SeriesBatch`]: series with their samples and exemplars, and metric metadata, owned in a few flat buffers, for handing a validated write from
+//! [`SeriesBatch`]: series with their samples, native histogram samples and exemplars, and metric metadata, owned in a few flat buffers, for handing a validated write from
 //! one stage to another in the same process without encoding it.
 //!
 //! A remote-write request decoded into an arena borrows from its body and dies with it; a batch owns copies of
@@ -7,7 +7,7 @@
 //! [`SeriesBatch::series`]) gives borrowed [`LabelRef`]s again without parsing or checking anything: the text is
 //! a `String` (UTF-8 by construction) and every span starts and ends where a pushed string did.
 
-use crate::{ExemplarRef, LabelRef, MetadataRef, MetricMetadata, Sample};
+use crate::{ExemplarRef, HistogramSample, LabelRef, MetadataRef, MetricMetadata, Sample};
 use std::mem::size_of;
 use std::ops::Range;
 
@@ -33,6 +33,9 @@ pub struct SeriesBatch {
     metadata: Vec<MetricMetadata>,
     /// Created timestamps, by series index in increasing order: only the few series that have one.
     created: Vec<(u32, i64)>,
+    /// Native histogram samples, by series index in increasing order (timestamp order within a series):
+    /// only the series that have some.
+    histograms: Vec<(u32, HistogramSample)>,
 }
 
 /// Why a series could not be added to a [`SeriesBatch`].
@@ -152,6 +155,27 @@ impl SeriesBatch {
         }
     }
 
+    /// Gives the series pushed last the native histogram samples `histograms` (in timestamp order), after any
+    /// it was given before.
+    pub fn push_histograms(&mut self, histograms: impl IntoIterator<Item = HistogramSample>) {
+        if let Some(last) = self.series.len().checked_sub(1).and_then(|i| u32::try_from(i).ok()) {
+            self.histograms.extend(histograms.into_iter().map(|h| (last, h)));
+        }
+    }
+
+    /// The native histogram samples of series `index`, in timestamp order.
+    pub fn histograms(&self, index: usize) -> impl ExactSizeIterator<Item = &HistogramSample> + '_ {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        let start = self.histograms.partition_point(|(i, _)| *i < index);
+        let end = self.histograms.partition_point(|(i, _)| *i <= index);
+        self.histograms[start..end].iter().map(|(_, h)| h)
+    }
+
+    /// Number of native histogram samples, all series together.
+    pub fn histograms_len(&self) -> usize {
+        self.histograms.len()
+    }
+
     /// The created timestamp of series `index`, if it was given one.
     pub fn created(&self, index: usize) -> Option<i64> {
         let index = u32::try_from(index).ok()?;
@@ -207,6 +231,7 @@ impl SeriesBatch {
             + self.metadata.iter().map(|m| m.as_ref().text_len()).sum::<usize>()
             + self.metadata.len() * size_of::<MetricMetadata>()
             + self.created.len() * size_of::<(u32, i64)>()
+            + self.histograms.iter().map(|(_, h)| histogram_bytes(h)).sum::<usize>()
     }
 
     /// Every label of every series, in order, borrowing the batch's text; slice it with the label ranges of
@@ -250,6 +275,23 @@ impl SeriesBatch {
             (labels, samples)
         })
     }
+}
+
+/// Bytes a histogram sample holds: its fixed part and its spans, buckets and bounds.
+fn histogram_bytes(h: &HistogramSample) -> usize {
+    use crate::HistogramValue;
+    let vectors = match &h.value {
+        HistogramValue::Int(h) => {
+            (h.positive_spans.len() + h.negative_spans.len()) * size_of::<crate::Span>()
+                + (h.positive_buckets.len() + h.negative_buckets.len()) * size_of::<i64>()
+                + h.custom_values.len() * size_of::<f64>()
+        }
+        HistogramValue::Float(h) => {
+            (h.positive_spans.len() + h.negative_spans.len()) * size_of::<crate::Span>()
+                + (h.positive_buckets.len() + h.negative_buckets.len() + h.custom_values.len()) * size_of::<f64>()
+        }
+    };
+    size_of::<(u32, HistogramSample)>() + vectors
 }
 
 /// The labels of `spans` over `text`, each starting where the one before it ended.
@@ -311,6 +353,27 @@ mod tests {
             "__name__upjobnäive ✓a".len() + 4 * 8 + 3 * 8 + 3 * 16 + 3 * 4,
             "text, labels, series, samples, exemplar ends"
         );
+    }
+
+    #[test]
+    fn histograms_belong_to_the_series_they_were_pushed_on() {
+        use crate::{Histogram, HistogramValue};
+        let h = |t| HistogramSample {
+            t,
+            value: HistogramValue::Int(Histogram::default()),
+        };
+        let mut b = SeriesBatch::default();
+        b.push_histograms([h(1)]);
+        assert_eq!(b.histograms_len(), 0, "no series yet: nothing to give them to");
+        for i in 0..4 {
+            b.push([l("__name__", "h")], []).unwrap();
+            if i % 2 == 1 {
+                b.push_histograms([h(10 * i), h(10 * i + 1)]);
+            }
+        }
+        let got: Vec<Vec<i64>> = (0..5).map(|i| b.histograms(i).map(|h| h.t).collect()).collect();
+        assert_eq!(got, [vec![], vec![10, 11], vec![], vec![30, 31], vec![]]);
+        assert_eq!(b.histograms_len(), 4);
     }
 
     #[test]

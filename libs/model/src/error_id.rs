@@ -125,9 +125,28 @@ catalogue! {
     /// A sample is older than the distributor's clock minus `limits.past_grace_period`.
     SAMPLE_TOO_FAR_IN_PAST = "err-heddle-sample-too-far-in-past", 400, Series,
         "a sample's timestamp is further behind the server's clock than `limits.past_grace_period` (when set)";
-    /// A remote write 2.0 series carries native histograms, which are not ingested yet.
-    NATIVE_HISTOGRAMS_UNSUPPORTED = "err-heddle-native-histograms-unsupported", 400, Series,
-        "a remote write 2.0 series carries native histograms, which are not supported yet; send them as classic histograms";
+    /// A native histogram's schema is neither exponential (-4 to 8, or up to 52, reduced to 8) nor custom
+    /// buckets (-53).
+    INVALID_NATIVE_HISTOGRAM_SCHEMA = "err-heddle-invalid-native-histogram-schema", 400, Series,
+        "a native histogram sample has a schema other than -4 to 52 (exponential; above 8 reduced to 8) or -53 (custom buckets)";
+    /// A native histogram's count is not what its buckets hold.
+    NATIVE_HISTOGRAM_COUNT_MISMATCH = "err-heddle-native-histogram-count-mismatch", 400, Series,
+        "a native histogram sample's count is not the sum of its buckets and zero bucket (not at least that sum when its sum is NaN)";
+    /// A native histogram bucket whose absolute count is negative.
+    NATIVE_HISTOGRAM_NEGATIVE_BUCKET_COUNT = "err-heddle-native-histogram-negative-bucket-count", 400, Series,
+        "a native histogram sample has a bucket with a negative count (its deltas add up below zero)";
+    /// A native histogram span after the first with a negative offset.
+    NATIVE_HISTOGRAM_SPAN_NEGATIVE_OFFSET = "err-heddle-native-histogram-span-negative-offset", 400, Series,
+        "a native histogram sample has a span, after the first, with a negative offset (buckets out of order)";
+    /// A native histogram whose spans describe another number of buckets than it has.
+    NATIVE_HISTOGRAM_SPANS_BUCKETS_MISMATCH = "err-heddle-native-histogram-spans-buckets-mismatch", 400, Series,
+        "a native histogram sample's spans describe another number of buckets than it carries";
+    /// A native histogram with more buckets than `limits.max_native_histogram_buckets`.
+    MAX_NATIVE_HISTOGRAM_BUCKETS = "err-heddle-max-native-histogram-buckets", 400, Series,
+        "a native histogram sample has more buckets than `limits.max_native_histogram_buckets` and its resolution could not (or, with `limits.reduce_native_histogram_over_max_buckets` off, may not) be lowered to fit";
+    /// A native histogram breaks Prometheus' invariants.
+    NATIVE_HISTOGRAM_INVALID = "err-heddle-native-histogram-invalid", 400, Series,
+        "a native histogram breaks Prometheus' invariants: at the distributor, those without an id of their own (bucket counts overflowing 64 bits, custom bounds not increasing or not covering the buckets, a zero bucket or negative buckets with custom buckets); at the ingester, any of them: fix the sender";
     /// A sample is older than the series' newest sample.
     SAMPLE_OUT_OF_ORDER = "err-heddle-sample-out-of-order", 400, Series,
         "a sample is older than the newest sample of its series (no out-of-order window is offered)";

@@ -35,7 +35,7 @@ fn counters(n: usize, start: i64, end: i64) -> Vec<Series> {
                 .enumerate()
                 .map(|(k, t)| Sample::new(t, k as f64 * rate))
                 .collect();
-            Series { labels, samples }
+            Series::floats(labels, samples)
         })
         .collect();
     out.sort_by(|a, b| a.labels.cmp(&b.labels));

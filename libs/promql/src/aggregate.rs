@@ -7,7 +7,8 @@ use crate::PromqlError;
 use crate::error::execution;
 use crate::eval::{Evaluator, Grid, Out, StepSeries};
 use crate::functions::{go_format_float, quantile};
-use heddle_model::{Labels, METRIC_NAME};
+use crate::histogram;
+use heddle_model::{FloatHistogram, Labels, METRIC_NAME};
 use promql_parser::parser::token::{
     T_AVG, T_BOTTOMK, T_COUNT, T_COUNT_VALUES, T_GROUP, T_MAX, T_MIN, T_QUANTILE, T_STDDEV, T_STDVAR, T_SUM, T_TOPK,
     TokenType,
@@ -82,25 +83,34 @@ pub(crate) fn eval(ev: &Evaluator<'_>, a: &AggregateExpr, g: Grid) -> Result<Out
         (T_TOPK | T_BOTTOMK, Some(Out::Scalar(k))) => {
             Ok(Out::Vector(top_k(ev, input, &grouping, &k, op == T_TOPK, g)?))
         }
-        (T_QUANTILE, Some(Out::Scalar(q))) => Ok(Out::Vector(fold(ev, input, &grouping, g, |vals, i| {
+        (T_QUANTILE, Some(Out::Scalar(q))) => Ok(Out::Vector(fold(ev, &input, &grouping, g, |vals, i| {
             quantile(q[i], vals.to_vec())
         })?)),
-        (T_SUM, None) => Ok(Out::Vector(fold(ev, input, &grouping, g, |vals, _| vals.iter().sum())?)),
-        (T_COUNT, None) => Ok(Out::Vector(fold(ev, input, &grouping, g, |vals, _| vals.len() as f64)?)),
-        (T_GROUP, None) => Ok(Out::Vector(fold(ev, input, &grouping, g, |_, _| 1.0)?)),
-        (T_MIN, None) => Ok(Out::Vector(fold(ev, input, &grouping, g, |vals, _| {
+        (T_SUM, None) => {
+            let floats = fold(ev, &input, &grouping, g, |vals, _| vals.iter().sum())?;
+            Ok(Out::Vector(with_histograms(&input, &grouping, floats, histogram::sum)))
+        }
+        (T_AVG, None) => {
+            let floats = fold(ev, &input, &grouping, g, |vals, _| mean(vals))?;
+            Ok(Out::Vector(with_histograms(&input, &grouping, floats, histogram::mean)))
+        }
+        // Values of either kind count.
+        (T_COUNT, None) => Ok(Out::Vector(fold(ev, &presence(&input), &grouping, g, |vals, _| {
+            vals.len() as f64
+        })?)),
+        (T_GROUP, None) => Ok(Out::Vector(fold(ev, &presence(&input), &grouping, g, |_, _| 1.0)?)),
+        (T_MIN, None) => Ok(Out::Vector(fold(ev, &input, &grouping, g, |vals, _| {
             vals.iter()
                 .skip(1)
                 .fold(vals[0], |m, &v| if m > v || m.is_nan() { v } else { m })
         })?)),
-        (T_MAX, None) => Ok(Out::Vector(fold(ev, input, &grouping, g, |vals, _| {
+        (T_MAX, None) => Ok(Out::Vector(fold(ev, &input, &grouping, g, |vals, _| {
             vals.iter()
                 .skip(1)
                 .fold(vals[0], |m, &v| if m < v || m.is_nan() { v } else { m })
         })?)),
-        (T_AVG, None) => Ok(Out::Vector(fold(ev, input, &grouping, g, |vals, _| mean(vals))?)),
-        (T_STDVAR, None) => Ok(Out::Vector(fold(ev, input, &grouping, g, |vals, _| variance(vals))?)),
-        (T_STDDEV, None) => Ok(Out::Vector(fold(ev, input, &grouping, g, |vals, _| {
+        (T_STDVAR, None) => Ok(Out::Vector(fold(ev, &input, &grouping, g, |vals, _| variance(vals))?)),
+        (T_STDDEV, None) => Ok(Out::Vector(fold(ev, &input, &grouping, g, |vals, _| {
             variance(vals).sqrt()
         })?)),
         _ => Err(PromqlError::BadData(format!(
@@ -158,15 +168,64 @@ fn groups(input: &[StepSeries], grouping: &Grouping<'_>) -> (Vec<Labels>, Vec<us
     (labels, member_of)
 }
 
-/// One output series per group: `f(values present at the step, step)` where the group has any.
+/// Each series with 0 at the steps where it has a value of either kind: what `count` and `group` read.
+fn presence(input: &[StepSeries]) -> Vec<StepSeries> {
+    input
+        .iter()
+        .map(|s| {
+            StepSeries::floats(
+                s.labels.clone(),
+                (0..s.vals.len()).map(|i| s.has(i).then_some(0.0)).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Adds to `out` (what [`fold`] made of the floats, one series per group) the histograms of each group and
+/// step, combined by `combine`, as Prometheus 3's `sum` and `avg`: a group with floats and histograms at one
+/// step, or with histograms that cannot be combined, has no value there.
+fn with_histograms<'a>(
+    input: &'a [StepSeries],
+    grouping: &Grouping<'_>,
+    mut out: Vec<StepSeries>,
+    combine: impl Fn(std::vec::IntoIter<&'a FloatHistogram>) -> Option<FloatHistogram>,
+) -> Vec<StepSeries> {
+    if input.iter().all(|s| s.hists.is_empty()) {
+        return out;
+    }
+    let (_, member_of) = groups(input, grouping);
+    let mut members: Vec<Vec<&StepSeries>> = vec![Vec::new(); out.len()];
+    for (s, &gid) in input.iter().zip(&member_of) {
+        members[gid].push(s);
+    }
+    for (series, members) in out.iter_mut().zip(members) {
+        for step in 0..series.vals.len() {
+            let hs: Vec<&FloatHistogram> = members.iter().filter_map(|s| s.hist(step)).collect();
+            if hs.is_empty() {
+                continue;
+            }
+            if members.iter().any(|s| s.vals[step].is_some()) {
+                series.clear(step);
+                continue;
+            }
+            match combine(hs.into_iter()) {
+                Some(h) => series.set_hist(step, h),
+                None => series.clear(step),
+            }
+        }
+    }
+    out
+}
+
+/// One output series per group: `f(float values present at the step, step)` where the group has any.
 fn fold(
     ev: &Evaluator<'_>,
-    input: Vec<StepSeries>,
+    input: &[StepSeries],
     grouping: &Grouping<'_>,
     g: Grid,
     f: impl Fn(&[f64], usize) -> f64,
 ) -> Result<Vec<StepSeries>, PromqlError> {
-    let (labels, member_of) = groups(&input, grouping);
+    let (labels, member_of) = groups(input, grouping);
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); labels.len()];
     for (i, &gid) in member_of.iter().enumerate() {
         members[gid].push(i);
@@ -185,7 +244,7 @@ fn fold(
                 Some(f(&vals_at, step))
             });
         }
-        out.push(StepSeries { labels, vals });
+        out.push(StepSeries::floats(labels, vals));
     }
     Ok(out)
 }
@@ -238,6 +297,8 @@ fn top_k(
     let mut input: Vec<Option<StepSeries>> = input.into_iter().map(Some).collect();
     let take = |m: usize, input: &mut Vec<Option<StepSeries>>| {
         input[m].take().map(|mut s| {
+            // Histograms have no rank.
+            s.hists = Vec::new();
             for (v, &kept) in s.vals.iter_mut().zip(&keep[m]) {
                 if !kept {
                     *v = None;
@@ -295,10 +356,7 @@ fn count_values(input: Vec<StepSeries>, grouping: &Grouping<'_>, label: &str, g:
                 .map_err(|e| execution(e.to_string()))?;
             let key = grouping.group_labels(&with_value);
             let idx = *index.entry(key.clone()).or_insert_with(|| {
-                out.push(StepSeries {
-                    labels: key,
-                    vals: vec![None; g.len],
-                });
+                out.push(StepSeries::floats(key, vec![None; g.len]));
                 out.len() - 1
             });
             let slot = &mut out[idx].vals[step];

@@ -6,8 +6,8 @@
 
 use crate::PromqlError;
 use crate::error::execution;
-use crate::eval::{Evaluator, Grid, Out, StepSeries, dedupe_per_step, drop_name, drop_own_name};
-use heddle_model::{Labels, METRIC_NAME};
+use crate::eval::{Evaluator, Grid, Out, Point, StepSeries, dedupe_per_step, drop_name, drop_own_name};
+use heddle_model::{FloatHistogram, Labels, METRIC_NAME};
 use promql_parser::parser::token::{
     T_ADD, T_ATAN2, T_DIV, T_EQLC, T_GTE, T_GTR, T_LAND, T_LOR, T_LSS, T_LTE, T_LUNLESS, T_MOD, T_MUL, T_NEQ, T_POW,
     T_SUB, TokenId,
@@ -122,9 +122,56 @@ fn vector_scalar(
                 }
             });
         }
-        out.push(StepSeries { labels, vals });
+        let hists = s
+            .hists
+            .into_iter()
+            .zip(scalar)
+            .map(|(h, &k)| h.and_then(|h| histogram_scalar(op, h, k, scalar_left)))
+            .collect();
+        out.push(StepSeries { labels, vals, hists });
     }
     Ok(Out::Vector(dedupe_per_step(out)?))
+}
+
+/// A histogram and a scalar, as Prometheus 3: `h * k`, `k * h` and `h / k` scale it; anything else has no
+/// result.
+fn histogram_scalar(op: TokenId, mut h: FloatHistogram, k: f64, scalar_left: bool) -> Option<FloatHistogram> {
+    match op {
+        T_MUL => h.mul(k),
+        T_DIV if !scalar_left => h.div(k),
+        _ => return None,
+    }
+    Some(h)
+}
+
+/// A result value of an operation between two vector elements.
+enum Res {
+    F(f64),
+    H(FloatHistogram),
+}
+
+/// An operation with a histogram on either side, as Prometheus 3: `+` and `-` of two histograms (no result if
+/// they cannot be combined), `*` by a float on either side, `/` by a float, `==` and `!=` of two histograms
+/// (filtering, or 1/0 with `bool`); anything else has no result.
+fn histogram_binop(op: TokenId, l: Point<'_>, r: Point<'_>, return_bool: bool) -> Option<Res> {
+    match (l, r) {
+        (Point::H(a), Point::H(b)) => match op {
+            T_ADD => a.add(b).ok().map(Res::H),
+            T_SUB => a.sub(b).ok().map(Res::H),
+            T_EQLC | T_NEQ => {
+                let keep = a.same_as(b) == (op == T_EQLC);
+                if return_bool {
+                    Some(Res::F(if keep { 1.0 } else { 0.0 }))
+                } else {
+                    keep.then(|| Res::H(a.clone()))
+                }
+            }
+            _ => None,
+        },
+        (Point::H(h), Point::F(k)) => histogram_scalar(op, h.clone(), k, false).map(Res::H),
+        (Point::F(k), Point::H(h)) => histogram_scalar(op, h.clone(), k, true).map(Res::H),
+        (Point::F(_), Point::F(_)) => None,
+    }
 }
 
 /// How the two sides of a vector operation are matched.
@@ -203,10 +250,8 @@ fn set_op(
     let presence = |series: &[StepSeries], ids: &[usize]| {
         let mut p = vec![vec![false; g.len]; sigs.len()];
         for (s, &id) in series.iter().zip(ids) {
-            for (i, v) in s.vals.iter().enumerate() {
-                if v.is_some() {
-                    p[id][i] = true;
-                }
+            for (i, present) in p[id].iter_mut().enumerate() {
+                *present |= s.has(i);
             }
         }
         p
@@ -218,9 +263,9 @@ fn set_op(
             lhs.into_iter()
                 .zip(lsig)
                 .map(|(mut s, id)| {
-                    for (i, v) in s.vals.iter_mut().enumerate() {
-                        if right[id][i] != want {
-                            *v = None;
+                    for (i, &present) in right[id].iter().enumerate() {
+                        if present != want {
+                            s.clear(i);
                         }
                     }
                     s
@@ -231,9 +276,9 @@ fn set_op(
             let left = presence(&lhs, &lsig);
             let mut out = lhs;
             for (mut s, id) in rhs.into_iter().zip(rsig) {
-                for (i, v) in s.vals.iter_mut().enumerate() {
-                    if left[id][i] {
-                        *v = None;
+                for (i, &present) in left[id].iter().enumerate() {
+                    if present {
+                        s.clear(i);
                     }
                 }
                 out.push(s);
@@ -272,8 +317,8 @@ fn vector_vector(
     let mut matched_outputs: HashMap<(usize, usize), usize> = HashMap::new();
 
     for step in 0..g.len {
-        let many_present = many.iter().any(|s| s.vals[step].is_some());
-        let one_present = one.iter().any(|s| s.vals[step].is_some());
+        let many_present = many.iter().any(|s| s.has(step));
+        let one_present = one.iter().any(|s| s.has(step));
         if !many_present || !one_present {
             continue;
         }
@@ -281,7 +326,7 @@ fn vector_vector(
         // The "one" side must be unique per signature at each step.
         let mut one_at: Vec<Option<usize>> = vec![None; sigs.len()];
         for (sig, members) in one_by_sig.iter().enumerate() {
-            let mut present = members.iter().filter(|&&m| one[m].vals[step].is_some());
+            let mut present = members.iter().filter(|&&m| one[m].has(step));
             if let Some(&first) = present.next() {
                 if let Some(&second) = present.next() {
                     return Err(execution(format!(
@@ -295,32 +340,31 @@ fn vector_vector(
             }
         }
         for (m, series) in many.iter().enumerate() {
-            let Some(mv) = series.vals[step] else { continue };
+            let Some(mv) = series.at(step) else { continue };
             let sig = many_sig[m];
             let Some(o) = one_at[sig] else { continue };
-            let Some(ov) = one[o].vals[step] else { continue };
+            let Some(ov) = one[o].at(step) else { continue };
             let (l, r) = if swapped { (ov, mv) } else { (mv, ov) };
-            let (value, keep) = apply(op, l, r)?;
-            let value = match (return_bool, keep) {
-                (true, k) => {
-                    if k {
-                        1.0
-                    } else {
-                        0.0
+            let value = match (l, r) {
+                (Point::F(l), Point::F(r)) => {
+                    let (value, keep) = apply(op, l, r)?;
+                    match (return_bool, keep) {
+                        (true, k) => Res::F(if k { 1.0 } else { 0.0 }),
+                        (false, true) => Res::F(value),
+                        (false, false) => continue,
                     }
                 }
-                (false, true) => value,
-                (false, false) => continue,
+                _ => match histogram_binop(op, l, r, return_bool) {
+                    Some(v) => v,
+                    None => continue,
+                },
             };
             let idx = match pair_out.get(&(m, o)) {
                 Some(&idx) => idx,
                 None => {
                     let labels = result_labels(op, &series.labels, &one[o].labels, matching, return_bool)?;
                     let idx = *out_by_labels.entry(labels.clone()).or_insert_with(|| {
-                        out.push(StepSeries {
-                            labels,
-                            vals: vec![None; g.len],
-                        });
+                        out.push(StepSeries::floats(labels, vec![None; g.len]));
                         out.len() - 1
                     });
                     pair_out.insert((m, o), idx);
@@ -339,11 +383,14 @@ fn vector_vector(
                     "multiple matches for labels: grouping labels must ensure unique matches",
                 ));
             }
-            let slot = &mut out[idx].vals[step];
-            if slot.is_some() {
+            let into = &mut out[idx];
+            if into.has(step) {
                 return Err(execution("vector cannot contain metrics with the same labelset"));
             }
-            *slot = Some(value);
+            match value {
+                Res::F(v) => into.vals[step] = Some(v),
+                Res::H(h) => into.set_hist(step, h),
+            }
         }
     }
     Ok(out.into_iter().filter(|s| !s.is_empty()).collect())

@@ -6,8 +6,8 @@
 use crate::PromqlError;
 use crate::error::execution;
 use crate::query::{Series, Stats, align_up, at_ms, duration_ms, node_key, offset_ms};
-use crate::value::{InstantSample, RangeSeries, Value};
-use heddle_model::{Labels, METRIC_NAME, Sample, is_stale_nan};
+use crate::value::{HistogramPoint, InstantSample, RangeSeries, Value};
+use heddle_model::{FloatHistogram, Labels, METRIC_NAME, Sample, is_stale_nan};
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -48,17 +48,88 @@ impl Grid {
     }
 }
 
-/// A series' value at each step of a grid (`None`: no value at that step).
+/// A series' value at each step of a grid: a float in `vals`, a native histogram in `hists`, or neither (no
+/// value at that step), never both.
 #[derive(Debug, Clone)]
 pub(crate) struct StepSeries {
     pub labels: Labels,
     pub vals: Vec<Option<f64>>,
+    /// Empty when the series has no histogram at any step (most series): float-only work never sees it.
+    pub hists: Vec<Option<FloatHistogram>>,
+}
+
+/// A value at one step, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Point<'a> {
+    F(f64),
+    H(&'a FloatHistogram),
 }
 
 impl StepSeries {
-    pub fn is_empty(&self) -> bool {
-        self.vals.iter().all(Option::is_none)
+    /// A series of floats only.
+    pub fn floats(labels: Labels, vals: Vec<Option<f64>>) -> Self {
+        Self {
+            labels,
+            vals,
+            hists: Vec::new(),
+        }
     }
+
+    /// The histogram at step `i`, if that step holds one.
+    pub fn hist(&self, i: usize) -> Option<&FloatHistogram> {
+        self.hists.get(i).and_then(Option::as_ref)
+    }
+
+    /// The value at step `i`, of either kind.
+    pub fn at(&self, i: usize) -> Option<Point<'_>> {
+        match self.vals[i] {
+            Some(v) => Some(Point::F(v)),
+            None => self.hist(i).map(Point::H),
+        }
+    }
+
+    /// Whether step `i` holds a value of either kind.
+    pub fn has(&self, i: usize) -> bool {
+        self.vals[i].is_some() || self.hist(i).is_some()
+    }
+
+    /// Removes the value at step `i`, of either kind.
+    pub fn clear(&mut self, i: usize) {
+        self.vals[i] = None;
+        if let Some(h) = self.hists.get_mut(i) {
+            *h = None;
+        }
+    }
+
+    /// Sets step `i` to histogram `h`.
+    pub fn set_hist(&mut self, i: usize, h: FloatHistogram) {
+        if self.hists.is_empty() {
+            self.hists = vec![None; self.vals.len()];
+        }
+        self.vals[i] = None;
+        self.hists[i] = Some(h);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.vals.iter().all(Option::is_none) && self.hists.iter().all(Option::is_none)
+    }
+
+    /// The samples this series holds for the sample limit: one per float, [`histogram_weight`] per histogram.
+    pub fn weight(&self) -> usize {
+        self.vals.iter().flatten().count() + self.hists.iter().flatten().map(histogram_weight).sum::<usize>()
+    }
+}
+
+/// What a histogram counts for against the sample limit, as in Prometheus 3: one sample per 16 bytes of its
+/// size ([`FloatHistogram::size_bytes`], rounded), so 11 for the smallest histogram and one more per two
+/// buckets or spans.
+pub(crate) fn histogram_weight(h: &FloatHistogram) -> usize {
+    (h.size_bytes() + 8) / 16
+}
+
+/// Whether a histogram sample is a staleness marker.
+pub(crate) fn is_stale_histogram(p: &HistogramPoint) -> bool {
+    is_stale_nan(p.h.sum)
 }
 
 /// A node's value over a grid.
@@ -92,7 +163,11 @@ impl<'q> Evaluator<'q> {
         query_start: i64,
         query_end: i64,
     ) -> Result<Self, PromqlError> {
-        let fetched_samples = fetched.iter().flatten().map(|s| s.samples.len()).sum();
+        let fetched_samples = fetched
+            .iter()
+            .flatten()
+            .map(|s| s.samples.len() + s.histograms.iter().map(|p| histogram_weight(&p.h)).sum::<usize>())
+            .sum();
         let eval = Self {
             fetched,
             index,
@@ -162,16 +237,23 @@ impl<'q> Evaluator<'q> {
             Out::Scalar(v) => Value::Matrix(vec![RangeSeries {
                 labels: Labels::default(),
                 samples: g.times().zip(v).map(|(t, v)| Sample::new(t, v)).collect(),
+                histograms: Vec::new(),
             }]),
             Out::Str(s) => Value::String { t: g.start, s },
             Out::Vector(series) if !range => Value::Vector(
                 series
                     .into_iter()
-                    .filter_map(|s| {
-                        s.vals[0].map(|v| InstantSample {
+                    .filter_map(|mut s| {
+                        let (v, h) = match (s.vals[0], s.hists.get_mut(0).and_then(Option::take)) {
+                            (Some(v), _) => (v, None),
+                            (None, Some(h)) => (0.0, Some(Box::new(h))),
+                            (None, None) => return None,
+                        };
+                        Some(InstantSample {
                             labels: s.labels,
                             t: g.start,
                             v,
+                            h,
                         })
                     })
                     .collect(),
@@ -180,13 +262,13 @@ impl<'q> Evaluator<'q> {
                 let mut out: Vec<RangeSeries> = series
                     .into_iter()
                     .filter(|s| !s.is_empty())
-                    .map(|s| RangeSeries {
-                        samples: g
-                            .times()
-                            .zip(s.vals)
-                            .filter_map(|(t, v)| v.map(|v| Sample::new(t, v)))
-                            .collect(),
-                        labels: s.labels,
+                    .map(|s| {
+                        let (samples, histograms) = step_points(g, s.vals, s.hists);
+                        RangeSeries {
+                            labels: s.labels,
+                            samples,
+                            histograms,
+                        }
                     })
                     .collect();
                 out.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -195,10 +277,11 @@ impl<'q> Evaluator<'q> {
             Out::Matrix(series) => {
                 let mut out: Vec<RangeSeries> = series
                     .into_iter()
-                    .filter(|s| !s.samples.is_empty())
+                    .filter(|s| !s.samples.is_empty() || !s.histograms.is_empty())
                     .map(|s| RangeSeries {
                         labels: s.labels,
                         samples: s.samples,
+                        histograms: s.histograms,
                     })
                     .collect();
                 out.sort_by(|a, b| a.labels.cmp(&b.labels));
@@ -219,12 +302,23 @@ impl<'q> Evaluator<'q> {
             Expr::Subquery(sq) => Out::Matrix(self.range_source_of_subquery(sq, g)?.into_top()),
             Expr::Unary(u) => match self.eval(&u.expr, g)? {
                 Out::Scalar(v) => Out::Scalar(v.into_iter().map(|x| -x).collect()),
+                // A histogram is negated as `h * -1`, as in Prometheus 3.
                 Out::Vector(series) => Out::Vector(dedupe_per_step(
                     series
                         .into_iter()
                         .map(|s| StepSeries {
                             labels: drop_own_name(s.labels),
                             vals: s.vals.into_iter().map(|v| v.map(|x| -x)).collect(),
+                            hists: s
+                                .hists
+                                .into_iter()
+                                .map(|h| {
+                                    h.map(|mut h| {
+                                        h.mul(-1.0);
+                                        h
+                                    })
+                                })
+                                .collect(),
                         })
                         .collect(),
                 )?),
@@ -236,14 +330,14 @@ impl<'q> Evaluator<'q> {
             Expr::Extension(_) => return Err(PromqlError::BadData("unknown expression".into())),
         };
         if let Out::Vector(series) = &out {
-            self.hold(series.iter().map(|s| s.vals.iter().flatten().count()).sum())?;
+            self.hold(series.iter().map(StepSeries::weight).sum())?;
         }
         Ok(out)
     }
 
     /// An instant vector selector: at each step, each series' latest sample within the lookback window
-    /// `[t - lookback, t]`, unless it is a staleness marker. With `timestamps`, the value is the sample's
-    /// timestamp in seconds instead (`timestamp(x)`).
+    /// `[t - lookback, t]`, float or histogram, unless it is a staleness marker. With `timestamps`, the value is
+    /// the sample's timestamp in seconds instead (`timestamp(x)`), for histograms too.
     pub fn vector_selector(
         &self,
         vs: &VectorSelector,
@@ -256,38 +350,55 @@ impl<'q> Evaluator<'q> {
             offset_ms(&vs.offset),
         );
         let mut out = Vec::new();
+        let mut held = 0usize;
         for series in self.selected(vs)? {
             self.check_deadline("selecting series")?;
-            let samples = &series.samples;
-            let mut vals = Vec::with_capacity(g.len);
-            // Number of samples at or before the current time: moves forward only while times increase.
-            let mut upto = 0;
+            let (samples, histograms) = (&series.samples, &series.histograms);
+            let mut s = StepSeries::floats(series.labels.clone(), vec![None; g.len]);
+            // Number of samples of each kind at or before the current time: move forward only while times
+            // increase.
+            let (mut upto, mut upto_h) = (0, 0);
             let mut prev_t = i64::MIN;
-            for &t in &times {
+            for (i, &t) in times.iter().enumerate() {
                 if t < prev_t {
                     upto = samples.partition_point(|s| s.t <= t);
+                    upto_h = histograms.partition_point(|p| p.t <= t);
                 } else {
                     while upto < samples.len() && samples[upto].t <= t {
                         upto += 1;
                     }
+                    while upto_h < histograms.len() && histograms[upto_h].t <= t {
+                        upto_h += 1;
+                    }
                 }
                 prev_t = t;
-                let v = match upto.checked_sub(1).map(|i| samples[i]) {
-                    Some(s) if s.t >= t - self.lookback && !is_stale_nan(s.v) => {
-                        Some(if timestamps { s.t as f64 / 1000.0 } else { s.v })
-                    }
-                    _ => None,
+                let float = upto.checked_sub(1).map(|i| samples[i]);
+                let hist = upto_h.checked_sub(1).map(|i| &histograms[i]);
+                // The newest sample of either kind; a storage never holds both at one time.
+                let newest_hist = match (float, hist) {
+                    (Some(f), Some(h)) => (h.t > f.t).then_some(h),
+                    (None, h) => h,
+                    (Some(_), None) => None,
                 };
-                vals.push(v);
+                match (newest_hist, float) {
+                    (Some(h), _) if h.t >= t - self.lookback && !is_stale_histogram(h) => {
+                        if timestamps {
+                            s.vals[i] = Some(h.t as f64 / 1000.0);
+                        } else {
+                            s.set_hist(i, h.h.clone());
+                        }
+                    }
+                    (None, Some(f)) if f.t >= t - self.lookback && !is_stale_nan(f.v) => {
+                        s.vals[i] = Some(if timestamps { f.t as f64 / 1000.0 } else { f.v });
+                    }
+                    _ => {}
+                }
             }
-            let s = StepSeries {
-                labels: series.labels.clone(),
-                vals,
-            };
             if !s.is_empty() {
-                out.push(s);
                 // Counted as it grows: a selector over many steps must fail before it has allocated them all.
-                self.hold(out.len().saturating_mul(g.len))?;
+                held = held.saturating_add(g.len.max(s.weight()));
+                out.push(s);
+                self.hold(held)?;
             }
         }
         Ok(out)
@@ -300,10 +411,16 @@ impl<'q> Evaluator<'q> {
             .selected(&ms.vs)?
             .iter()
             .map(|s| {
-                if s.samples.iter().any(|x| is_stale_nan(x.v)) {
+                if s.samples.iter().any(|x| is_stale_nan(x.v)) || s.histograms.iter().any(is_stale_histogram) {
                     Cow::Owned(Series {
                         labels: s.labels.clone(),
                         samples: s.samples.iter().copied().filter(|x| !is_stale_nan(x.v)).collect(),
+                        histograms: s
+                            .histograms
+                            .iter()
+                            .filter(|p| !is_stale_histogram(p))
+                            .cloned()
+                            .collect(),
                     })
                 } else {
                     Cow::Borrowed(s)
@@ -345,20 +462,18 @@ impl<'q> Evaluator<'q> {
                 Out::Vector(series) => series
                     .into_iter()
                     .map(|s| {
+                        let (samples, histograms) = step_points(inner, s.vals, s.hists);
                         Cow::Owned(Series {
-                            samples: inner
-                                .times()
-                                .zip(s.vals)
-                                .filter_map(|(t, v)| v.map(|v| Sample::new(t, v)))
-                                .collect(),
                             labels: s.labels,
+                            samples,
+                            histograms,
                         })
                     })
                     .collect(),
-                Out::Scalar(v) => vec![Cow::Owned(Series {
-                    labels: Labels::default(),
-                    samples: inner.times().zip(v).map(|(t, v)| Sample::new(t, v)).collect(),
-                })],
+                Out::Scalar(v) => vec![Cow::Owned(Series::floats(
+                    Labels::default(),
+                    inner.times().zip(v).map(|(t, v)| Sample::new(t, v)).collect(),
+                ))],
                 _ => return Err(execution("subquery of a value that is not an instant vector")),
             }
         };
@@ -377,29 +492,18 @@ pub(crate) struct RangeSource<'a> {
 }
 
 impl RangeSource<'_> {
-    /// Calls `f(step, window)` for each step of each series, windows found by cursors moving forward.
-    pub fn for_each_window(&self, series: &Series, mut f: impl FnMut(usize, &[Sample])) {
-        let samples = &series.samples;
-        let (mut lo, mut hi) = (0usize, 0usize);
+    /// Calls `f(step, floats, histograms)` for each step of each series with the samples of each kind in its
+    /// window, found by cursors moving forward.
+    pub fn for_each_window(&self, series: &Series, mut f: impl FnMut(usize, &[Sample], &[HistogramPoint])) {
+        let mut floats = Cursor::default();
+        let mut hists = Cursor::default();
         let mut prev_t = i64::MIN;
         for (i, &t) in self.times.iter().enumerate() {
-            let from = t - self.range;
-            if t < prev_t {
-                lo = samples.partition_point(|s| s.t < from);
-                hi = samples.partition_point(|s| s.t <= t);
-            } else {
-                while lo < samples.len() && samples[lo].t < from {
-                    lo += 1;
-                }
-                if hi < lo {
-                    hi = lo;
-                }
-                while hi < samples.len() && samples[hi].t <= t {
-                    hi += 1;
-                }
-            }
+            let (from, back) = (t - self.range, t < prev_t);
+            let w = floats.window(&series.samples, |s| s.t, from, t, back);
+            let hw = hists.window(&series.histograms, |p| p.t, from, t, back);
             prev_t = t;
-            f(i, &samples[lo..hi]);
+            f(i, &series.samples[w], &series.histograms[hw]);
         }
     }
 
@@ -411,10 +515,67 @@ impl RangeSource<'_> {
             .into_iter()
             .map(|s| Series {
                 samples: s.samples.iter().copied().filter(|x| x.t >= from && x.t <= t).collect(),
+                histograms: s
+                    .histograms
+                    .iter()
+                    .filter(|p| p.t >= from && p.t <= t)
+                    .cloned()
+                    .collect(),
                 labels: s.labels.clone(),
             })
             .collect()
     }
+}
+
+/// The samples of one kind in a window `[from, to]`, as indices moving forward while the windows do.
+#[derive(Default)]
+struct Cursor {
+    lo: usize,
+    hi: usize,
+}
+
+impl Cursor {
+    fn window<T>(
+        &mut self,
+        items: &[T],
+        time: impl Fn(&T) -> i64,
+        from: i64,
+        to: i64,
+        back: bool,
+    ) -> std::ops::Range<usize> {
+        if back {
+            self.lo = items.partition_point(|x| time(x) < from);
+            self.hi = items.partition_point(|x| time(x) <= to);
+        } else {
+            while self.lo < items.len() && time(&items[self.lo]) < from {
+                self.lo += 1;
+            }
+            self.hi = self.hi.max(self.lo);
+            while self.hi < items.len() && time(&items[self.hi]) <= to {
+                self.hi += 1;
+            }
+        }
+        self.lo..self.hi.max(self.lo)
+    }
+}
+
+/// A step series' values as points at the grid's times: floats and histograms apart.
+pub(crate) fn step_points(
+    g: Grid,
+    vals: Vec<Option<f64>>,
+    hists: Vec<Option<FloatHistogram>>,
+) -> (Vec<Sample>, Vec<HistogramPoint>) {
+    let samples = g
+        .times()
+        .zip(vals)
+        .filter_map(|(t, v)| v.map(|v| Sample::new(t, v)))
+        .collect();
+    let histograms = g
+        .times()
+        .zip(hists)
+        .filter_map(|(t, h)| h.map(|h| HistogramPoint::new(t, h)))
+        .collect();
+    (samples, histograms)
 }
 
 pub(crate) fn drop_name(labels: &Labels) -> Labels {
@@ -461,11 +622,18 @@ fn merge_same_labels(series: Vec<StepSeries>, per_step: bool) -> Result<Vec<Step
             }
             Entry::Occupied(e) => {
                 let into = &mut out[*e.get()];
-                for (a, b) in into.vals.iter_mut().zip(s.vals) {
-                    match (&a, b) {
-                        (_, None) => {}
-                        (None, Some(v)) if per_step => *a = Some(v),
-                        _ => return Err(execution("vector cannot contain metrics with the same labelset")),
+                let mut s = s;
+                for i in 0..s.vals.len() {
+                    if !s.has(i) {
+                        continue;
+                    }
+                    if !per_step || into.has(i) {
+                        return Err(execution("vector cannot contain metrics with the same labelset"));
+                    }
+                    match (s.vals[i], s.hists.get_mut(i).and_then(Option::take)) {
+                        (Some(v), _) => into.vals[i] = Some(v),
+                        (None, Some(h)) => into.set_hist(i, h),
+                        (None, None) => {}
                     }
                 }
             }

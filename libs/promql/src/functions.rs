@@ -6,8 +6,10 @@ use crate::error::execution;
 use crate::eval::{
     Evaluator, Grid, Out, RangeSource, StepSeries, dedupe_per_step, dedupe_whole_range, drop_name, drop_own_name,
 };
+use crate::histogram;
+use crate::value::HistogramPoint;
 use heddle_model::civil::{civil_from_days, days_from_civil, days_in_month};
-use heddle_model::{Labels, METRIC_NAME, Sample};
+use heddle_model::{CounterResetHint, FloatHistogram, Labels, METRIC_NAME, Sample};
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{Call, Expr, VectorSelector};
 use regex::Regex;
@@ -64,6 +66,10 @@ const OTHER_FUNCTIONS: &[&str] = &[
     "histogram_count",
     "histogram_sum",
     "histogram_fraction",
+    // Newer than 2.42, taken from Prometheus 3 with native histograms.
+    "histogram_avg",
+    "histogram_stddev",
+    "histogram_stdvar",
     "label_replace",
     "label_join",
     "pi",
@@ -119,7 +125,8 @@ fn string_arg(ev: &Evaluator<'_>, e: &Expr, g: Grid) -> Result<String, PromqlErr
     }
 }
 
-/// Applies `f(value, step)` to every value, dropping `__name__` when `drop` is set.
+/// Applies `f(value, step)` to every float value, dropping `__name__` when `drop` is set; histograms give no
+/// value, as Prometheus' float functions ignore them.
 fn map_values(
     series: Vec<StepSeries>,
     drop: bool,
@@ -127,14 +134,15 @@ fn map_values(
 ) -> Result<Out, PromqlError> {
     let out = series
         .into_iter()
-        .map(|s| StepSeries {
-            labels: if drop { drop_own_name(s.labels) } else { s.labels },
-            vals: s
-                .vals
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| v.and_then(|v| f(v, i)))
-                .collect(),
+        .map(|s| {
+            StepSeries::floats(
+                if drop { drop_own_name(s.labels) } else { s.labels },
+                s.vals
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| v.and_then(|v| f(v, i)))
+                    .collect(),
+            )
         })
         .collect();
     Ok(Out::Vector(dedupe_per_step(out)?))
@@ -153,10 +161,10 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
         let series = match call.args.args.first() {
             Some(a) => vector_arg(ev, a, g)?,
             // Without an argument: the evaluation time, as `vector(time())`.
-            None => vec![StepSeries {
-                labels: Labels::default(),
-                vals: g.times().map(|t| Some(t as f64 / 1000.0)).collect(),
-            }],
+            None => vec![StepSeries::floats(
+                Labels::default(),
+                g.times().map(|t| Some(t as f64 / 1000.0)).collect(),
+            )],
         };
         // A value that is no time (NaN, an infinity, past the range of seconds in an i64) has no date. Prometheus
         // 2.42 prints whatever Go's float-to-integer conversion gives on the CPU it runs on.
@@ -173,19 +181,20 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
         "pi" => Ok(Out::Scalar(vec![std::f64::consts::PI; g.len])),
         "vector" => {
             let v = scalar_arg(ev, arg(call, 0)?, g)?;
-            Ok(Out::Vector(vec![StepSeries {
-                labels: Labels::default(),
-                vals: v.into_iter().map(Some).collect(),
-            }]))
+            Ok(Out::Vector(vec![StepSeries::floats(
+                Labels::default(),
+                v.into_iter().map(Some).collect(),
+            )]))
         }
+        // One element of either kind, and a float: a histogram has no scalar value.
         "scalar" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
             Ok(Out::Scalar(
                 (0..g.len)
                     .map(|i| {
-                        let mut present = series.iter().filter_map(|s| s.vals[i]);
+                        let mut present = series.iter().filter(|s| s.has(i));
                         match (present.next(), present.next()) {
-                            (Some(v), None) => v,
+                            (Some(s), None) => s.vals[i].unwrap_or(f64::NAN),
                             _ => f64::NAN,
                         }
                     })
@@ -195,31 +204,40 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
         "timestamp" => match unwrap_parens(arg(call, 0)?) {
             // A selector's own sample times, not the step's.
             Expr::VectorSelector(vs) => map_values(ev.vector_selector(vs, g, true)?, true, |v, _| Some(v)),
+            // The step's time for a value of either kind.
             other => {
-                let series = vector_arg(ev, other, g)?;
-                map_values(series, true, |_, i| Some(g.time(i) as f64 / 1000.0))
+                let series = vector_arg(ev, other, g)?
+                    .into_iter()
+                    .map(|s| {
+                        let vals = (0..g.len)
+                            .map(|i| s.has(i).then(|| g.time(i) as f64 / 1000.0))
+                            .collect();
+                        StepSeries::floats(drop_own_name(s.labels), vals)
+                    })
+                    .collect();
+                Ok(Out::Vector(dedupe_per_step(series)?))
             }
         },
         "absent" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
             let vals = (0..g.len)
-                .map(|i| series.iter().all(|s| s.vals[i].is_none()).then_some(1.0))
+                .map(|i| series.iter().all(|s| !s.has(i)).then_some(1.0))
                 .collect();
-            Ok(Out::Vector(vec![StepSeries {
-                labels: absent_labels(arg(call, 0)?),
+            Ok(Out::Vector(vec![StepSeries::floats(
+                absent_labels(arg(call, 0)?),
                 vals,
-            }]))
+            )]))
         }
         "absent_over_time" => {
             let source = range_source(ev, arg(call, 0)?, g)?;
             let mut any = vec![false; g.len];
             for s in &source.series {
-                source.for_each_window(s, |i, w| any[i] |= !w.is_empty());
+                source.for_each_window(s, |i, w, hw| any[i] |= !w.is_empty() || !hw.is_empty());
             }
-            Ok(Out::Vector(vec![StepSeries {
-                labels: absent_labels(arg(call, 0)?),
-                vals: any.into_iter().map(|a| (!a).then_some(1.0)).collect(),
-            }]))
+            Ok(Out::Vector(vec![StepSeries::floats(
+                absent_labels(arg(call, 0)?),
+                any.into_iter().map(|a| (!a).then_some(1.0)).collect(),
+            )]))
         }
         "round" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
@@ -250,8 +268,13 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
             let max = scalar_arg(ev, arg(call, 1)?, g)?;
             map_values(series, true, |v, i| Some(go_min(max[i], v)))
         }
+        // Histograms have no order: Prometheus 3 drops them.
         "sort" | "sort_desc" => {
-            let mut series = vector_arg(ev, arg(call, 0)?, g)?;
+            let mut series: Vec<StepSeries> = vector_arg(ev, arg(call, 0)?, g)?
+                .into_iter()
+                .map(|s| StepSeries::floats(s.labels, s.vals))
+                .filter(|s| !s.is_empty())
+                .collect();
             if g.len == 1 {
                 let desc = name == "sort_desc";
                 series.sort_by(|a, b| {
@@ -292,7 +315,11 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
                         s.labels.with(&dst, &res).map_err(|e| execution(e.to_string()))?
                     }
                 };
-                out.push(StepSeries { labels, vals: s.vals });
+                out.push(StepSeries {
+                    labels,
+                    vals: s.vals,
+                    hists: s.hists,
+                });
             }
             Ok(Out::Vector(dedupe_per_step(out)?))
         }
@@ -320,21 +347,57 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
                     .labels
                     .with(&dst, &joined.join(&sep))
                     .map_err(|e| execution(e.to_string()))?;
-                out.push(StepSeries { labels, vals: s.vals });
+                out.push(StepSeries {
+                    labels,
+                    vals: s.vals,
+                    hists: s.hists,
+                });
             }
             Ok(Out::Vector(dedupe_per_step(out)?))
         }
+        // Classic buckets (float series with an `le` label) and native histograms, each on its own.
         "histogram_quantile" => {
             let q = scalar_arg(ev, arg(call, 0)?, g)?;
             let series = vector_arg(ev, arg(call, 1)?, g)?;
-            Ok(Out::Vector(histogram_quantile(&q, series, g)))
+            let mut out: Vec<StepSeries> = series
+                .iter()
+                .filter(|s| !s.hists.is_empty())
+                .map(|s| {
+                    let vals = (0..g.len)
+                        .map(|i| s.hist(i).map(|h| histogram::quantile(q[i], h)))
+                        .collect();
+                    StepSeries::floats(drop_name(&s.labels), vals)
+                })
+                .collect();
+            out.extend(histogram_quantile(&q, series, g));
+            Ok(Out::Vector(dedupe_per_step(out)?))
         }
-        // Native histogram functions ignore float samples, and Heddle stores only floats so far.
-        "histogram_count" | "histogram_sum" | "histogram_fraction" => {
-            for a in &call.args.args {
-                ev.eval(a, g)?;
-            }
-            Ok(Out::Vector(Vec::new()))
+        "histogram_fraction" => {
+            let lower = scalar_arg(ev, arg(call, 0)?, g)?;
+            let upper = scalar_arg(ev, arg(call, 1)?, g)?;
+            let series = vector_arg(ev, arg(call, 2)?, g)?;
+            let out = series
+                .into_iter()
+                .filter(|s| !s.hists.is_empty())
+                .map(|s| {
+                    let vals = (0..g.len)
+                        .map(|i| s.hist(i).map(|h| histogram::fraction(lower[i], upper[i], h)))
+                        .collect();
+                    StepSeries::floats(drop_own_name(s.labels), vals)
+                })
+                .collect();
+            Ok(Out::Vector(dedupe_per_step(out)?))
+        }
+        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
+            let series = vector_arg(ev, arg(call, 0)?, g)?;
+            let f: fn(&FloatHistogram) -> f64 = match name {
+                "histogram_count" => |h| h.count,
+                "histogram_sum" => |h| h.sum,
+                "histogram_avg" => |h| h.sum / h.count,
+                "histogram_stddev" => |h| histogram::stdvar(h).sqrt(),
+                _ => histogram::stdvar,
+            };
+            Ok(Out::Vector(dedupe_per_step(histogram::per_histogram(series, f))?))
         }
         other => Err(PromqlError::BadData(format!("unknown function with name {other:?}"))),
     }
@@ -503,24 +566,150 @@ fn range_function(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Promq
     let mut out = Vec::with_capacity(source.series.len());
     for series in &source.series {
         ev.check_deadline("range function")?;
-        let mut vals = vec![None; g.len];
-        source.for_each_window(series, |i, window| {
-            if window.is_empty() {
-                return;
-            }
-            let t = source.times[i];
-            vals[i] = over_window(name, window, t - source.range, t, source.range, g.time(i), &params, i);
-        });
         // last_over_time acts like an offset and keeps the metric name.
         let labels = if name == "last_over_time" {
             series.labels.clone()
         } else {
             drop_name(&series.labels)
         };
-        out.push(StepSeries { labels, vals });
+        let mut s = StepSeries::floats(labels, vec![None; g.len]);
+        source.for_each_window(series, |i, window, hists| {
+            let t = source.times[i];
+            if !hists.is_empty() {
+                match over_histogram_window(name, window, hists, t - source.range, t, source.range) {
+                    Some(Outcome::Float(v)) => s.vals[i] = Some(v),
+                    Some(Outcome::Histogram(h)) => s.set_hist(i, h),
+                    Some(Outcome::Nothing) => {}
+                    // A function of floats: the window's floats alone.
+                    None if window.is_empty() => {}
+                    None => {
+                        s.vals[i] = over_window(name, window, t - source.range, t, source.range, g.time(i), &params, i)
+                    }
+                }
+            } else if !window.is_empty() {
+                s.vals[i] = over_window(name, window, t - source.range, t, source.range, g.time(i), &params, i);
+            }
+        });
+        out.push(s);
         ev.hold(out.len().saturating_mul(g.len))?;
     }
     Ok(Out::Vector(dedupe_whole_range(out)?))
+}
+
+/// What a range function gives for a window holding histograms.
+enum Outcome {
+    Float(f64),
+    Histogram(FloatHistogram),
+    /// No value: too few samples, floats and histograms mixed where they cannot be, histograms that cannot be
+    /// combined.
+    Nothing,
+}
+
+/// A sample of either kind (a histogram with its time).
+enum Point<'a> {
+    F,
+    H(&'a FloatHistogram, i64),
+}
+
+/// The last two samples of a window of both kinds, oldest first, as Prometheus 3's `irate` and `idelta` pick
+/// them; `None` when both are floats (the float functions answer then) or there are fewer than two.
+fn last_two<'a>(w: &[Sample], hw: &'a [HistogramPoint]) -> Option<(Point<'a>, Point<'a>)> {
+    let mut all: Vec<(i64, Point<'a>)> = w[w.len().saturating_sub(2)..].iter().map(|s| (s.t, Point::F)).collect();
+    all.extend(
+        hw[hw.len().saturating_sub(2)..]
+            .iter()
+            .map(|p| (p.t, Point::H(&p.h, p.t))),
+    );
+    all.sort_by_key(|(t, _)| *t);
+    let mut newest = all.into_iter().rev();
+    let (last, prev) = (newest.next()?.1, newest.next()?.1);
+    if matches!((&prev, &last), (Point::F, Point::F)) {
+        return None;
+    }
+    Some((prev, last))
+}
+
+/// A range function over a window `w` of floats and `hw` (not empty) of histograms, as Prometheus 3; `None` for
+/// the functions that read floats only and ignore histograms.
+fn over_histogram_window(
+    name: &str,
+    w: &[Sample],
+    hw: &[HistogramPoint],
+    start: i64,
+    end: i64,
+    range: i64,
+) -> Option<Outcome> {
+    let outcome = |h: Option<FloatHistogram>| h.map_or(Outcome::Nothing, Outcome::Histogram);
+    Some(match name {
+        "rate" | "increase" | "delta" => {
+            if !w.is_empty() || hw.len() < 2 {
+                return Some(Outcome::Nothing);
+            }
+            let counter = name != "delta";
+            let Some(mut h) = histogram::change(hw, counter) else {
+                return Some(Outcome::Nothing);
+            };
+            let (first, last) = (&hw[0], &hw[hw.len() - 1]);
+            // Prometheus 3 bounds a histogram counter's extrapolation by its count reaching zero.
+            let to_zero = (counter && h.count > 0.0 && first.h.count >= 0.0)
+                .then(|| ZeroClamp::AfterThreshold((last.t - first.t) as f64 / 1000.0 * (first.h.count / h.count)));
+            h.mul(extrapolation(
+                first.t,
+                last.t,
+                hw.len(),
+                start,
+                end,
+                range,
+                name == "rate",
+                to_zero.unwrap_or(ZeroClamp::None),
+            ));
+            Outcome::Histogram(h)
+        }
+        "irate" | "idelta" => {
+            let (prev, last) = last_two(w, hw)?;
+            match (prev, last) {
+                (Point::H(a, ta), Point::H(b, tb)) if tb > ta => {
+                    let rate = name == "irate";
+                    let mut h = if !rate || !b.detect_reset(a) {
+                        match b.sub(a) {
+                            Ok(h) => h,
+                            Err(_) => return Some(Outcome::Nothing),
+                        }
+                    } else {
+                        b.clone()
+                    };
+                    h.counter_reset_hint = CounterResetHint::Gauge;
+                    h.compact(0);
+                    if rate {
+                        h.div((tb - ta) as f64 / 1000.0);
+                    }
+                    Outcome::Histogram(h)
+                }
+                _ => Outcome::Nothing,
+            }
+        }
+        "last_over_time" => match w.last() {
+            Some(f) if f.t > hw[hw.len() - 1].t => Outcome::Float(f.v),
+            _ => Outcome::Histogram(hw[hw.len() - 1].h.clone()),
+        },
+        "count_over_time" => Outcome::Float((w.len() + hw.len()) as f64),
+        "present_over_time" => Outcome::Float(1.0),
+        "sum_over_time" | "avg_over_time" if !w.is_empty() => Outcome::Nothing,
+        "sum_over_time" => outcome(histogram::sum(hw.iter().map(|p| &p.h))),
+        "avg_over_time" => outcome(histogram::mean(hw.iter().map(|p| &p.h))),
+        // Each kind counted on its own.
+        "resets" => Outcome::Float(
+            (w.windows(2).filter(|p| p[1].v < p[0].v).count()
+                + hw.windows(2).filter(|p| p[1].h.detect_reset(&p[0].h)).count()) as f64,
+        ),
+        "changes" => Outcome::Float(
+            (w.windows(2)
+                .filter(|p| p[1].v != p[0].v && !(p[1].v.is_nan() && p[0].v.is_nan()))
+                .count()
+                + hw.windows(2).filter(|p| !p[1].h.same_as(&p[0].h)).count()) as f64,
+        ),
+        _ => return None,
+    })
 }
 
 /// One range function over one window `w` (not empty) ending at `end`, starting at `start`.
@@ -620,23 +809,63 @@ fn extrapolated_rate(w: &[Sample], start: i64, end: i64, range: i64, counter: bo
             prev = s.v;
         }
     }
-    let mut to_start = (first.t - start) as f64 / 1000.0;
-    let to_end = (end - last.t) as f64 / 1000.0;
-    let sampled = (last.t - first.t) as f64 / 1000.0;
-    let average_interval = sampled / (w.len() - 1) as f64;
-    if counter && result > 0.0 && first.v >= 0.0 {
-        let to_zero = sampled * (first.v / result);
-        if to_zero < to_start {
-            to_start = to_zero;
-        }
+    // A counter is not extrapolated below zero: the time it would take to rise from zero bounds the start.
+    let to_zero = (counter && result > 0.0 && first.v >= 0.0)
+        .then(|| ZeroClamp::BeforeThreshold((last.t - first.t) as f64 / 1000.0 * (first.v / result)));
+    Some(
+        result
+            * extrapolation(
+                first.t,
+                last.t,
+                w.len(),
+                start,
+                end,
+                range,
+                rate,
+                to_zero.unwrap_or(ZeroClamp::None),
+            ),
+    )
+}
+
+/// How a counter's extrapolation before its first sample is bounded by the time it would take to rise from
+/// zero (seconds).
+enum ZeroClamp {
+    None,
+    /// Prometheus 2 (floats): the bound applies before the start is compared with the threshold.
+    BeforeThreshold(f64),
+    /// Prometheus 3 (histograms): the bound applies to what the threshold rule gave.
+    AfterThreshold(f64),
+}
+
+/// The factor that extrapolates the change between samples at `first` and `last` (of `n`) to the window
+/// `[start, end]`: to each edge if the samples come within 1.1 average intervals of it, else half an interval
+/// beyond them; per second of the window when `rate`.
+#[allow(clippy::too_many_arguments)]
+fn extrapolation(
+    first: i64,
+    last: i64,
+    n: usize,
+    start: i64,
+    end: i64,
+    range: i64,
+    rate: bool,
+    zero: ZeroClamp,
+) -> f64 {
+    let mut to_start = (first - start) as f64 / 1000.0;
+    let to_end = (end - last) as f64 / 1000.0;
+    let sampled = (last - first) as f64 / 1000.0;
+    let average_interval = sampled / (n - 1) as f64;
+    if let ZeroClamp::BeforeThreshold(to_zero) = zero {
+        to_start = to_start.min(to_zero);
     }
     let threshold = average_interval * 1.1;
-    let mut extrapolate_to = sampled;
-    extrapolate_to += if to_start < threshold {
-        to_start
-    } else {
-        average_interval / 2.0
-    };
+    if to_start >= threshold {
+        to_start = average_interval / 2.0;
+    }
+    if let ZeroClamp::AfterThreshold(to_zero) = zero {
+        to_start = to_start.min(to_zero);
+    }
+    let mut extrapolate_to = sampled + to_start;
     extrapolate_to += if to_end < threshold {
         to_end
     } else {
@@ -646,10 +875,10 @@ fn extrapolated_rate(w: &[Sample], start: i64, end: i64, range: i64, counter: bo
     if rate {
         factor /= range as f64 / 1000.0;
     }
-    Some(result * factor)
+    factor
 }
 
-fn kahan_add(v: f64, sum: f64, c: f64) -> (f64, f64) {
+pub(crate) fn kahan_add(v: f64, sum: f64, c: f64) -> (f64, f64) {
     let t = sum + v;
     let c = if sum.abs() >= v.abs() {
         c + ((sum - t) + v)
@@ -766,7 +995,7 @@ fn histogram_quantile(q: &[f64], series: Vec<StepSeries>, g: Grid) -> Vec<StepSe
                 (!buckets.is_empty()).then(|| bucket_quantile(q[step], &mut buckets))
             })
             .collect();
-        out.push(StepSeries { labels, vals });
+        out.push(StepSeries::floats(labels, vals));
     }
     out
 }

@@ -7,6 +7,10 @@
 //! and any non-empty label name in `label_replace`, `label_join` and `count_values`, which tenants storing
 //! UTF-8 names need.
 //!
+//! Native histograms follow Prometheus 3 (the `histogram` module lists where that differs from 2.42): a
+//! [`Series`] carries histogram samples beside float ones, and a result's [`InstantSample`] or [`RangeSeries`]
+//! a histogram or a float per point; [`write_histogram_json`] writes one as Prometheus' HTTP API does.
+//!
 //! The engine does no I/O. [`Query::new`] parses a query and lists the [`Selection`]s it needs (each
 //! selector once, over the whole time span its steps read); the caller fetches them and hands them to
 //! [`Query::evaluate`], which checks the sample limit and the deadline as it goes.
@@ -16,13 +20,16 @@ mod binary;
 mod error;
 mod eval;
 mod functions;
+mod histogram;
+mod json;
 mod query;
 mod value;
 
 pub use error::PromqlError;
 pub use functions::go_format_float;
+pub use json::{api_float, write_histogram_json};
 pub use query::{Query, QueryOptions, QueryTime, Selection, Series, Stats, format_query, parse};
-pub use value::{InstantSample, RangeSeries, Value};
+pub use value::{HistogramPoint, InstantSample, RangeSeries, Value};
 
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@
 
 use crate::PromqlError;
 use crate::eval::{Evaluator, Grid};
-use crate::value::Value;
+use crate::value::{HistogramPoint, Value};
 use heddle_model::{Labels, MatchType, Matcher, Sample};
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{self, AtModifier, Expr, Offset, VectorSelector, value::ValueType};
@@ -23,7 +23,8 @@ pub struct QueryOptions {
     /// The step of a subquery that names none (Prometheus' default evaluation interval, 1 minute).
     pub default_subquery_step_ms: i64,
     /// Most samples the query may hold at once: fetched samples plus the points of the step being built
-    /// (Mimir's `-querier.max-samples`).
+    /// (Mimir's `-querier.max-samples`). A native histogram counts as Prometheus 3 counts it: one sample per
+    /// 16 bytes of its size (11 for the smallest, one more per two buckets or spans).
     pub max_samples: usize,
     /// When evaluation gives up.
     pub deadline: Option<Instant>,
@@ -60,18 +61,34 @@ pub struct Selection {
     pub end: i64,
 }
 
-/// A selected series, as the caller hands it back for a [`Selection`].
-#[derive(Debug, Clone, PartialEq)]
+/// A selected series, as the caller hands it back for a [`Selection`]: float samples and native histogram
+/// samples side by side, as Prometheus' `Series {Floats, Histograms}`.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Series {
     pub labels: Labels,
-    /// Sorted by time, one sample per timestamp; staleness markers included.
+    /// Float samples, sorted by time, one per timestamp; staleness markers included.
     pub samples: Vec<Sample>,
+    /// Native histogram samples, sorted by time, one per timestamp and at none of the float samples' times.
+    /// Integer histograms are handed in converted ([`heddle_model::Histogram::to_float`]); a staleness marker
+    /// is a histogram whose sum is the stale NaN ([`heddle_model::is_stale_nan`]).
+    pub histograms: Vec<HistogramPoint>,
+}
+
+impl Series {
+    /// A series of float samples only.
+    pub fn floats(labels: Labels, samples: Vec<Sample>) -> Self {
+        Self {
+            labels,
+            samples,
+            histograms: Vec::new(),
+        }
+    }
 }
 
 /// What evaluation cost, for Prometheus' `stats` block.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Samples handed to the engine by the selections.
+    /// Samples handed to the engine by the selections, histograms counted as for [`QueryOptions::max_samples`].
     pub total_queryable_samples: u64,
     /// The most samples held at once.
     pub peak_samples: u64,

@@ -4,15 +4,14 @@ use crate::{PromqlError, Query, QueryOptions, QueryTime, Series, Value};
 use heddle_model::{Labels, STALE_NAN_BITS, Sample};
 use proptest::prelude::*;
 
-fn labels(pairs: &[(&str, &str)]) -> Labels {
+mod histograms;
+
+pub(super) fn labels(pairs: &[(&str, &str)]) -> Labels {
     Labels::from_unsorted(pairs.iter().copied()).unwrap()
 }
 
 fn series(pairs: &[(&str, &str)], samples: &[(i64, f64)]) -> Series {
-    Series {
-        labels: labels(pairs),
-        samples: samples.iter().map(|&(t, v)| Sample::new(t, v)).collect(),
-    }
+    Series::floats(labels(pairs), samples.iter().map(|&(t, v)| Sample::new(t, v)).collect())
 }
 
 /// What the querier does: each selection gets the matching series, cut to its time range.
@@ -36,8 +35,14 @@ fn fetch(query: &Query, data: &[Series]) -> Vec<Vec<Series>> {
                         .copied()
                         .filter(|x| x.t >= sel.start && x.t <= sel.end)
                         .collect(),
+                    histograms: s
+                        .histograms
+                        .iter()
+                        .filter(|x| x.t >= sel.start && x.t <= sel.end)
+                        .cloned()
+                        .collect(),
                 })
-                .filter(|s| !s.samples.is_empty())
+                .filter(|s| !s.samples.is_empty() || !s.histograms.is_empty())
                 .collect();
             out.sort_by(|a, b| a.labels.cmp(&b.labels));
             out
@@ -45,13 +50,18 @@ fn fetch(query: &Query, data: &[Series]) -> Vec<Vec<Series>> {
         .collect()
 }
 
-fn run_with(text: &str, time: QueryTime, data: &[Series], opts: &QueryOptions) -> Result<Value, PromqlError> {
+pub(super) fn run_with(
+    text: &str,
+    time: QueryTime,
+    data: &[Series],
+    opts: &QueryOptions,
+) -> Result<Value, PromqlError> {
     let query = Query::new(text, time, opts)?;
     let fetched = fetch(&query, data);
     query.evaluate(fetched, opts).map(|(v, _)| v)
 }
 
-fn instant(text: &str, t: i64, data: &[Series]) -> Result<Value, PromqlError> {
+pub(super) fn instant(text: &str, t: i64, data: &[Series]) -> Result<Value, PromqlError> {
     run_with(text, QueryTime::Instant(t), data, &QueryOptions::default())
 }
 
@@ -75,8 +85,8 @@ fn close(a: f64, b: f64) -> bool {
     (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
-const S: i64 = 1000;
-const MIN: i64 = 60 * S;
+pub(super) const S: i64 = 1000;
+pub(super) const MIN: i64 = 60 * S;
 
 /// A counter scraped every 15 s for 10 minutes, reset to 0 at 5 minutes.
 fn counter() -> Vec<Series> {

@@ -42,14 +42,16 @@
 //!
 //! # What is decoded
 //!
-//! Labels, samples, exemplars (with their labels) and metric metadata are decoded; native histograms are only
-//! counted, after checking that they are well-framed messages (their inner fields are not looked into). None of the decoded messages
-//! has a repeated scalar field, so packed encoding never applies. Labels are neither sorted nor validated here:
+//! Labels, samples, exemplars (with their labels) and metric metadata are decoded; native histograms are
+//! checked field by field and kept encoded ([`HistogramRef`]), to be decoded into owned samples outside the
+//! arena. Apart from the histograms' buckets, none of the decoded messages has a repeated scalar field, so
+//! packed encoding applies there only. Labels are neither sorted nor validated here:
 //! that is the distributor's job.
 
 mod canonical;
 mod decode;
 mod encode;
+mod histogram;
 mod pool;
 mod snappy;
 mod v2;
@@ -61,6 +63,7 @@ pub use decode::{
     measure_write_request,
 };
 pub use encode::{encode_write_request_created, encode_write_request_raw};
+pub use histogram::HistogramRef;
 pub use pool::{ArenaPool, PooledArena};
 pub use snappy::{snappy_decompress_into, snappy_decompressed_len};
 pub use v2::{

@@ -84,7 +84,8 @@ pub fn encode_batch(batch: &SeriesBatch) -> Vec<u8> {
     };
     let mut timeseries: Vec<crate::prometheus::TimeSeries> = batch
         .series()
-        .map(|(range, samples)| crate::prometheus::TimeSeries {
+        .enumerate()
+        .map(|(i, (range, samples))| crate::prometheus::TimeSeries {
             labels: labels(&refs[range]),
             samples: samples
                 .iter()
@@ -94,7 +95,7 @@ pub fn encode_batch(batch: &SeriesBatch) -> Vec<u8> {
                 })
                 .collect(),
             exemplars: Vec::new(),
-            histograms: Vec::new(),
+            histograms: batch.histograms(i).map(crate::histogram_to_proto).collect(),
         })
         .collect();
     let exemplar_refs = batch.exemplar_label_refs();

@@ -1,7 +1,7 @@
 //! Mapping between wire types and the model, used at every edge that speaks protobuf.
 
-use crate::prometheus::{Label, LabelMatcher, label_matcher::Type};
-use heddle_model::{Labels, MatchType, Matcher, MatcherError};
+use crate::prometheus::{BucketSpan, Histogram, Label, LabelMatcher, label_matcher::Type};
+use heddle_model::{CounterResetHint, HistogramSample, HistogramValue, Labels, MatchType, Matcher, MatcherError, Span};
 
 /// A wire matcher that cannot become a model matcher.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,6 +58,63 @@ pub fn labels_to_proto(labels: &Labels) -> Vec<Label> {
             value: l.value.to_owned(),
         })
         .collect()
+}
+
+/// A native histogram sample as remote write 1.0 carries it: integer histograms with `count_int`,
+/// `zero_count_int` and delta-encoded buckets, float ones with `count_float`, `zero_count_float` and absolute
+/// bucket counts.
+pub fn histogram_to_proto(sample: &HistogramSample) -> Histogram {
+    use crate::prometheus::histogram::{Count, ResetHint, ZeroCount};
+    let spans = |spans: &[Span]| -> Vec<BucketSpan> {
+        spans
+            .iter()
+            .map(|s| BucketSpan {
+                offset: s.offset,
+                length: s.length,
+            })
+            .collect()
+    };
+    let hint = |h: CounterResetHint| {
+        match h {
+            CounterResetHint::Unknown => ResetHint::Unknown,
+            CounterResetHint::CounterReset => ResetHint::Yes,
+            CounterResetHint::NotCounterReset => ResetHint::No,
+            CounterResetHint::Gauge => ResetHint::Gauge,
+        }
+        .into()
+    };
+    match &sample.value {
+        HistogramValue::Int(h) => Histogram {
+            count: Some(Count::CountInt(h.count)),
+            sum: h.sum,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            zero_count: Some(ZeroCount::ZeroCountInt(h.zero_count)),
+            negative_spans: spans(&h.negative_spans),
+            negative_deltas: h.negative_buckets.clone(),
+            positive_spans: spans(&h.positive_spans),
+            positive_deltas: h.positive_buckets.clone(),
+            reset_hint: hint(h.counter_reset_hint),
+            timestamp: sample.t,
+            custom_values: h.custom_values.clone(),
+            ..Histogram::default()
+        },
+        HistogramValue::Float(h) => Histogram {
+            count: Some(Count::CountFloat(h.count)),
+            sum: h.sum,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            zero_count: Some(ZeroCount::ZeroCountFloat(h.zero_count)),
+            negative_spans: spans(&h.negative_spans),
+            negative_counts: h.negative_buckets.clone(),
+            positive_spans: spans(&h.positive_spans),
+            positive_counts: h.positive_buckets.clone(),
+            reset_hint: hint(h.counter_reset_hint),
+            timestamp: sample.t,
+            custom_values: h.custom_values.clone(),
+            ..Histogram::default()
+        },
+    }
 }
 
 /// A series and its chunks (`(min_time, max_time, encoding, bytes)`, oldest first) as `QueryStream` answers

@@ -131,6 +131,14 @@ pub enum DecodeError {
          proto=prometheus.WriteRequest)"
     )]
     ReservedV2Field { field: u32, offset: usize },
+    /// A field whose wire encoding is right but whose value the message cannot have (a native histogram's
+    /// `sint32` out of range, an unknown reset hint, integer and float counts mixed, a packed field cut short).
+    #[error("invalid {what} at byte offset {offset}: {reason}")]
+    InvalidValue {
+        what: &'static str,
+        offset: usize,
+        reason: &'static str,
+    },
     /// Groups nested deeper than [`crate::arena::MAX_GROUP_DEPTH`].
     #[error("groups nested deeper than {limit} at byte offset {offset} in {message}")]
     GroupTooDeep {

@@ -59,7 +59,7 @@ pub mod testing;
 pub mod transport;
 
 pub use arena::{
-    ArenaPool, CREATED_TIMESTAMP_FIELD, DECODED_BYTES_ALLOWANCE, MAX_DECODED_BYTES_PER_INPUT_BYTE,
+    ArenaPool, CREATED_TIMESTAMP_FIELD, DECODED_BYTES_ALLOWANCE, HistogramRef, MAX_DECODED_BYTES_PER_INPUT_BYTE,
     MeasuredWriteRequest, PooledArena, TimeSeriesRef, WriteRequestRef, WriteRequestShape, decode_measured,
     decode_write_request, encode_write_request_created, encode_write_request_raw, max_decoded_bytes,
     measure_write_request, snappy_decompress_into, snappy_decompressed_len,
@@ -71,7 +71,8 @@ pub use arena::{
 pub use client::{IngesterClient, QueryStream, encode_batch};
 pub use codec::{PushDecoder, PushEncoder, PushWire, RawPushCodec};
 pub use convert::{
-    MatcherConvertError, chunked_series, labels_to_proto, matcher_from_proto, matcher_to_proto, matchers_from_proto,
+    MatcherConvertError, chunked_series, histogram_to_proto, labels_to_proto, matcher_from_proto, matcher_to_proto,
+    matchers_from_proto,
 };
 pub use error::{DecodeError, SnappyError};
 pub use transport::{GrpcIngesterClient, IngesterAdapter, TENANT_METADATA, ingester_service, tenant_from_metadata};

@@ -47,8 +47,8 @@ pub fn encode_write_request(req: &WriteRequest) -> Result<Vec<u8>, TestkitError>
 
 /// The remote write 2.0 request carrying the same series and samples as `req`: label names and values
 /// interned into the symbol table (`""` first, as the spec requires) in first-use order, with their exemplars
-/// and, on each series, the metadata entry of its metric name (2.0 has no request-level metadata).
-/// Histograms of `req` are left out.
+/// and native histograms, and, on each series, the metadata entry of its metric name (2.0 has no
+/// request-level metadata).
 pub fn write_request_v2(req: &WriteRequest) -> write_v2::Request {
     // Sized for every label string being distinct; the index borrows from `req`, so each distinct string is
     // copied once (into `symbols`). A load generator builds one of these per request: this is its cost.
@@ -89,6 +89,7 @@ pub fn write_request_v2(req: &WriteRequest) -> write_v2::Request {
                     timestamp: e.timestamp,
                 })
                 .collect(),
+            histograms: ts.histograms.iter().map(same_message).collect(),
             // 2.0 carries a family's metadata on its series: the entry naming the series' metric name.
             metadata: ts
                 .labels
@@ -104,6 +105,12 @@ pub fn write_request_v2(req: &WriteRequest) -> write_v2::Request {
         })
         .collect();
     write_v2::Request { symbols, timeseries }
+}
+
+/// A message as the other remote write version's type of the same fields (`Histogram` and `BucketSpan` have
+/// the same numbers and types in 1.0 and 2.0), by re-decoding its encoding; unknown fields cannot occur.
+fn same_message<A: Message, B: Message + Default>(m: &A) -> B {
+    B::decode(m.encode_to_vec().as_slice()).unwrap_or_default()
 }
 
 /// The index of `s` in `symbols`, appended when new.
@@ -164,6 +171,7 @@ pub fn decode_write_request_v2(body: &[u8]) -> Result<WriteRequest, TestkitError
         timeseries.push(TimeSeries {
             labels,
             samples,
+            histograms: ts.histograms.iter().map(same_message).collect(),
             ..TimeSeries::default()
         });
     }

@@ -27,6 +27,7 @@ use memmap2::Mmap;
 pub use scan::ChunksHeadCorruption;
 pub(crate) use scan::{ChunksBySeries, ScanReport, scan};
 
+use crate::chunkenc::Encoding;
 use crate::error::TsdbError;
 use crate::file::{DurableFile, FileCreator, sync_dir, write_all};
 use crate::head::{lock, read, write};
@@ -46,6 +47,18 @@ pub(crate) struct MappedChunk {
     pub(crate) chunk_ref: u64,
     pub(crate) min_time: i64,
     pub(crate) max_time: i64,
+}
+
+/// A chunk's encoding and a copy of its data; an encoding the head never writes is corruption.
+fn owned(c: format::RawChunk<'_>) -> Result<(Encoding, Bytes), String> {
+    match Encoding::from_u8(c.encoding) {
+        Some(e @ (Encoding::Xor | Encoding::Histogram | Encoding::FloatHistogram))
+            if c.encoding & format::OOO_FLAG == 0 =>
+        {
+            Ok((e, Bytes::copy_from_slice(c.data)))
+        }
+        _ => Err(format!("chunk encoding {} is not one the head writes", c.encoding)),
+    }
 }
 
 /// The file of a chunk reference.
@@ -125,7 +138,14 @@ impl ChunkDiskMapper {
 
     /// Appends a chunk of series `series_ref` and returns its reference. The chunk is readable at once; it
     /// reaches the file when the buffer fills, on a file cut, or on [`Self::flush`].
-    pub(crate) fn write_chunk(&self, series_ref: u64, mint: i64, maxt: i64, data: &[u8]) -> Result<u64, TsdbError> {
+    pub(crate) fn write_chunk(
+        &self,
+        series_ref: u64,
+        mint: i64,
+        maxt: i64,
+        encoding: Encoding,
+        data: &[u8],
+    ) -> Result<u64, TsdbError> {
         let mut w = lock(&self.writer);
         let len = encoded_len(data.len()) as u64;
         if w.file.is_none() || w.size + len > self.max_file_size {
@@ -138,7 +158,7 @@ impl ChunkDiskMapper {
             what: format!("chunks_head file {}", w.seq),
             reason: format!("offset {} beyond 4 GiB", w.size),
         })?;
-        encode_chunk(&mut w.buf, series_ref, mint, maxt, format::ENC_XOR, data);
+        encode_chunk(&mut w.buf, series_ref, mint, maxt, encoding as u8, data);
         w.size += len;
         let seq = w.seq;
         let e = w.file_maxt.entry(seq).or_insert(i64::MIN);
@@ -234,8 +254,8 @@ impl ChunkDiskMapper {
         Ok(())
     }
 
-    /// The data of a chunk (XOR bytes), CRC-checked.
-    pub(crate) fn chunk(&self, chunk_ref: u64) -> Result<Bytes, TsdbError> {
+    /// The encoding and data of a chunk, CRC-checked.
+    pub(crate) fn chunk(&self, chunk_ref: u64) -> Result<(Encoding, Bytes), TsdbError> {
         let (seq, offset) = split_ref(chunk_ref);
         let (active_seq, flushed) = split_ref(self.active.load(Ordering::Acquire));
         if seq == active_seq && offset >= flushed {
@@ -244,7 +264,7 @@ impl ChunkDiskMapper {
                 let at = (u64::from(offset) - w.flushed) as usize;
                 let bytes = w.buf.get(at..).unwrap_or_default();
                 return decode_chunk(bytes)
-                    .map(|c| Bytes::copy_from_slice(c.data))
+                    .and_then(owned)
                     .map_err(|reason| self.corrupt(seq, offset, reason));
             }
         }
@@ -255,12 +275,12 @@ impl ChunkDiskMapper {
         };
         let at = offset as usize;
         match decode_chunk(map.get(at..).unwrap_or_default()) {
-            Ok(c) => Ok(Bytes::copy_from_slice(c.data)),
+            Ok(c) => owned(c).map_err(|reason| self.corrupt(seq, offset, reason)),
             Err(_) if seq == active_seq => {
                 // The map predates the last flush of the active file.
                 let fresh = self.remap(seq)?;
                 decode_chunk(fresh.get(at..).unwrap_or_default())
-                    .map(|c| Bytes::copy_from_slice(c.data))
+                    .and_then(owned)
                     .map_err(|reason| self.corrupt(seq, offset, reason))
             }
             Err(reason) => Err(self.corrupt(seq, offset, reason)),

@@ -13,6 +13,7 @@
 mod append;
 mod compact;
 mod exemplars;
+mod histograms;
 pub(crate) mod idhash;
 mod index;
 mod label_ids;
@@ -28,6 +29,8 @@ mod truncate;
 
 #[cfg(test)]
 mod compact_tests;
+#[cfg(test)]
+mod histogram_tests;
 #[cfg(test)]
 mod lifecycle_tests;
 #[cfg(test)]

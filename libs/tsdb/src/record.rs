@@ -26,7 +26,7 @@ pub mod histogram;
 pub use histogram::{
     RefFloatHistogramSample, RefHistogramSample, TYPE_CUSTOM_BUCKETS_FLOAT_HISTOGRAM_SAMPLES,
     TYPE_CUSTOM_BUCKETS_HISTOGRAM_SAMPLES, TYPE_FLOAT_HISTOGRAM_SAMPLES, TYPE_HISTOGRAM_SAMPLES,
-    encode_float_histograms, encode_histograms,
+    encode_float_histogram_refs, encode_float_histograms, encode_histogram_refs, encode_histograms,
 };
 
 /// Record type byte of a Series record.

@@ -10,7 +10,7 @@
 //!   every 100 ms), beside the integer chunk of that series; `rule_input.json` holds what was sent.
 
 use heddle_model::FloatHistogram;
-use heddle_model::{CounterResetHint, Histogram, Span};
+use heddle_model::{CounterResetHint, Histogram};
 use heddle_tsdb::chunkenc::{
     CounterResetHeader, FloatHistogramChunk, HistogramAppend, HistogramChunk, decode_float_histograms,
     decode_histograms,
@@ -18,7 +18,7 @@ use heddle_tsdb::chunkenc::{
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use support::histogram;
+use support::{histogram, meaning};
 
 mod support;
 
@@ -68,39 +68,6 @@ fn file_chunks(bytes: &[u8]) -> Vec<FileChunk> {
         at = p + len + 4;
     }
     out
-}
-
-/// What a histogram says, whatever its span layout: scalars by their bits, and every non-empty bucket by index.
-#[derive(Debug, PartialEq)]
-struct Meaning {
-    schema: i32,
-    zero_threshold_bits: u64,
-    count: u64,
-    zero_count: u64,
-    sum_bits: u64,
-    positive: Vec<(i64, i64)>,
-    negative: Vec<(i64, i64)>,
-}
-
-fn meaning(h: &Histogram) -> Meaning {
-    let by_index = |spans: &[Span], counts: Vec<i64>| {
-        let mut next = 0i64;
-        let idx = spans.iter().flat_map(|s| {
-            let start = next + i64::from(s.offset);
-            next = start + i64::from(s.length);
-            start..next
-        });
-        idx.zip(counts).filter(|(_, c)| *c != 0).collect::<Vec<_>>()
-    };
-    Meaning {
-        schema: h.schema,
-        zero_threshold_bits: h.zero_threshold.to_bits(),
-        count: h.count,
-        zero_count: h.zero_count,
-        sum_bits: h.sum.to_bits(),
-        positive: by_index(&h.positive_spans, h.positive_counts()),
-        negative: by_index(&h.negative_spans, h.negative_counts()),
-    }
 }
 
 struct Fixture {

@@ -256,6 +256,7 @@ impl Distributor {
             series_received,
             deduplicated: None,
             samples_ingested: acked.samples_ingested,
+            histograms_ingested: acked.histograms_ingested,
             exemplars_ingested: acked.exemplars_ingested,
             rejections,
             failure: acked.failure,
@@ -302,12 +303,6 @@ impl Distributor {
         };
         let mut rejections = Vec::new();
         let received = series.len();
-        let series = match version {
-            RemoteWriteVersion::V1 => series,
-            RemoteWriteVersion::V2 => {
-                validate::refuse_native_histograms(arena, series, drop_label, discards, &mut rejections)
-            }
-        };
         // A plain body is the OTLP translation, which carries start times only for a tenant that wants them.
         let keep_created = framing == Framing::Plain || limits.created_timestamp_zero_ingestion_enabled;
         let mut valid = validate::validate(arena, &limits, series, drop_label, keep_created, now_ms, discards);

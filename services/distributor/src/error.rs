@@ -249,8 +249,21 @@ pub enum InvalidSeries {
     DuplicateLabelNames { name: String },
     #[error("labels are not sorted by name: {prev:?} comes before {next:?}")]
     LabelsNotSorted { prev: String, next: String },
-    #[error("native histograms are not supported yet ({count} histogram samples)")]
-    NativeHistograms { count: u32 },
+    /// A native histogram sample that breaks Prometheus' rules; `id` is the rule's error id.
+    #[error("invalid native histogram sample at {timestamp_ms} ms: {detail}")]
+    InvalidHistogram {
+        id: &'static str,
+        detail: String,
+        timestamp_ms: i64,
+    },
+    #[error("native histogram sample at {timestamp_ms} ms has {buckets} buckets, more than {limit}")]
+    TooManyHistogramBuckets {
+        buckets: usize,
+        limit: usize,
+        /// Whether its resolution was lowered as far as it goes before giving up.
+        reduced: bool,
+        timestamp_ms: i64,
+    },
     #[error("{count} samples have timestamps too far in the future (first: {timestamp_ms} ms)")]
     TooFarInFuture {
         count: usize,
@@ -289,7 +302,8 @@ impl InvalidSeries {
             InvalidSeries::LabelValueTooLong { .. } => error_id::LABEL_VALUE_TOO_LONG,
             InvalidSeries::DuplicateLabelNames { .. } => error_id::DUPLICATE_LABEL_NAMES,
             InvalidSeries::LabelsNotSorted { .. } => error_id::LABELS_NOT_SORTED,
-            InvalidSeries::NativeHistograms { .. } => error_id::NATIVE_HISTOGRAMS_UNSUPPORTED,
+            InvalidSeries::InvalidHistogram { id, .. } => id,
+            InvalidSeries::TooManyHistogramBuckets { .. } => error_id::MAX_NATIVE_HISTOGRAM_BUCKETS,
             InvalidSeries::TooFarInFuture { .. } => error_id::TOO_FAR_IN_FUTURE,
             InvalidSeries::TooFarInPast { .. } => error_id::SAMPLE_TOO_FAR_IN_PAST,
         }
@@ -317,11 +331,19 @@ impl InvalidSeries {
             InvalidSeries::LabelsNotSorted { .. } => {
                 "remote write requires labels sorted by name; this is a bug in the sender".into()
             }
-            InvalidSeries::NativeHistograms { .. } => {
-                "the series is not ingested; scrape and send the metric as a classic histogram until native \
-                 histograms are supported"
-                    .into()
+            InvalidSeries::InvalidHistogram { .. } => {
+                "the histogram sample is dropped; this is a bug in the sender's histogram encoding".into()
             }
+            InvalidSeries::TooManyHistogramBuckets { reduced, .. } => format!(
+                "the sample is dropped{}; raise `limits.max_native_histogram_buckets` \
+                 (--validation.max-native-histogram-buckets), or lower the sender's resolution \
+                 (native_histogram_bucket_limit in the scrape config)",
+                if *reduced {
+                    " (it has that many even at the lowest resolution, or custom buckets, which cannot be merged)"
+                } else {
+                    " (`limits.reduce_native_histogram_over_max_buckets` is off)"
+                }
+            ),
             InvalidSeries::TooFarInFuture { max_ms, .. } => format!(
                 "the newest accepted timestamp is {max_ms} ms (now + grace period); fix the sender's clock or \
                  raise `limits.creation_grace_period` (--validation.create-grace-period)"

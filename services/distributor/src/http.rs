@@ -58,6 +58,7 @@ async fn push_handler(
 #[derive(Debug, Clone, Copy, Default)]
 struct Written {
     samples: u64,
+    histograms: u64,
     exemplars: u64,
 }
 
@@ -79,6 +80,7 @@ async fn push(
         Ok(outcome) => {
             let written = Written {
                 samples: outcome.samples_ingested,
+                histograms: outcome.histograms_ingested,
                 exemplars: outcome.exemplars_ingested,
             };
             (outcome.into_response(), written)
@@ -95,7 +97,10 @@ fn with_written_headers(mut response: Response, version: RemoteWriteVersion, wri
             "x-prometheus-remote-write-samples-written",
             HeaderValue::from(written.samples),
         );
-        h.insert("x-prometheus-remote-write-histograms-written", HeaderValue::from(0u64));
+        h.insert(
+            "x-prometheus-remote-write-histograms-written",
+            HeaderValue::from(written.histograms),
+        );
         h.insert(
             "x-prometheus-remote-write-exemplars-written",
             HeaderValue::from(written.exemplars),

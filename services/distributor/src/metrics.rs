@@ -10,8 +10,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::time::Duration;
 
-/// Reason label for native histogram samples, which are counted and dropped.
-pub(crate) const REASON_NATIVE_HISTOGRAMS: &str = "native-histograms-unsupported";
 /// Reason label for exemplars of a tenant whose exemplar store is off (`limits.max_global_exemplars_per_user`
 /// is 0): counted and dropped, as Mimir drops them.
 pub(crate) const REASON_EXEMPLARS_DISABLED: &str = "exemplars-disabled";

@@ -36,8 +36,10 @@ pub struct PushOutcome {
     pub series_received: usize,
     /// The request came from a non-elected replica of a Prometheus HA pair and was dropped (202): why.
     pub deduplicated: Option<String>,
-    /// Samples of series that a quorum of replicas acknowledged.
+    /// Float samples of series that a quorum of replicas acknowledged.
     pub samples_ingested: u64,
+    /// Native histogram samples of series that a quorum of replicas acknowledged.
+    pub histograms_ingested: u64,
     /// Exemplars of series that a quorum of replicas acknowledged.
     pub exemplars_ingested: u64,
     /// Series refused for good, in request order (validation first, then ingesters' refusals).

@@ -174,17 +174,17 @@ pub(crate) fn unlimited_reservation() -> heddle_server::Reservation {
 }
 
 /// Encodes and snappy-compresses the remote write 2.0 request of these series (labels interned into the
-/// symbol table in first-use order); a series listed in `histograms` also carries that many (empty) native
-/// histograms.
-pub(crate) fn v2_body(timeseries: &[TimeSeries], histograms: &[(usize, usize)]) -> Vec<u8> {
+/// symbol table in first-use order); a series listed in `histograms` also carries those native histograms.
+pub(crate) fn v2_body(
+    timeseries: &[TimeSeries],
+    histograms: &[(usize, Vec<heddle_proto::write_v2::Histogram>)],
+) -> Vec<u8> {
     let mut request = heddle_testkit::codec::write_request_v2(&WriteRequest {
         timeseries: timeseries.to_vec(),
         ..WriteRequest::default()
     });
-    for &(series, n) in histograms {
-        request.timeseries[series]
-            .histograms
-            .extend(vec![heddle_proto::write_v2::Histogram::default(); n]);
+    for (series, h) in histograms {
+        request.timeseries[*series].histograms.extend(h.iter().cloned());
     }
     snappy(&request.encode_to_vec())
 }

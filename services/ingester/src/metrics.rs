@@ -26,6 +26,8 @@ pub(crate) struct Metrics {
     /// Exemplars the heads refused, by reason.
     pub(crate) exemplars_refused: Family<ReasonLabels, Counter>,
     pub(crate) ingested_samples: Counter,
+    /// Native histogram samples appended to tenant heads.
+    pub(crate) ingested_native_histograms: Counter,
     /// Zero samples stored at series' created timestamps.
     pub(crate) created_zero_samples: Counter,
     /// Metadata entries refused by the tenant metadata limits.
@@ -109,6 +111,7 @@ impl Metrics {
     pub(crate) fn register(r: &mut Registry) -> Self {
         let m = Self {
             ingested_samples: Counter::default(),
+            ingested_native_histograms: Counter::default(),
             created_zero_samples: Counter::default(),
             discarded_metadata: Family::default(),
             exemplars_appended: Counter::default(),
@@ -132,6 +135,11 @@ impl Metrics {
             "heddle_ingester_ingested_samples",
             "Samples appended to tenant heads",
             m.ingested_samples.clone(),
+        );
+        r.register(
+            "heddle_ingester_ingested_native_histograms",
+            "Native histogram samples appended to tenant heads",
+            m.ingested_native_histograms.clone(),
         );
         r.register(
             "heddle_ingester_created_timestamp_zero_samples",

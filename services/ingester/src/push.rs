@@ -13,9 +13,9 @@ use crate::metadata::Added;
 use crate::metrics::{Metrics, TenantReasonLabels};
 use crate::tenant::Tenant;
 use bytes::Bytes;
-use heddle_model::{ExemplarRef, LabelRef, MetadataRef, SeriesBatch, series_text};
+use heddle_model::{ExemplarRef, HistogramSample, LabelRef, MetadataRef, SeriesBatch, series_text};
 use heddle_proto::ingester::{MetadataError, PushResponse, SeriesError};
-use heddle_proto::{ArenaPool, decode_measured, measure_write_request};
+use heddle_proto::{ArenaPool, DecodeError, TimeSeriesRef, decode_measured, measure_write_request};
 use heddle_server::DiscardedSamples;
 use heddle_server::Reservation;
 use heddle_tsdb::{
@@ -89,7 +89,7 @@ pub(crate) async fn push(
     ctx.metrics.arena_retained_bytes.set(ctx.arenas.retained_bytes() as i64);
     ctx.metrics.arenas_dropped.set(ctx.arenas.arenas_dropped() as i64);
     let response = PushResponse {
-        samples_ingested: outcome.samples_appended + outcome.samples_deduplicated,
+        samples_ingested: outcome.samples_appended + outcome.histograms_appended + outcome.samples_deduplicated,
         errors,
         metadata_errors: metadata
             .refused
@@ -100,12 +100,13 @@ pub(crate) async fn push(
             })
             .collect(),
     };
-    Ok((response, outcome.samples_appended))
+    Ok((response, outcome.samples_appended + outcome.histograms_appended))
 }
 
 fn record(tenant: &Tenant, ctx: &PushContext, outcome: &AppendOutcome) {
     let m = &ctx.metrics;
     m.ingested_samples.inc_by(outcome.samples_appended);
+    m.ingested_native_histograms.inc_by(outcome.histograms_appended);
     m.created_zero_samples.inc_by(outcome.created_zero_samples);
     m.deduplicated_samples.inc_by(outcome.samples_deduplicated);
     m.series_created.inc_by(outcome.series_created);
@@ -205,13 +206,21 @@ fn append(
                 .map_err(crate::limits::bytes_refused)?;
             let arena = ctx.arenas.get();
             let req = decode_measured(&arena, measured)?;
+            reservation
+                .grow(histogram_bytes(req.timeseries))
+                .map_err(crate::limits::bytes_refused)?;
+            let histograms = decode_histograms(req.timeseries)?;
             let metadata = add_metadata(tenant, ctx, req.metadata);
-            let series = req.timeseries.iter().map(|ts| AppendSeries {
-                labels: ts.labels,
-                samples: ts.samples,
-                created: (ts.created != 0).then_some(ts.created),
-                histograms: &[],
-            });
+            let series = req
+                .timeseries
+                .iter()
+                .zip(&histograms)
+                .map(|(ts, histograms)| AppendSeries {
+                    labels: ts.labels,
+                    samples: ts.samples,
+                    created: (ts.created != 0).then_some(ts.created),
+                    histograms,
+                });
             let (outcome, errors) = append_series(tenant, ctx, series, req.timeseries.len(), refused)?;
             let exemplars = append_exemplars(
                 tenant,
@@ -235,12 +244,21 @@ fn append(
             let entries: Vec<MetadataRef<'_>> = batch.metadata().iter().map(|m| m.as_ref()).collect();
             let metadata = add_metadata(tenant, ctx, &entries);
             let labels = batch.label_refs();
-            let series = batch.series().enumerate().map(|(i, (range, samples))| AppendSeries {
-                labels: &labels[range],
-                samples,
-                created: batch.created(i),
-                histograms: &[],
-            });
+            // The head takes a slice per series; the batch keeps them apart from their series, so they are
+            // gathered (cloned) here, only for the series that have some.
+            let histograms: Vec<Vec<HistogramSample>> = (0..batch.len())
+                .map(|i| batch.histograms(i).cloned().collect())
+                .collect();
+            let series = batch
+                .series()
+                .zip(&histograms)
+                .enumerate()
+                .map(|(i, ((range, samples), histograms))| AppendSeries {
+                    labels: &labels[range],
+                    samples,
+                    created: batch.created(i),
+                    histograms,
+                });
             let (outcome, errors) = append_series(tenant, ctx, series, batch.len(), refused)?;
             let exemplar_labels = batch.exemplar_label_refs();
             let mut per_series: Vec<Vec<ExemplarRef<'_>>> = vec![Vec::new(); batch.len()];
@@ -272,6 +290,23 @@ fn append(
     }
 }
 
+/// The most heap bytes [`decode_histograms`] takes for `series`.
+fn histogram_bytes(series: &[TimeSeriesRef<'_>]) -> usize {
+    series
+        .iter()
+        .flat_map(|ts| ts.histograms)
+        .map(|h| size_of::<HistogramSample>() + h.decoded_heap_bytes())
+        .sum()
+}
+
+/// Each series' native histogram samples, decoded out of the arena into owned samples for the head.
+fn decode_histograms(series: &[TimeSeriesRef<'_>]) -> Result<Vec<Vec<HistogramSample>>, DecodeError> {
+    series
+        .iter()
+        .map(|ts| ts.histograms.iter().map(|h| h.decode()).collect())
+        .collect()
+}
+
 /// Appends the request's series (`len` of them) and renders the per-series errors, numbered by request index.
 fn append_series<'a>(
     tenant: &Tenant,
@@ -285,7 +320,7 @@ fn append_series<'a>(
     let mut origin = Vec::with_capacity(len);
     for (index, s) in series.enumerate() {
         // A series without samples creates nothing and is not refused.
-        if s.samples.is_empty() {
+        if s.samples.is_empty() && s.histograms.is_empty() {
             continue;
         }
         batch.push(s);

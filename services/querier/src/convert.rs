@@ -6,14 +6,12 @@
 
 use crate::error::QuerierError;
 use bytes::Bytes;
-use heddle_model::{CounterResetHint, HistogramSample, HistogramValue, Labels, Matcher, Span};
-use heddle_proto::prometheus::{
-    BucketSpan, Chunk, ChunkedSeries, Histogram, Label, LabelMatcher, chunk::Encoding, histogram,
-};
+use heddle_model::{Labels, Matcher};
+use heddle_proto::prometheus::{Chunk, ChunkedSeries, Label, LabelMatcher, chunk::Encoding};
 use heddle_tsdb::chunkenc::Encoding as ChunkEncoding;
 use heddle_tsdb::{ChunkData, SeriesChunks};
 
-pub(crate) use heddle_proto::{labels_to_proto, matcher_to_proto};
+pub(crate) use heddle_proto::{histogram_to_proto, labels_to_proto, matcher_to_proto};
 
 /// Converts wire labels (any order) into a [`Labels`] set. An ingester that sends duplicate or empty label
 /// names is reported, not trusted.
@@ -72,61 +70,6 @@ pub(crate) fn chunk_to_proto(chunk: &ChunkData) -> Chunk {
         max_time_ms: chunk.max_time,
         r#type: r#type as i32,
         data: chunk.data.to_vec(),
-    }
-}
-
-/// A histogram sample as remote read's `SAMPLES` responses carry it (Prometheus' `HistogramToHistogramProto`
-/// and `FloatHistogramToHistogramProto`): integer histograms with integer counts and delta-encoded buckets,
-/// float ones with float counts and absolute buckets.
-pub(crate) fn histogram_to_proto(s: &HistogramSample) -> Histogram {
-    let spans = |spans: &[Span]| -> Vec<BucketSpan> {
-        spans
-            .iter()
-            .map(|s| BucketSpan {
-                offset: s.offset,
-                length: s.length,
-            })
-            .collect()
-    };
-    let hint = |h: CounterResetHint| {
-        (match h {
-            CounterResetHint::Unknown => histogram::ResetHint::Unknown,
-            CounterResetHint::CounterReset => histogram::ResetHint::Yes,
-            CounterResetHint::NotCounterReset => histogram::ResetHint::No,
-            CounterResetHint::Gauge => histogram::ResetHint::Gauge,
-        }) as i32
-    };
-    match &s.value {
-        HistogramValue::Int(h) => Histogram {
-            count: Some(histogram::Count::CountInt(h.count)),
-            sum: h.sum,
-            schema: h.schema,
-            zero_threshold: h.zero_threshold,
-            zero_count: Some(histogram::ZeroCount::ZeroCountInt(h.zero_count)),
-            negative_spans: spans(&h.negative_spans),
-            negative_deltas: h.negative_buckets.clone(),
-            positive_spans: spans(&h.positive_spans),
-            positive_deltas: h.positive_buckets.clone(),
-            reset_hint: hint(h.counter_reset_hint),
-            timestamp: s.t,
-            custom_values: h.custom_values.clone(),
-            ..Histogram::default()
-        },
-        HistogramValue::Float(h) => Histogram {
-            count: Some(histogram::Count::CountFloat(h.count)),
-            sum: h.sum,
-            schema: h.schema,
-            zero_threshold: h.zero_threshold,
-            zero_count: Some(histogram::ZeroCount::ZeroCountFloat(h.zero_count)),
-            negative_spans: spans(&h.negative_spans),
-            negative_counts: h.negative_buckets.clone(),
-            positive_spans: spans(&h.positive_spans),
-            positive_counts: h.positive_buckets.clone(),
-            reset_hint: hint(h.counter_reset_hint),
-            timestamp: s.t,
-            custom_values: h.custom_values.clone(),
-            ..Histogram::default()
-        },
     }
 }
 

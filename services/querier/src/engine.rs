@@ -6,10 +6,6 @@
 //! read; the wait for a slot (`querier.max_concurrent`); the fetch limits of [`crate::limits`], one budget
 //! for all selections of the query; and the engine's own sample limit (`querier.max_samples`) and deadline
 //! while it evaluates.
-//!
-//! The engine evaluates float samples only: native histogram samples of the selections are left out before
-//! evaluation (a series holding nothing else is left out whole), counted in
-//! `heddle_querier_query_skipped_native_samples_total` and logged once per query.
 
 use crate::error::QuerierError;
 use crate::querier::{Querier, SeriesSamples};
@@ -17,7 +13,7 @@ use crate::select::timeout_error;
 use futures::future::Either;
 use futures::{StreamExt, TryStreamExt};
 use heddle_model::TenantId;
-use heddle_promql::{PromqlError, Query, QueryOptions, QueryTime, Series, Stats, Value};
+use heddle_promql::{HistogramPoint, PromqlError, Query, QueryOptions, QueryTime, Series, Stats, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,14 +142,9 @@ impl Querier {
             Err(_) => return Err(timed_out()),
         };
         let evaluating = tokio::time::Instant::now();
-        let histograms: usize = fetched.iter().flatten().map(|s| s.histograms.len()).sum();
-        if histograms > 0 {
-            self.metrics.native_samples_skipped(histograms as u64);
-            tracing::debug!(%tenant, histograms, "native histogram samples left out of a PromQL query: the engine evaluates floats only");
-        }
         let fetched: Vec<Vec<Series>> = fetched
             .into_iter()
-            .map(|selection| selection.into_iter().filter_map(series).collect())
+            .map(|selection| selection.into_iter().map(series).collect())
             .collect();
         // Evaluation is CPU work as long as the query is big: off the runtime, bounded by the engine's deadline.
         let result = tokio::task::spawn_blocking(move || {
@@ -190,10 +181,16 @@ impl Querier {
 /// Selections of one query fetched at once; the rest wait for one of them to finish.
 const MAX_CONCURRENT_SELECTIONS: usize = 16;
 
-/// A selected series as the engine takes it: its float samples; `None` when it holds only histograms.
-fn series(s: SeriesSamples) -> Option<Series> {
-    (!s.samples.is_empty()).then_some(Series {
+/// A selected series as the engine takes it: floats, and histograms with float counts (integer ones converted,
+/// as Prometheus' engine reads them).
+fn series(s: SeriesSamples) -> Series {
+    Series {
         labels: s.labels,
         samples: s.samples,
-    })
+        histograms: s
+            .histograms
+            .into_iter()
+            .map(|h| HistogramPoint::new(h.t, h.value.to_float()))
+            .collect(),
+    }
 }

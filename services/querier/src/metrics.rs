@@ -109,7 +109,6 @@ pub(crate) struct Metrics {
     refused: Family<ReasonLabels, Counter>,
     queries: Family<OutcomeLabels, Counter>,
     samples_processed: Counter,
-    native_samples_skipped: Counter,
 }
 
 impl Metrics {
@@ -160,13 +159,6 @@ impl Metrics {
             "Samples fetched and handed to the PromQL engine, after replicas are merged",
             samples_processed.clone(),
         );
-        let native_samples_skipped = Counter::default();
-        registry.register(
-            "heddle_querier_query_skipped_native_samples",
-            "Native histogram samples fetched for PromQL queries and left out of evaluation (the engine \
-             evaluates floats only)",
-            native_samples_skipped.clone(),
-        );
         Self {
             requests,
             duration,
@@ -175,7 +167,6 @@ impl Metrics {
             refused,
             queries,
             samples_processed,
-            native_samples_skipped,
         }
     }
 
@@ -205,11 +196,6 @@ impl Metrics {
     /// `n` samples handed to the PromQL engine.
     pub(crate) fn samples_processed(&self, n: u64) {
         self.samples_processed.inc_by(n);
-    }
-
-    /// `n` native histogram samples left out of a PromQL query.
-    pub(crate) fn native_samples_skipped(&self, n: u64) {
-        self.native_samples_skipped.inc_by(n);
     }
 
     /// A query refused by a limit; `reason` is its error id.

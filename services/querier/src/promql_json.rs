@@ -6,8 +6,8 @@
 //! float format (`"NaN"`, `"+Inf"`), and a large matrix is written once, not first built as a tree.
 
 use crate::engine::{Answer, Timings};
-use heddle_model::{Labels, Sample};
-use heddle_promql::{Stats, Value, go_format_float};
+use heddle_model::{FloatHistogram, Labels, Sample};
+use heddle_promql::{Stats, Value, api_float, go_format_float, write_histogram_json};
 use std::fmt::Write;
 
 /// The success body of a `query` or `query_range` answer; with `stats`, Prometheus' `stats` block too.
@@ -26,8 +26,16 @@ pub(crate) fn query_body(answer: &Answer, with_stats: bool) -> String {
                 }
                 out.push_str(r#"{"metric":"#);
                 labels(&mut out, &s.labels);
-                out.push_str(r#","value":"#);
-                point(&mut out, s.t, &sample_value(s.v));
+                match &s.h {
+                    Some(h) => {
+                        out.push_str(r#","histogram":"#);
+                        histogram_point(&mut out, s.t, h);
+                    }
+                    None => {
+                        out.push_str(r#","value":"#);
+                        point(&mut out, s.t, &api_float(s.v));
+                    }
+                }
                 out.push('}');
             }
             out.push(']');
@@ -40,8 +48,21 @@ pub(crate) fn query_body(answer: &Answer, with_stats: bool) -> String {
                 }
                 out.push_str(r#"{"metric":"#);
                 labels(&mut out, &s.labels);
-                out.push_str(r#","values":"#);
-                points(&mut out, &s.samples);
+                // As Prometheus: each key only when the series has points of that kind.
+                if !s.samples.is_empty() || s.histograms.is_empty() {
+                    out.push_str(r#","values":"#);
+                    points(&mut out, &s.samples);
+                }
+                if !s.histograms.is_empty() {
+                    out.push_str(r#","histograms":["#);
+                    for (i, p) in s.histograms.iter().enumerate() {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        histogram_point(&mut out, p.t, &p.h);
+                    }
+                    out.push(']');
+                }
                 out.push('}');
             }
             out.push(']');
@@ -55,29 +76,20 @@ pub(crate) fn query_body(answer: &Answer, with_stats: bool) -> String {
     out
 }
 
-/// A vector or matrix value as Prometheus' API writes it: Go's shortest decimal, switching to exponent form
-/// below 1e-6 and from 1e21 on (`"1e-07"`, `"1e+21"`). Scalars keep the plain decimal form throughout.
-pub(crate) fn sample_value(v: f64) -> String {
-    let abs = v.abs();
-    if !v.is_finite() || v == 0.0 || (1e-6..1e21).contains(&abs) {
-        return go_format_float(v);
-    }
-    // Rust writes the same shortest digits as `1e21` / `1.5e-7`; Go signs the exponent and pads it to two.
-    let text = format!("{v:e}");
-    let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
-    let (sign, digits) = match exponent.strip_prefix('-') {
-        Some(d) => ('-', d),
-        None => ('+', exponent),
-    };
-    format!("{mantissa}e{sign}{digits:0>2}")
-}
-
-/// `[<seconds>,"<value>"]`.
 fn point(out: &mut String, t: i64, value: &str) {
     out.push('[');
     seconds(out, t);
     out.push(',');
     string(out, value);
+    out.push(']');
+}
+
+/// `[t, {"count":..,"sum":..,"buckets":[..]}]`, a native histogram point as Prometheus' API writes it.
+fn histogram_point(out: &mut String, t: i64, h: &FloatHistogram) {
+    out.push('[');
+    seconds(out, t);
+    out.push(',');
+    write_histogram_json(out, h);
     out.push(']');
 }
 
@@ -87,7 +99,7 @@ fn points(out: &mut String, samples: &[Sample]) {
         if i > 0 {
             out.push(',');
         }
-        point(out, s.t, &sample_value(s.v));
+        point(out, s.t, &api_float(s.v));
     }
     out.push(']');
 }
@@ -148,7 +160,21 @@ fn stats(out: &mut String, stats: &Stats, t: &Timings) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use heddle_promql::{InstantSample, RangeSeries};
+    use heddle_promql::{HistogramPoint, InstantSample, RangeSeries};
+
+    /// A zero bucket of 1 and 3 observations in (1, 2].
+    fn histogram() -> FloatHistogram {
+        FloatHistogram {
+            schema: 0,
+            zero_threshold: 0.001,
+            zero_count: 1.0,
+            count: 4.0,
+            sum: 10.5,
+            positive_spans: vec![heddle_model::Span::new(1, 1)],
+            positive_buckets: vec![3.0],
+            ..FloatHistogram::default()
+        }
+    }
 
     fn answer(value: Value) -> Answer {
         Answer {
@@ -170,7 +196,7 @@ mod tests {
             (f64::NAN, "NaN"),
             (f64::NEG_INFINITY, "-Inf"),
         ] {
-            assert_eq!(sample_value(v), want, "{v}");
+            assert_eq!(api_float(v), want, "{v}");
         }
     }
 
@@ -221,6 +247,7 @@ mod tests {
                     labels: l.clone(),
                     t: 1_700_000_000_500,
                     v: f64::NAN,
+                    h: None,
                 }]),
                 r#"{"resultType":"vector","result":[{"metric":{"__name__":"up","job":"a\"b"},"value":[1700000000.5,"NaN"]}]}"#,
             ),
@@ -232,10 +259,42 @@ mod tests {
             (
                 "matrix",
                 Value::Matrix(vec![RangeSeries {
-                    labels: l,
+                    labels: l.clone(),
                     samples: vec![Sample::new(0, 1.0), Sample::new(30_000, -0.25)],
+                    histograms: vec![],
                 }]),
                 r#"{"resultType":"matrix","result":[{"metric":{"__name__":"up","job":"a\"b"},"values":[[0,"1"],[30,"-0.25"]]}]}"#,
+            ),
+            (
+                "vector of a histogram",
+                Value::Vector(vec![InstantSample {
+                    labels: l.clone(),
+                    t: 1_000,
+                    v: 0.0,
+                    h: Some(Box::new(histogram())),
+                }]),
+                r#"{"resultType":"vector","result":[{"metric":{"__name__":"up","job":"a\"b"},"histogram":[1,{"count":"4","sum":"10.5","buckets":[[3,"-0.001","0.001","1"],[0,"1","2","3"]]}]}]}"#,
+            ),
+            (
+                "matrix of histograms",
+                Value::Matrix(vec![RangeSeries {
+                    labels: l.clone(),
+                    samples: vec![],
+                    histograms: vec![
+                        HistogramPoint::new(0, histogram()),
+                        HistogramPoint::new(15_000, histogram()),
+                    ],
+                }]),
+                r#"{"resultType":"matrix","result":[{"metric":{"__name__":"up","job":"a\"b"},"histograms":[[0,{"count":"4","sum":"10.5","buckets":[[3,"-0.001","0.001","1"],[0,"1","2","3"]]}],[15,{"count":"4","sum":"10.5","buckets":[[3,"-0.001","0.001","1"],[0,"1","2","3"]]}]]}]}"#,
+            ),
+            (
+                "matrix of a series that switched kinds",
+                Value::Matrix(vec![RangeSeries {
+                    labels: l,
+                    samples: vec![Sample::new(0, 1.0)],
+                    histograms: vec![HistogramPoint::new(15_000, histogram())],
+                }]),
+                r#"{"resultType":"matrix","result":[{"metric":{"__name__":"up","job":"a\"b"},"values":[[0,"1"]],"histograms":[[15,{"count":"4","sum":"10.5","buckets":[[3,"-0.001","0.001","1"],[0,"1","2","3"]]}]]}]}"#,
             ),
         ];
         for (name, value, data) in cases {

@@ -39,7 +39,7 @@ pub(crate) fn indices(spans: &[Span]) -> impl Iterator<Item = i64> + '_ {
 /// Builds spans and counts from `(index, count)` pairs with increasing indices; a gap of up to `fill` indices
 /// between two buckets is filled with empty buckets instead of starting a new span. Indices that do not
 /// increase (only an invalid histogram has them) start a span with a negative offset.
-fn from_indexed<T: Count>(buckets: impl IntoIterator<Item = (i64, T)>, fill: i64) -> (Vec<Span>, Vec<T>) {
+pub(crate) fn from_indexed<T: Count>(buckets: impl IntoIterator<Item = (i64, T)>, fill: i64) -> (Vec<Span>, Vec<T>) {
     let mut spans: Vec<Span> = Vec::new();
     let mut counts = Vec::new();
     let mut end = 0i64; // One past the index of the last bucket placed.

@@ -386,3 +386,153 @@ proptest! {
         prop_assert_eq!(f.positive_spans, h.positive_spans.clone());
     }
 }
+
+/// A float histogram of schema `schema` with positive buckets `(index, count)` and a zero bucket.
+fn float_hist(schema: i32, zero: (f64, f64), positive: &[(i32, f64)]) -> FloatHistogram {
+    let (positive_spans, positive_buckets) = buckets::from_indexed(positive.iter().map(|&(i, c)| (i64::from(i), c)), 0);
+    FloatHistogram {
+        schema,
+        zero_threshold: zero.0,
+        zero_count: zero.1,
+        count: zero.1 + positive.iter().map(|p| p.1).sum::<f64>(),
+        sum: 10.0,
+        positive_spans,
+        positive_buckets,
+        ..Default::default()
+    }
+}
+
+/// `(index, count)` of the non-empty positive buckets.
+fn positive(h: &FloatHistogram) -> Vec<(i32, f64)> {
+    h.positive_bucket_iter().map(|b| (b.index, b.count)).collect()
+}
+
+#[test]
+fn float_addition_reduces_to_the_lower_schema_and_widens_the_zero_bucket() {
+    // Schema 1 buckets 1 and 2 ((1, √2], (√2, 2]) are schema 0's bucket 1; 3 ((2, 2√2]) is in schema 0's 2.
+    let fine = float_hist(1, (0.0, 0.0), &[(1, 1.0), (2, 2.0), (3, 4.0)]);
+    let coarse = float_hist(0, (0.0, 0.0), &[(1, 8.0), (3, 16.0)]);
+    let sum = fine.add(&coarse).unwrap();
+    assert_eq!(sum.schema, 0);
+    assert_eq!(positive(&sum), vec![(1, 11.0), (2, 4.0), (3, 16.0)]);
+    assert_eq!((sum.count, sum.sum), (31.0, 20.0));
+    let diff = coarse.sub(&fine).unwrap();
+    assert_eq!(positive(&diff), vec![(1, 5.0), (2, -4.0), (3, 16.0)]);
+    assert_eq!(diff.count, 17.0);
+
+    // A zero bucket of 1.5 cuts (1, 2]: it takes that bucket and ends at 2.
+    let wide = float_hist(0, (1.5, 1.0), &[(3, 1.0)]);
+    let sum = coarse.add(&wide).unwrap();
+    assert_eq!((sum.zero_threshold, sum.zero_count), (2.0, 9.0));
+    assert_eq!(positive(&sum), vec![(3, 17.0)]);
+
+    let custom = FloatHistogram {
+        schema: CUSTOM_BUCKETS_SCHEMA,
+        custom_values: vec![1.0],
+        ..Default::default()
+    };
+    assert!(custom.add(&coarse).is_err(), "exponential and custom buckets");
+    let other_bounds = FloatHistogram {
+        custom_values: vec![2.0],
+        ..custom.clone()
+    };
+    assert!(custom.add(&other_bounds).is_err(), "other custom bounds");
+    assert!(custom.add(&custom).is_ok());
+}
+
+#[test]
+fn float_scaling_multiplies_and_divides_every_count() {
+    let mut h = float_hist(0, (0.1, 1.0), &[(1, 2.0)]);
+    h.mul(3.0);
+    assert_eq!(
+        (h.zero_count, h.count, h.sum, h.positive_buckets.clone()),
+        (3.0, 9.0, 30.0, vec![6.0])
+    );
+    h.div(3.0);
+    assert_eq!(
+        (h.zero_count, h.count, h.sum, h.positive_buckets.clone()),
+        (1.0, 3.0, 10.0, vec![2.0])
+    );
+    h.div(0.0);
+    assert_eq!(h.count, f64::INFINITY);
+}
+
+#[test]
+fn counter_resets_are_detected_as_prometheus_does() {
+    let base = float_hist(1, (0.01, 1.0), &[(1, 1.0), (2, 2.0)]);
+    let cases: Vec<(&str, FloatHistogram, bool)> = vec![
+        ("same", base.clone(), false),
+        (
+            "a bucket grew",
+            float_hist(1, (0.01, 1.0), &[(1, 1.0), (2, 3.0)]),
+            false,
+        ),
+        (
+            "a new bucket",
+            float_hist(1, (0.01, 1.0), &[(1, 1.0), (2, 2.0), (5, 1.0)]),
+            false,
+        ),
+        (
+            "a bucket shrank",
+            float_hist(1, (0.01, 1.0), &[(1, 0.0), (2, 4.0)]),
+            true,
+        ),
+        ("a bucket vanished", float_hist(1, (0.01, 1.0), &[(2, 9.0)]), true),
+        (
+            "zero bucket shrank",
+            float_hist(1, (0.01, 0.0), &[(1, 2.0), (2, 2.0)]),
+            true,
+        ),
+        (
+            "zero threshold shrank",
+            float_hist(1, (0.001, 1.0), &[(1, 1.0), (2, 2.0)]),
+            true,
+        ),
+        (
+            "resolution rose",
+            float_hist(2, (0.01, 1.0), &[(2, 1.0), (4, 2.0)]),
+            true,
+        ),
+        // Schema 0's bucket 1 holds schema 1's buckets 1 and 2 (3 observations).
+        ("resolution fell", float_hist(0, (0.01, 1.0), &[(1, 3.0)]), false),
+        ("resolution fell, fewer", float_hist(0, (0.01, 1.0), &[(1, 2.0)]), true),
+    ];
+    for (name, h, want) in cases {
+        assert_eq!(h.detect_reset(&base), want, "case {name}");
+    }
+    let hinted = |hint| FloatHistogram {
+        counter_reset_hint: hint,
+        ..base.clone()
+    };
+    assert!(hinted(CounterResetHint::CounterReset).detect_reset(&base));
+    let shrunk = float_hist(1, (0.01, 0.0), &[]);
+    assert!(
+        !FloatHistogram {
+            counter_reset_hint: CounterResetHint::Gauge,
+            ..shrunk.clone()
+        }
+        .detect_reset(&base)
+    );
+    assert!(
+        !FloatHistogram {
+            counter_reset_hint: CounterResetHint::NotCounterReset,
+            ..shrunk
+        }
+        .detect_reset(&base)
+    );
+}
+
+#[test]
+fn all_buckets_run_from_the_lowest_negative_to_the_highest_positive() {
+    let h = FloatHistogram {
+        negative_spans: spans(&[(1, 2)]),
+        negative_buckets: vec![1.0, 2.0],
+        ..float_hist(0, (0.5, 3.0), &[(1, 4.0)])
+    };
+    let got: Vec<(f64, f64, f64)> = h.all_buckets().iter().map(|b| (b.lower, b.upper, b.count)).collect();
+    assert_eq!(
+        got,
+        vec![(-4.0, -2.0, 2.0), (-2.0, -1.0, 1.0), (-0.5, 0.5, 3.0), (1.0, 2.0, 4.0)]
+    );
+    assert_eq!(h.size_bytes(), 168 + 8 * 5);
+}

@@ -13,10 +13,10 @@
 //!
 //! # Bounded amplification
 //!
-//! The decoded view costs [`TimeSeriesRef`] (56 bytes) per series, [`LabelRef`] (32) per label and
-//! [`Sample`] (16) per sample, on a 64-bit target, against at least 2 bytes of input each (an empty
-//! message is a tag and a zero length). A request of empty labels or empty series would therefore decode to 16
-//! or 28 times its size. [`measure_write_request`] refuses ([`DecodeError::Degenerate`]) a request whose view
+//! The decoded view costs [`TimeSeriesRef`] (88 bytes) per series, [`LabelRef`] (32) per label,
+//! [`Sample`] (16) per sample and [`HistogramRef`] (40) per native histogram, on a 64-bit target, against at
+//! least 2 bytes of input each (an empty message is a tag and a zero length). A request of empty labels or
+//! empty series would therefore decode to 16 or 44 times its size. [`measure_write_request`] refuses ([`DecodeError::Degenerate`]) a request whose view
 //! would exceed [`MAX_DECODED_BYTES_PER_INPUT_BYTE`] times its input (plus a small
 //! [`DECODED_BYTES_ALLOWANCE`] so tiny requests always pass), before anything is allocated. Real
 //! requests stay far below: a label of one-character name and value is 8 bytes on the wire for 32 decoded (4x), a
@@ -24,6 +24,7 @@
 //! of empty messages, which carry nothing a series could be built from.
 
 use super::canonical;
+use super::histogram::{HistogramRef, Version};
 use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_LEN, WIRE_VARINT, check_message};
 use crate::error::DecodeError;
 use bumpalo::Bump;
@@ -66,8 +67,9 @@ pub struct TimeSeriesRef<'a> {
     pub samples: &'a [Sample],
     /// Exemplars in wire order; their labels are neither sorted nor validated here.
     pub exemplars: &'a [ExemplarRef<'a>],
-    /// Number of native histograms (framing checked, contents not decoded).
-    pub histograms: u32,
+    /// Native histograms in wire order, checked but still encoded: [`HistogramRef::decode`] gives the owned
+    /// sample.
+    pub histograms: &'a [HistogramRef<'a>],
     /// When the series' counter (or histogram, or summary) started, in milliseconds; 0 when the sender said
     /// nothing. Remote write 2.0's created timestamp (a `TimeSeries.created_timestamp`, or since 2.0-rc.4
     /// the first sample's `start_timestamp`), OTLP's start time; in 1.0 bodies `TimeSeries` field 6 (an
@@ -96,6 +98,8 @@ pub struct WriteRequestShape {
     pub exemplars: usize,
     /// Labels of exemplars, all exemplars together.
     pub exemplar_labels: usize,
+    /// Native histograms, all series together.
+    pub histograms: usize,
     /// Bytes of the measured (decompressed) input.
     pub input_bytes: usize,
 }
@@ -111,6 +115,7 @@ impl WriteRequestShape {
             .saturating_add(self.exemplars.saturating_mul(size_of::<ExemplarRef<'_>>()))
             .saturating_add(self.exemplar_labels.saturating_mul(size_of::<LabelRef<'_>>()))
             .saturating_add(self.metadata.saturating_mul(size_of::<MetadataRef<'_>>()))
+            .saturating_add(self.histograms.saturating_mul(size_of::<HistogramRef<'_>>()))
     }
 }
 
@@ -243,6 +248,7 @@ pub(crate) fn fill<'a>(
         arena.alloc_slice_fill_copy(shape.labels, LabelRef { name: "", value: "" });
     let mut samples: &'a mut [Sample] = arena.alloc_slice_fill_copy(shape.samples, Sample { t: 0, v: 0.0 });
     let mut exemplars = ExemplarSlots::new(arena, shape.exemplars, shape.exemplar_labels);
+    let mut histograms = histogram_slots(arena, shape.histograms);
     let mut timeseries = bumpalo::collections::Vec::with_capacity_in(shape.series, arena);
     let mut metadata = bumpalo::collections::Vec::with_capacity_in(shape.metadata, arena);
 
@@ -262,7 +268,7 @@ pub(crate) fn fill<'a>(
                         labels: mine,
                         samples: my_samples,
                         exemplars: &[],
-                        histograms: 0,
+                        histograms: &[],
                         created: 0,
                         raw,
                     };
@@ -274,6 +280,7 @@ pub(crate) fn fill<'a>(
                     labels,
                     samples,
                     &mut exemplars,
+                    &mut histograms,
                 )?,
             };
             labels = labels_rest;
@@ -289,7 +296,8 @@ pub(crate) fn fill<'a>(
         match field.number {
             1 => {
                 let (data, offset) = len_payload(&field, "prometheus.WriteRequest.timeseries")?;
-                let (series, labels_rest, samples_rest) = decode_series(data, offset, labels, samples, &mut exemplars)?;
+                let (series, labels_rest, samples_rest) =
+                    decode_series(data, offset, labels, samples, &mut exemplars, &mut histograms)?;
                 labels = labels_rest;
                 samples = samples_rest;
                 timeseries.push(series);
@@ -303,7 +311,7 @@ pub(crate) fn fill<'a>(
     }
     debug_assert_eq!(timeseries.len(), shape.series);
     debug_assert!(
-        labels.is_empty() && samples.is_empty() && exemplars.is_empty(),
+        labels.is_empty() && samples.is_empty() && exemplars.is_empty() && histograms.is_empty(),
         "the fill pass used what the measure pass counted"
     );
     Ok(WriteRequestRef {
@@ -336,6 +344,11 @@ impl<'a> ExemplarSlots<'a> {
     fn is_empty(&self) -> bool {
         self.exemplars.is_empty() && self.labels.is_empty()
     }
+}
+
+/// The request's histogram slots, to be filled in order; an empty slot is never read.
+pub(super) fn histogram_slots(arena: &Bump, n: usize) -> &mut [HistogramRef<'_>] {
+    arena.alloc_slice_fill_copy(n, HistogramRef::EMPTY)
 }
 
 /// Decodes a `prometheus.Exemplar` (labels 1, value 2, timestamp 3; also remote write 2.0's labels-less
@@ -421,6 +434,7 @@ fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Res
             4 => {
                 let (data, offset) = len_payload(&field, "prometheus.TimeSeries.histograms")?;
                 check_message(data, offset, "prometheus.Histogram")?;
+                shape.histograms += 1;
             }
             _ => {}
         }
@@ -446,10 +460,11 @@ fn decode_series<'a>(
     labels: &'a mut [LabelRef<'a>],
     samples: &'a mut [Sample],
     exemplars: &mut ExemplarSlots<'a>,
+    histograms: &mut &'a mut [HistogramRef<'a>],
 ) -> Result<DecodedSeries<'a>, DecodeError> {
     let (mut label_rest, mut sample_rest) = (&mut *labels, &mut *samples);
     let (mut label_count, mut sample_count, mut exemplar_count) = (0usize, 0usize, 0usize);
-    let mut histograms = 0u32;
+    let mut histogram_count = 0usize;
     let mut created = 0i64;
     for field in Fields::new(raw, base, TIME_SERIES) {
         let field = field?;
@@ -473,8 +488,13 @@ fn decode_series<'a>(
                     .ok_or(DecodeError::ShapeChanged { offset })? = exemplar;
                 exemplar_count += 1;
             }
-            // Framing checked by the measure pass.
-            4 => histograms = histograms.saturating_add(1),
+            4 => {
+                let (data, offset) = len_payload(&field, "prometheus.TimeSeries.histograms")?;
+                *histograms
+                    .get_mut(histogram_count)
+                    .ok_or(DecodeError::ShapeChanged { offset })? = HistogramRef::check(data, offset, Version::V1)?;
+                histogram_count += 1;
+            }
             // int64 is a two's-complement varint: the cast is the protobuf conversion. Prometheus' 1.0 schema has
             // no field 6, so one of another wire type is skipped, as prost skips it.
             CREATED_TIMESTAMP_FIELD => {
@@ -489,11 +509,13 @@ fn decode_series<'a>(
     let (my_samples, sample_rest) = samples.split_at_mut(sample_count);
     let (my_exemplars, exemplar_rest) = std::mem::take(&mut exemplars.exemplars).split_at_mut(exemplar_count);
     exemplars.exemplars = exemplar_rest;
+    let (my_histograms, histogram_rest) = std::mem::take(histograms).split_at_mut(histogram_count);
+    *histograms = histogram_rest;
     let series = TimeSeriesRef {
         labels: mine,
         samples: my_samples,
         exemplars: my_exemplars,
-        histograms,
+        histograms: my_histograms,
         created,
         raw,
     };

@@ -19,7 +19,8 @@
 //!   1.0; the caller must hold it against its own size limit before copying any label text.
 //! - Metadata rides on each series (`TimeSeries.metadata`); it becomes one [`MetadataRef`] of the family the
 //!   series' `__name__` names, unless it says nothing (unspecified type, no help, no unit).
-//! - Histograms are framing-checked and counted, not decoded.
+//! - Histograms are checked and kept encoded as in 1.0 ([`HistogramRef`]); the message is the same, field for
+//!   field, so re-encoding a series as 1.0 copies each histogram's bytes as they came.
 //! - A series' created timestamp is [`TimeSeriesRef::created`]: its `created_timestamp` (field 6, up to
 //!   2.0-rc.3), else its first sample's `start_timestamp` (field 3, 2.0-rc.4 moved it there). A later sample's
 //!   different start time (a reset inside one request) is not kept: the first is the one that can precede
@@ -28,8 +29,10 @@
 mod canonical;
 
 use super::decode::{
-    DECODED_BYTES_ALLOWANCE, ExemplarSlots, TimeSeriesRef, WriteRequestShape, decode_sample_of, len_payload, next_slot,
+    DECODED_BYTES_ALLOWANCE, ExemplarSlots, TimeSeriesRef, WriteRequestShape, decode_sample_of, histogram_slots,
+    len_payload, next_slot,
 };
+use super::histogram::{HistogramRef, Version};
 use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_VARINT, check_message};
 use crate::error::DecodeError;
 use bumpalo::Bump;
@@ -60,6 +63,9 @@ const V1_SERIES_OVERHEAD: usize = 6;
 /// Bytes an exemplar can take as a 1.0 `prometheus.Exemplar` inside a series, besides its labels: key and
 /// length, a tagged double, a tagged 10-byte varint.
 const V1_EXEMPLAR_BYTES: usize = 22;
+/// Bytes a histogram can take as a 1.0 `TimeSeries.histograms` entry besides its message (the same bytes in
+/// 2.0): key and length.
+const V1_HISTOGRAM_OVERHEAD: usize = 6;
 /// Bytes a `prometheus.MetricMetadata` can take besides its text: key and length, the tagged type, three keys
 /// and length prefixes.
 const V1_METADATA_OVERHEAD: usize = 24;
@@ -203,11 +209,14 @@ fn measure_series(raw: &[u8], base: usize, shape: &mut WriteRequestShape) -> Res
                 len_payload(&field, "io.prometheus.write.v2.TimeSeries.samples")?;
                 shape.samples += 1;
             }
-            (3, _) => check_nested(
-                &field,
-                "io.prometheus.write.v2.TimeSeries.histograms",
-                "io.prometheus.write.v2.Histogram",
-            )?,
+            (3, _) => {
+                check_nested(
+                    &field,
+                    "io.prometheus.write.v2.TimeSeries.histograms",
+                    "io.prometheus.write.v2.Histogram",
+                )?;
+                shape.histograms += 1;
+            }
             (4, _) => {
                 let (data, offset) = len_payload(&field, "io.prometheus.write.v2.TimeSeries.exemplars")?;
                 let mut refs = 0usize;
@@ -275,6 +284,7 @@ pub fn decode_measured_v2<'a>(
         labels: arena.alloc_slice_fill_copy(shape.series.labels, LabelRef { name: "", value: "" }),
         samples: arena.alloc_slice_fill_copy(shape.series.samples, Sample { t: 0, v: 0.0 }),
         exemplars: ExemplarSlots::new(arena, shape.series.exemplars, shape.series.exemplar_labels),
+        histograms: histogram_slots(arena, shape.series.histograms),
         timeseries: bumpalo::collections::Vec::with_capacity_in(shape.series.series, arena),
         metadata: bumpalo::collections::Vec::with_capacity_in(shape.series.metadata, arena),
         out: WriteRequestV2Ref {
@@ -366,6 +376,7 @@ struct Fill<'a> {
     labels: &'a mut [LabelRef<'a>],
     samples: &'a mut [Sample],
     exemplars: ExemplarSlots<'a>,
+    histograms: &'a mut [HistogramRef<'a>],
     timeseries: bumpalo::collections::Vec<'a, TimeSeriesRef<'a>>,
     metadata: bumpalo::collections::Vec<'a, MetadataRef<'a>>,
     out: WriteRequestV2Ref<'a>,
@@ -389,7 +400,7 @@ impl<'a> Fill<'a> {
             labels,
             samples,
             exemplars: &[],
-            histograms: 0,
+            histograms: &[],
             created: 0,
             raw: &[],
         });
@@ -409,7 +420,8 @@ impl<'a> Fill<'a> {
             sample_count: 0,
             exemplars: std::mem::take(&mut self.exemplars.exemplars),
             exemplar_count: 0,
-            histograms: 0,
+            histograms: std::mem::take(&mut self.histograms),
+            histogram_count: 0,
             created: 0,
             first_start: 0,
         };
@@ -447,7 +459,11 @@ impl<'a> Fill<'a> {
                     }
                     series.push_sample(sample, offset)?;
                 }
-                (3, _) => series.histograms = series.histograms.saturating_add(1),
+                (3, _) => {
+                    let (data, offset) = len_payload(&field, "io.prometheus.write.v2.TimeSeries.histograms")?;
+                    extra = extra.saturating_add(data.len() + V1_HISTOGRAM_OVERHEAD);
+                    series.push_histogram(HistogramRef::check(data, offset, Version::V2)?, offset)?;
+                }
                 (4, _) => {
                     let (data, offset) = len_payload(&field, "io.prometheus.write.v2.TimeSeries.exemplars")?;
                     let exemplar = decode_exemplar(symbols, data, offset, &mut self.exemplars.labels)?;
@@ -488,7 +504,8 @@ impl<'a> Fill<'a> {
             .saturating_add(expanded)
             .saturating_add(extra)
             .saturating_add(samples_bytes);
-        let (ts, labels_rest, samples_rest, exemplars_rest) = series.finish();
+        let (ts, labels_rest, samples_rest, exemplars_rest, histograms_rest) = series.finish();
+        self.histograms = histograms_rest;
         self.timeseries.push(ts);
         self.labels = labels_rest;
         self.samples = samples_rest;
@@ -571,7 +588,8 @@ struct Series<'a> {
     sample_count: usize,
     exemplars: &'a mut [ExemplarRef<'a>],
     exemplar_count: usize,
-    histograms: u32,
+    histograms: &'a mut [HistogramRef<'a>],
+    histogram_count: usize,
     /// The series' `created_timestamp`, 0 when absent.
     created: i64,
     /// The first sample's `start_timestamp`, 0 when absent.
@@ -600,6 +618,13 @@ impl<'a> Series<'a> {
         Ok(())
     }
 
+    fn push_histogram(&mut self, histogram: HistogramRef<'a>, at: usize) -> Result<(), DecodeError> {
+        let mut rest = &mut self.histograms[self.histogram_count..];
+        *next_slot(&mut rest, at)? = histogram;
+        self.histogram_count += 1;
+        Ok(())
+    }
+
     /// The series' view and the rest of the slices for the next series.
     #[allow(clippy::type_complexity)]
     fn finish(
@@ -609,15 +634,17 @@ impl<'a> Series<'a> {
         &'a mut [LabelRef<'a>],
         &'a mut [Sample],
         &'a mut [ExemplarRef<'a>],
+        &'a mut [HistogramRef<'a>],
     ) {
         let (labels, labels_rest) = self.labels.split_at_mut(self.label_count);
         let (samples, samples_rest) = self.samples.split_at_mut(self.sample_count);
         let (exemplars, exemplars_rest) = self.exemplars.split_at_mut(self.exemplar_count);
+        let (histograms, histograms_rest) = self.histograms.split_at_mut(self.histogram_count);
         let ts = TimeSeriesRef {
             labels,
             samples,
             exemplars,
-            histograms: self.histograms,
+            histograms,
             created: if self.created != 0 {
                 self.created
             } else {
@@ -625,7 +652,7 @@ impl<'a> Series<'a> {
             },
             raw: &[],
         };
-        (ts, labels_rest, samples_rest, exemplars_rest)
+        (ts, labels_rest, samples_rest, exemplars_rest, histograms_rest)
     }
 }
 

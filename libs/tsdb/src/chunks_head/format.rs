@@ -20,6 +20,8 @@ const FIXED_LEN: usize = 25;
 const CRC_LEN: usize = 4;
 /// Encoding byte of an XOR chunk.
 pub(crate) const ENC_XOR: u8 = 1;
+/// The encoding bytes of in-order head chunks: XOR, integer and float histograms.
+pub(crate) const HEAD_ENCODINGS: [u8; 3] = [ENC_XOR, 2, 3];
 /// Encoding bit marking an out-of-order chunk.
 pub(crate) const OOO_FLAG: u8 = 0x80;
 

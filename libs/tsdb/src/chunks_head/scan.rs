@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::format::{ENC_XOR, FILE_HEADER_LEN, OOO_FLAG, check_file_header, chunk_ref, decode_chunk};
+use super::format::{FILE_HEADER_LEN, HEAD_ENCODINGS, OOO_FLAG, check_file_header, chunk_ref, decode_chunk};
 use super::{MappedChunk, file_path, map_file};
 use crate::error::TsdbError;
 use crate::file::sync_dir;
@@ -153,7 +153,7 @@ pub(crate) struct ScanReport {
     pub(crate) file_maxt: BTreeMap<u32, i64>,
     /// Chunks listed.
     pub(crate) num_chunks: u64,
-    /// Valid chunks that are not in-order XOR chunks (out-of-order or histogram chunks written by Prometheus).
+    /// Valid chunks that are not in-order float or histogram chunks (out-of-order chunks written by Prometheus).
     pub(crate) skipped_chunks: u64,
     /// The repaired corruption, if any.
     pub(crate) corruption: Option<ChunksHeadCorruption>,
@@ -207,7 +207,7 @@ pub(crate) fn scan(dir: &Path) -> Result<ScanReport, TsdbError> {
         while let Some(rest) = bytes.get(offset..).filter(|r| !r.is_empty()) {
             match decode_chunk(rest) {
                 Ok(c) => {
-                    if c.encoding & OOO_FLAG != 0 || c.encoding != ENC_XOR {
+                    if c.encoding & OOO_FLAG != 0 || !HEAD_ENCODINGS.contains(&c.encoding) {
                         report.skipped_chunks += 1;
                     } else {
                         chunks.push((

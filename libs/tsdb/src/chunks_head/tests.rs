@@ -25,7 +25,7 @@ fn write_n(m: &ChunkDiskMapper, n: u64) -> Vec<(u64, u64)> {
         .map(|i| {
             let series = i % 5 + 1;
             let r = m
-                .write_chunk(series, i as i64 * 10, i as i64 * 10 + 9, &data(i))
+                .write_chunk(series, i as i64 * 10, i as i64 * 10 + 9, Encoding::Xor, &data(i))
                 .unwrap();
             (i, r)
         })
@@ -39,7 +39,7 @@ fn written_chunks_read_back_before_and_after_flush_and_reopen() {
     let refs = write_n(&m, 100);
     for (i, r) in &refs {
         assert_eq!(
-            m.chunk(*r).unwrap().as_ref(),
+            m.chunk(*r).unwrap().1.as_ref(),
             data(*i).as_slice(),
             "chunk {i} from the buffer"
         );
@@ -48,7 +48,7 @@ fn written_chunks_read_back_before_and_after_flush_and_reopen() {
     m.flush().unwrap();
     for (i, r) in &refs {
         assert_eq!(
-            m.chunk(*r).unwrap().as_ref(),
+            m.chunk(*r).unwrap().1.as_ref(),
             data(*i).as_slice(),
             "chunk {i} from the map"
         );
@@ -74,16 +74,16 @@ fn written_chunks_read_back_before_and_after_flush_and_reopen() {
     }
     // New chunks go to a new file after the last one.
     let last = *scanned.files.last().unwrap();
-    let r = m.write_chunk(9, 0, 1, b"xy").unwrap();
+    let r = m.write_chunk(9, 0, 1, Encoding::Xor, b"xy").unwrap();
     assert_eq!(format::split_ref(r), (last + 1, FILE_HEADER_LEN as u32));
-    assert_eq!(m.chunk(r).unwrap().as_ref(), b"xy");
+    assert_eq!(m.chunk(r).unwrap().1.as_ref(), b"xy");
 }
 
 #[test]
 fn files_are_in_prometheus_layout() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = open(dir.path(), DEFAULT_MAX_FILE_SIZE);
-    let r = m.write_chunk(0x0102, -5, 7, &[0xAA, 0xBB]).unwrap();
+    let r = m.write_chunk(0x0102, -5, 7, Encoding::Xor, &[0xAA, 0xBB]).unwrap();
     m.close().unwrap();
     assert_eq!(r, (1 << 32) | 8);
     let bytes = std::fs::read(dir.path().join("000001")).unwrap();
@@ -173,7 +173,11 @@ fn corruption_is_cut_off_precisely() {
             "{name}: kept chunks are a prefix of the written ones"
         );
         for (i, r) in refs.iter().take(kept.len()) {
-            assert_eq!(m.chunk(*r).unwrap().as_ref(), data(*i).as_slice(), "{name}: chunk {i}");
+            assert_eq!(
+                m.chunk(*r).unwrap().1.as_ref(),
+                data(*i).as_slice(),
+                "{name}: chunk {i}"
+            );
         }
         match &scanned.corruption {
             None => {
@@ -214,7 +218,7 @@ fn corruption_is_cut_off_precisely() {
 fn a_chunk_damaged_after_startup_is_reported_not_served() {
     let dir = tempfile::tempdir().unwrap();
     let (m, _) = open(dir.path(), DEFAULT_MAX_FILE_SIZE);
-    let r = m.write_chunk(1, 0, 10, &data(3)).unwrap();
+    let r = m.write_chunk(1, 0, 10, Encoding::Xor, &data(3)).unwrap();
     m.close().unwrap();
     drop(m);
     let (m, _) = open(dir.path(), DEFAULT_MAX_FILE_SIZE);
@@ -243,7 +247,7 @@ fn truncation_deletes_whole_files_before_mint() {
     assert!(deleted > 0 && deleted < before, "{deleted} of {before} files deleted");
     let mut readable = 0;
     for (i, r) in &refs {
-        if let Ok(d) = m.chunk(*r) {
+        if let Ok((_, d)) = m.chunk(*r) {
             assert_eq!(d.as_ref(), data(*i).as_slice());
             readable += 1;
         } else {
@@ -254,8 +258,8 @@ fn truncation_deletes_whole_files_before_mint() {
     // Everything ends before i64::MAX: all files go, the active one is sealed and replaced later.
     m.truncate_before(i64::MAX).unwrap();
     assert_eq!(scan(dir.path()).unwrap().num_chunks, 0);
-    let r = m.write_chunk(1, 0, 1, b"z").unwrap();
-    assert_eq!(m.chunk(r).unwrap().as_ref(), b"z");
+    let r = m.write_chunk(1, 0, 1, Encoding::Xor, b"z").unwrap();
+    assert_eq!(m.chunk(r).unwrap().1.as_ref(), b"z");
 }
 
 /// A file that accepts at most `budget` more bytes (shared), then fails; writes may be short.
@@ -321,7 +325,7 @@ fn a_failed_write_leaves_the_file_at_a_chunk_boundary_and_is_retried() {
     // Buffered chunks are still served.
     for (i, r) in &refs {
         assert_eq!(
-            m.chunk(*r).unwrap().as_ref(),
+            m.chunk(*r).unwrap().1.as_ref(),
             data(*i).as_slice(),
             "chunk {i} while the disk is full"
         );

@@ -14,6 +14,9 @@ use super::series::{MemSeries, Verdict, judge};
 use super::{Head, lock, read, write};
 use crate::error::TsdbError;
 use crate::record::{self, RefSample};
+use heddle_model::HistogramValue;
+
+use super::histograms::fingerprint;
 
 /// The samples of one series in an append batch, borrowed from the request.
 ///
@@ -29,7 +32,8 @@ pub struct AppendSeries<'a> {
     /// it: a zero sample is stored there first, as Prometheus' created-timestamp zero ingestion does, when it
     /// is older than the first sample and newer than everything the series holds, and is inside the head's
     /// bounds. Otherwise it is skipped without an error (a long-running counter repeats the same created
-    /// timestamp on every push).
+    /// timestamp on every push). A series with histograms only gets a zero histogram instead (a counter reset
+    /// in its first histogram's schema).
     pub created: Option<i64>,
     /// Native histogram samples in timestamp order, appended after `samples` (as Prometheus' remote-write
     /// handler appends a series' floats, then its histograms).
@@ -55,6 +59,8 @@ pub enum AppendErrorKind {
     TooOldForEmptyHead,
     /// A sample newer than the caller's [`AppendBounds::max`] (the clock plus a grace period).
     TooFarInFuture,
+    /// A native histogram that breaks Prometheus' invariants (see [`heddle_model::Histogram::validate`]).
+    InvalidHistogram,
 }
 
 /// Time bounds the caller (who knows the clock) sets on an append, on top of the head's own.
@@ -87,6 +93,7 @@ impl AppendErrorKind {
             AppendErrorKind::Refused(id) => id,
             AppendErrorKind::TooOldForEmptyHead => error_id::SAMPLE_OUT_OF_BOUNDS,
             AppendErrorKind::TooFarInFuture => error_id::TOO_FAR_IN_FUTURE,
+            AppendErrorKind::InvalidHistogram => error_id::NATIVE_HISTOGRAM_INVALID,
         }
     }
 }
@@ -113,7 +120,8 @@ pub struct SeriesAppendError {
     /// [`AppendErrorKind::OutOfBounds`] and [`AppendErrorKind::TooOldForEmptyHead`], the oldest time the head
     /// accepted; for [`AppendErrorKind::TooFarInFuture`], the newest.
     pub last_accepted_t: i64,
-    /// For [`AppendErrorKind::Refused`], the hook's message (the whole text the error displays).
+    /// For [`AppendErrorKind::Refused`], the hook's message (the whole text the error displays); for
+    /// [`AppendErrorKind::InvalidHistogram`], what is wrong with the first one.
     pub message: Option<String>,
 }
 
@@ -155,6 +163,11 @@ impl fmt::Display for SeriesAppendError {
                 f,
                 "{id}: {n} sample(s) newer than the newest time the head accepts, {last} (first rejected ts={ts})"
             ),
+            AppendErrorKind::InvalidHistogram => write!(
+                f,
+                "{id}: {n} native histogram sample(s) that break Prometheus' invariants (first at ts={ts}){}",
+                self.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+            ),
             AppendErrorKind::Refused(_) => match &self.message {
                 Some(m) => f.write_str(m),
                 None => write!(f, "{id}: {n} sample(s) of a series the head refused to create"),
@@ -166,12 +179,15 @@ impl fmt::Display for SeriesAppendError {
 /// The result of [`Head::append`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppendOutcome {
-    /// Samples logged to the WAL and stored.
+    /// Float samples logged to the WAL and stored.
     pub samples_appended: u64,
-    /// Exact repeats of a stored sample (same timestamp and value bits): accepted, not stored again.
+    /// Native histogram samples logged to the WAL and stored.
+    pub histograms_appended: u64,
+    /// Exact repeats of a stored sample (same timestamp and value bits, or the same histogram): accepted, not
+    /// stored again. Floats and histograms together.
     pub samples_deduplicated: u64,
-    /// Zero samples stored at series' created timestamps ([`AppendSeries::created`]); not in
-    /// `samples_appended`, which counts the batch's own samples.
+    /// Zero samples (or zero histograms) stored at series' created timestamps ([`AppendSeries::created`]); not
+    /// in `samples_appended` or `histograms_appended`, which count the batch's own samples.
     pub created_zero_samples: u64,
     /// Series this call created.
     pub series_created: u64,
@@ -266,20 +282,26 @@ impl Head {
             }
         }
         for ((index, entry), &hash) in batch.iter().enumerate().zip(&hashes) {
+            let first_t = entry
+                .samples
+                .first()
+                .map(|s| s.t)
+                .or(entry.histograms.first().map(|h| h.t));
             let rejected = |reason, message, last_accepted_t| {
-                entry.samples.first().map(|first| SeriesAppendError {
+                first_t.map(|first_t| SeriesAppendError {
                     index,
                     reason,
-                    samples_rejected: u32::try_from(entry.samples.len()).unwrap_or(u32::MAX),
-                    first_rejected_t: first.t,
+                    samples_rejected: u32::try_from(entry.samples.len() + entry.histograms.len()).unwrap_or(u32::MAX),
+                    first_rejected_t: first_t,
                     last_accepted_t,
                     message,
                 })
             };
             // As Prometheus checks the bounds before it looks the series up: nothing to store, nothing to create.
-            if !entry.samples.is_empty()
+            if first_t.is_some()
                 && entry.samples.iter().all(|s| out_of_bounds(s.t).is_some())
-                && let Some((reason, bound)) = entry.samples.first().and_then(|s| out_of_bounds(s.t))
+                && entry.histograms.iter().all(|h| out_of_bounds(h.t).is_some())
+                && let Some((reason, bound)) = first_t.and_then(out_of_bounds)
             {
                 out.errors.extend(rejected(reason, None, bound));
                 resolved.push(None);
@@ -332,6 +354,11 @@ impl Head {
         // 2. Judge samples against each series' newest (and earlier accepted samples of this batch).
         app.samples.clear();
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(batch.len());
+        // Accepted histogram samples, (batch index, sample index, fingerprint), in batch order.
+        let mut histograms: Vec<(usize, HistogramAt, u64)> = Vec::new();
+        // Zero histograms at created timestamps (series with histograms only), which the batch does not hold.
+        let mut zeros: Vec<HistogramSample> = Vec::new();
+        let mut zero_floats = 0u64;
         let mut newest: IdMap<u64, Option<(i64, u64)>> = IdMap::default();
         newest.reserve(batch.len());
         for (index, (entry, series)) in batch.iter().zip(&resolved).enumerate() {
@@ -352,7 +379,21 @@ impl Head {
                         t: ct,
                         v: 0.0,
                     });
-                    out.created_zero_samples += 1;
+                    zero_floats += 1;
+                }
+                if let (Some(ct), None, Some(first)) = (entry.created, entry.samples.first(), entry.histograms.first())
+                    && ct < first.t
+                    && out_of_bounds(ct).is_none()
+                    && last.is_none_or(|(t, _)| ct > t)
+                {
+                    let zero = HistogramSample {
+                        t: ct,
+                        value: zero_histogram(&first.value),
+                    };
+                    let fp = fingerprint(&zero.value);
+                    *last = Some((ct, fp));
+                    histograms.push((index, HistogramAt::Zero(zeros.len()), fp));
+                    zeros.push(zero);
                 }
                 for s in entry.samples {
                     let bits = s.v.to_bits();
@@ -395,13 +436,60 @@ impl Head {
                     });
                     e.samples_rejected = e.samples_rejected.saturating_add(1);
                 }
+                for (i, h) in entry.histograms.iter().enumerate() {
+                    let (reason, bound, message) = if let Some((reason, bound)) = out_of_bounds(h.t) {
+                        (reason, bound, None)
+                    } else if let Err(e) = h.value.validate() {
+                        (AppendErrorKind::InvalidHistogram, i64::MIN, Some(e.to_string()))
+                    } else {
+                        let fp = fingerprint(&h.value);
+                        let kind = match judge(*last, h.t, fp) {
+                            Verdict::Append => {
+                                *last = Some((h.t, fp));
+                                histograms.push((index, HistogramAt::Batch(i), fp));
+                                continue;
+                            }
+                            Verdict::Duplicate => {
+                                out.samples_deduplicated += 1;
+                                continue;
+                            }
+                            Verdict::OutOfOrder => AppendErrorKind::OutOfOrder,
+                            Verdict::DuplicateTimestamp => AppendErrorKind::DuplicateTimestamp,
+                        };
+                        (kind, last.map_or(i64::MIN, |(t, _)| t), None)
+                    };
+                    let e = error.get_or_insert(SeriesAppendError {
+                        index,
+                        reason,
+                        samples_rejected: 0,
+                        first_rejected_t: h.t,
+                        last_accepted_t: bound,
+                        message,
+                    });
+                    e.samples_rejected = e.samples_rejected.saturating_add(1);
+                }
                 out.errors.extend(error);
             }
             spans.push((start, app.samples.len()));
         }
+        // The accepted histograms as the WAL logs them, borrowed from the batch.
+        let sample_at = |index: usize, at: HistogramAt| match at {
+            HistogramAt::Batch(i) => batch.get(index).and_then(|e| e.histograms.get(i)),
+            HistogramAt::Zero(j) => zeros.get(j),
+        };
+        let (mut int_refs, mut float_refs) = (Vec::new(), Vec::new());
+        for &(index, at, _) in &histograms {
+            let (Some(Some(series)), Some(h)) = (resolved.get(index), sample_at(index, at)) else {
+                continue;
+            };
+            match &h.value {
+                HistogramValue::Int(v) => int_refs.push((series.series_ref, h.t, v)),
+                HistogramValue::Float(v) => float_refs.push((series.series_ref, h.t, v)),
+            }
+        }
 
         // 3. Log: Series records for unlogged series, then the samples, as one WAL call.
-        if !to_log.is_empty() || !app.samples.is_empty() {
+        if !to_log.is_empty() || !app.samples.is_empty() || !histograms.is_empty() {
             let Some(wal) = app.wal.as_mut() else {
                 return Err(TsdbError::Closed);
             };
@@ -413,7 +501,18 @@ impl Head {
                 let buf = next_buf(&mut app.records, &mut used);
                 record::encode_samples(part, buf);
             }
-            let records: Vec<&[u8]> = app.records[..used].iter().map(Vec::as_slice).collect();
+            let mut histogram_records = Vec::new();
+            for part in split_by_size(&int_refs, max, |s| histogram_bytes(&HistogramSize::of_int(s.2))) {
+                record::encode_histogram_refs(part, &mut histogram_records);
+            }
+            for part in split_by_size(&float_refs, max, |s| histogram_bytes(&HistogramSize::of_float(s.2))) {
+                record::encode_float_histogram_refs(part, &mut histogram_records);
+            }
+            let records: Vec<&[u8]> = app.records[..used]
+                .iter()
+                .chain(&histogram_records)
+                .map(Vec::as_slice)
+                .collect();
             let before = wal.bytes_written();
             wal.log(&records)?;
             out.wal_bytes = wal.bytes_written().saturating_sub(before);
@@ -452,8 +551,36 @@ impl Head {
                 stored += 1;
             }
         }
-        self.note_samples(stored, min_t, max_t);
-        out.samples_appended = stored.saturating_sub(out.created_zero_samples);
+        let mut stored_histograms = 0u64;
+        let mut at = 0;
+        while let Some(&(index, _, _)) = histograms.get(at) {
+            let run = histograms[at..].iter().take_while(|(i, _, _)| *i == index).count();
+            let of_series = &histograms[at..at + run];
+            at += run;
+            let Some(Some(series)) = resolved.get(index) else {
+                continue;
+            };
+            let mut state = lock(&series.state);
+            if let Err(e) = state.resume_open() {
+                super::series::log_dropped_open_chunk(series.series_ref, &e);
+                out.open_chunks_dropped += 1;
+            }
+            for &(_, at, fp) in of_series {
+                let Some(h) = sample_at(index, at) else { continue };
+                if let Err(e) = state.append_histogram(series.series_ref, h.t, &h.value, fp, self.sink()) {
+                    // Validated above, so unreachable; the sample is in the WAL.
+                    tracing::error!(series_ref = series.series_ref, t = h.t, error = %e, "cannot store histogram");
+                    continue;
+                }
+                min_t = min_t.min(h.t);
+                max_t = max_t.max(h.t);
+                stored_histograms += 1;
+            }
+        }
+        self.note_samples(stored + stored_histograms, min_t, max_t);
+        out.created_zero_samples = zero_floats + zeros.len() as u64;
+        out.samples_appended = stored.saturating_sub(zero_floats);
+        out.histograms_appended = stored_histograms.saturating_sub(zeros.len() as u64);
         // Errors of step 1 and step 2 in batch order.
         out.errors.sort_by_key(|e| e.index);
         Ok(out)
@@ -530,6 +657,36 @@ impl Head {
     }
 }
 
+/// Where an accepted histogram sample is: the batch entry's `histograms[i]`, or a zero histogram the append
+/// made for a created timestamp.
+#[derive(Debug, Clone, Copy)]
+enum HistogramAt {
+    Batch(usize),
+    Zero(usize),
+}
+
+/// The zero histogram Prometheus' created-timestamp ingestion stores before a series' first histogram
+/// (`AppendHistogramCTZeroSample`): a counter reset with no observations, in the first histogram's schema, zero
+/// threshold and custom bounds, so that it does not cut a chunk of its own.
+fn zero_histogram(first: &HistogramValue) -> HistogramValue {
+    match first {
+        HistogramValue::Int(h) => HistogramValue::Int(heddle_model::Histogram {
+            counter_reset_hint: heddle_model::CounterResetHint::CounterReset,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            custom_values: h.custom_values.clone(),
+            ..Default::default()
+        }),
+        HistogramValue::Float(h) => HistogramValue::Float(heddle_model::FloatHistogram {
+            counter_reset_hint: heddle_model::CounterResetHint::CounterReset,
+            schema: h.schema,
+            zero_threshold: h.zero_threshold,
+            custom_values: h.custom_values.clone(),
+            ..Default::default()
+        }),
+    }
+}
+
 /// Why [`Head::get_or_create`] gave no series.
 enum Unresolved {
     InvalidLabels,
@@ -584,4 +741,55 @@ fn encode_series_records(
         size += entry;
     }
     flush(start, to_log.len(), bufs, used);
+}
+
+/// The sizes that bound an encoded histogram.
+pub(crate) struct HistogramSize {
+    spans: usize,
+    buckets: usize,
+    custom_values: usize,
+}
+
+impl HistogramSize {
+    pub(crate) fn of_int(h: &heddle_model::Histogram) -> Self {
+        Self {
+            spans: h.positive_spans.len() + h.negative_spans.len(),
+            buckets: h.positive_buckets.len() + h.negative_buckets.len(),
+            custom_values: h.custom_values.len(),
+        }
+    }
+
+    pub(crate) fn of_float(h: &heddle_model::FloatHistogram) -> Self {
+        Self {
+            spans: h.positive_spans.len() + h.negative_spans.len(),
+            buckets: h.positive_buckets.len() + h.negative_buckets.len(),
+            custom_values: h.custom_values.len(),
+        }
+    }
+}
+
+/// The most bytes a histogram sample takes in a WAL record: ref and time deltas, hint, schema, zero threshold,
+/// counts and sum, span and bucket counts, then 15 bytes a span, 10 a bucket (8 for float counts), 8 a
+/// custom bound.
+pub(crate) fn histogram_bytes(s: &HistogramSize) -> usize {
+    20 + 1 + 5 + 8 + 20 + 8 + 4 * 10 + 15 * s.spans + 10 * s.buckets + 8 * s.custom_values
+}
+
+/// Splits `items` into runs whose `size` adds up to at most `max` bytes (a single larger item is a run of its
+/// own: the WAL refuses it, and the append with it).
+fn split_by_size<T>(items: &[T], max: usize, size: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 17);
+    for (i, item) in items.iter().enumerate() {
+        let n = size(item);
+        if bytes + n > max && i > start {
+            out.push(&items[start..i]);
+            (start, bytes) = (i, 17);
+        }
+        bytes += n;
+    }
+    if start < items.len() {
+        out.push(&items[start..]);
+    }
+    out
 }

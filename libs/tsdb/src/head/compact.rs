@@ -13,11 +13,14 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
+use super::histograms::encode_chunks;
 use super::read::ChunkData;
 use super::series::MemSeries;
 use super::{Head, TruncateStats, lock, read};
 use crate::block::{BlockMeta, BlockWriter, new_ulid};
-use crate::chunkenc::{XorChunk, XorIter};
+use crate::chunkenc::{
+    Encoding, FloatHistogramChunk, FloatHistogramIter, HistogramChunk, HistogramIter, XorChunk, XorIter,
+};
 use crate::error::TsdbError;
 
 /// The start of the block range holding `t`.
@@ -217,24 +220,45 @@ impl Head {
 
 /// Chunks as a block of `[mint, maxt)` stores them: a chunk wholly inside is kept byte for byte (the usual case,
 /// since head chunks never cross a block-range boundary), one that sticks out is re-encoded with only the
-/// samples inside.
+/// samples inside (a histogram chunk may become several, when its appender asks for a new one).
 fn clip_chunks(chunks: Vec<ChunkData>, mint: i64, maxt: i64) -> Vec<ChunkData> {
-    chunks
-        .into_iter()
-        .filter_map(|c| {
-            if c.min_time >= mint && c.max_time < maxt {
-                return Some(c);
+    let inside = |t: i64| t >= mint && t < maxt;
+    let mut out = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        if c.min_time >= mint && c.max_time < maxt {
+            out.push(c);
+            continue;
+        }
+        let pieces = match c.encoding {
+            Encoding::Xor => {
+                let mut clipped = XorChunk::default();
+                for s in XorIter::new(&c.data).filter(|s| inside(s.t)) {
+                    if clipped.append(s.t, s.v).is_err() {
+                        break;
+                    }
+                }
+                match (clipped.min_time(), clipped.max_time()) {
+                    (Some(lo), Some(hi)) => Ok(vec![(lo, hi, clipped.into_bytes())]),
+                    _ => Ok(Vec::new()),
+                }
             }
-            let mut clipped = XorChunk::default();
-            for s in XorIter::new(&c.data).filter(|s| s.t >= mint && s.t < maxt) {
-                clipped.append(s.t, s.v).ok()?;
+            Encoding::Histogram => {
+                encode_chunks::<HistogramChunk>(HistogramIter::new(&c.data).filter(|(t, _)| inside(*t)))
             }
-            Some(ChunkData {
-                encoding: crate::chunkenc::Encoding::Xor,
-                min_time: clipped.min_time()?,
-                max_time: clipped.max_time()?,
-                data: Bytes::from(clipped.into_bytes()),
-            })
-        })
-        .collect()
+            Encoding::FloatHistogram => {
+                encode_chunks::<FloatHistogramChunk>(FloatHistogramIter::new(&c.data).filter(|(t, _)| inside(*t)))
+            }
+            Encoding::None => Ok(Vec::new()),
+        };
+        match pieces {
+            Ok(pieces) => out.extend(pieces.into_iter().map(|(min_time, max_time, data)| ChunkData {
+                encoding: c.encoding,
+                min_time,
+                max_time,
+                data: Bytes::from(data),
+            })),
+            Err(e) => tracing::error!(error = %e, min_time = c.min_time, "cannot clip a head chunk to the block range"),
+        }
+    }
+    out
 }

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
-use heddle_model::LabelRef;
+use heddle_model::{HistogramValue, LabelRef};
 
+use super::histograms::fingerprint;
 use super::idhash::{IdMap, NearMap, StrHasher};
 use super::index::{Created, LoadCache, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
@@ -35,8 +36,10 @@ pub struct ReplayStats {
     pub wal_repaired: Option<heddle_wal::Corruption>,
     /// Series recreated.
     pub series: u64,
-    /// Samples stored.
+    /// Samples stored, native histogram samples included.
     pub samples: u64,
+    /// Native histogram samples stored (also counted in `samples`).
+    pub histogram_samples: u64,
     /// Samples skipped because no series record named their ref.
     pub unknown_ref_samples: u64,
     /// Exemplars stored in the ring (from the WAL and the snapshot).
@@ -137,6 +140,9 @@ impl Head {
                             self.replay_series(series, &mut cache, &mut aliases, &mut mapped, stats, &mut pending)
                         }
                         Decoded::Samples(samples) => dispatch_samples(&samples, &aliases, &mut pending, &txs)?,
+                        Decoded::Histograms(histograms) => {
+                            dispatch_histograms(histograms, &aliases, &mut pending, &txs)?
+                        }
                         Decoded::Exemplars(exemplars) => self.replay_exemplars(exemplars, &aliases, stats),
                         Decoded::Ignored => stats.ignored_records += 1,
                         Decoded::Undecodable(e) => {
@@ -167,6 +173,7 @@ impl Head {
         })?;
         write(&self.index).finish_load();
         stats.samples += shard_stats.samples;
+        stats.histogram_samples += shard_stats.histogram_samples;
         stats.unknown_ref_samples += shard_stats.unknown_ref_samples;
         stats.skipped_samples += shard_stats.skipped_samples;
         stats.open_chunks_dropped += shard_stats.open_chunks_dropped;
@@ -272,13 +279,23 @@ impl Head {
         let min_valid = self.min_valid_time.load(Ordering::Relaxed);
         for batch in rx {
             let mut series = batch.series.into_iter().peekable();
-            let mut start = 0;
+            let (mut start, mut hstart) = (0, 0);
             for (i, &(series_ref, end)) in batch.runs.iter().enumerate() {
                 while let Some((_, k)) = series.next_if(|(runs_before, _)| *runs_before <= i) {
                     known.insert(key(k.series.series_ref), k);
                 }
-                let run = batch.samples.get(start..end).unwrap_or(&[]);
-                start = end;
+                let (run, hrun) = match end {
+                    RunEnd::Floats(end) => {
+                        let run = batch.samples.get(start..end).unwrap_or(&[]);
+                        start = end;
+                        (run, &[][..])
+                    }
+                    RunEnd::Histograms(end) => {
+                        let run = batch.histograms.get(hstart..end).unwrap_or(&[]);
+                        hstart = end;
+                        (&[][..], run)
+                    }
+                };
                 let k = match known.entry(key(series_ref)) {
                     Entry::Occupied(e) => e.into_mut(),
                     // A series the head had before the replay (loaded from a snapshot).
@@ -291,12 +308,13 @@ impl Head {
                             })
                         }
                         None => {
-                            st.unknown_ref_samples += run.len() as u64;
+                            st.unknown_ref_samples += (run.len() + hrun.len()) as u64;
                             continue;
                         }
                     },
                 };
                 self.apply_run(k, run, min_valid, &mut st);
+                self.apply_histogram_run(k, hrun, min_valid, &mut st);
             }
             for (_, k) in series {
                 known.insert(key(k.series.series_ref), k);
@@ -342,6 +360,48 @@ impl Head {
     }
 }
 
+impl Head {
+    /// [`Self::apply_run`] for native histogram samples.
+    fn apply_histogram_run(&self, k: &Known, run: &[(i64, HistogramValue)], min_valid: i64, st: &mut ShardStats) {
+        let mut state = None;
+        for (t, h) in run {
+            let t = *t;
+            if t < min_valid {
+                st.samples_before_min_valid_time += 1;
+                continue;
+            }
+            if t <= k.covered {
+                st.samples_in_mmapped_chunks += 1;
+                continue;
+            }
+            let state = state.get_or_insert_with(|| {
+                let mut state = lock(&k.series.state);
+                if let Err(e) = state.resume_open() {
+                    log_dropped_open_chunk(k.series.series_ref, &e);
+                    st.open_chunks_dropped += 1;
+                }
+                state
+            });
+            let fp = fingerprint(h);
+            // A histogram that breaks the invariants never reached the WAL through an append: a record that
+            // holds one was damaged or written by another program, and is skipped like an unstorable sample.
+            if h.validate().is_err() || state.judge(t, fp, &self.chunks) != Verdict::Append {
+                st.skipped_samples += 1;
+                continue;
+            }
+            match state.append_histogram(k.series.series_ref, t, h, fp, self.sink()) {
+                Ok(_) => {
+                    st.samples += 1;
+                    st.histogram_samples += 1;
+                    st.range.0 = st.range.0.min(t);
+                    st.range.1 = st.range.1.max(t);
+                }
+                Err(_) => st.skipped_samples += 1,
+            }
+        }
+    }
+}
+
 /// The shard that replays the samples of series `series_ref`.
 fn shard_of(series_ref: u64, shards: usize) -> usize {
     (series_ref % shards as u64) as usize
@@ -367,10 +427,39 @@ fn dispatch_samples(
         let shard = shard_of(r, pending.len());
         let batch = &mut pending[shard];
         batch.samples.extend_from_slice(run_samples);
-        batch.runs.push((r, batch.samples.len()));
-        if batch.samples.len() >= SHARD_BATCH_SAMPLES {
+        batch.runs.push((r, RunEnd::Floats(batch.samples.len())));
+        if batch.samples.len() + batch.histograms.len() >= SHARD_BATCH_SAMPLES {
             let full = std::mem::take(batch);
             // A shard stops receiving only by panicking, which the scope propagates.
+            txs[shard].send(full).map_err(|_| TsdbError::Closed)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`dispatch_samples`] for native histogram samples, `(ref, t, value)` in record order.
+fn dispatch_histograms(
+    histograms: Vec<(u64, i64, HistogramValue)>,
+    aliases: &IdMap<u64, u64>,
+    pending: &mut [ShardBatch],
+    txs: &[SyncSender<ShardBatch>],
+) -> Result<(), TsdbError> {
+    let mut current: Option<(u64, usize)> = None;
+    for (series_ref, t, h) in histograms {
+        let r = aliases.get(&series_ref).copied().unwrap_or(series_ref);
+        let shard = shard_of(r, pending.len());
+        let batch = &mut pending[shard];
+        batch.histograms.push((t, h));
+        let end = RunEnd::Histograms(batch.histograms.len());
+        // Extend the run of the previous sample when it is the same series' (and its run is the batch's last).
+        match (current, batch.runs.last_mut()) {
+            (Some((cr, cs)), Some(last)) if cr == r && cs == shard && last.0 == r => last.1 = end,
+            _ => batch.runs.push((r, end)),
+        }
+        current = Some((r, shard));
+        if batch.samples.len() + batch.histograms.len() >= SHARD_BATCH_SAMPLES {
+            let full = std::mem::take(batch);
+            current = None;
             txs[shard].send(full).map_err(|_| TsdbError::Closed)?;
         }
     }
@@ -385,8 +474,16 @@ const SHARD_BATCH_SAMPLES: usize = 8192;
 #[derive(Default)]
 struct ShardBatch {
     samples: Vec<RefSample>,
-    runs: Vec<(u64, usize)>,
+    histograms: Vec<(i64, HistogramValue)>,
+    runs: Vec<(u64, RunEnd)>,
     series: Vec<(usize, Known)>,
+}
+
+/// Where a run of a [`ShardBatch`] ends: in its floats or in its histograms.
+#[derive(Debug, Clone, Copy)]
+enum RunEnd {
+    Floats(usize),
+    Histograms(usize),
 }
 
 /// A series as its shard knows it: with the newest time its `chunks_head/` chunks hold when it was found.
@@ -399,6 +496,7 @@ struct Known {
 #[derive(Debug)]
 struct ShardStats {
     samples: u64,
+    histogram_samples: u64,
     unknown_ref_samples: u64,
     skipped_samples: u64,
     open_chunks_dropped: u64,
@@ -411,6 +509,7 @@ impl Default for ShardStats {
     fn default() -> Self {
         Self {
             samples: 0,
+            histogram_samples: 0,
             unknown_ref_samples: 0,
             skipped_samples: 0,
             open_chunks_dropped: 0,
@@ -424,6 +523,7 @@ impl Default for ShardStats {
 impl ShardStats {
     fn add(&mut self, o: &ShardStats) {
         self.samples += o.samples;
+        self.histogram_samples += o.histogram_samples;
         self.unknown_ref_samples += o.unknown_ref_samples;
         self.skipped_samples += o.skipped_samples;
         self.open_chunks_dropped += o.open_chunks_dropped;
@@ -446,6 +546,8 @@ enum Decoded {
     Series(DecodedSeries),
     Samples(Vec<RefSample>),
     Exemplars(Vec<RefExemplar>),
+    /// Integer and float histogram samples: (ref, t, value).
+    Histograms(Vec<(u64, i64, HistogramValue)>),
     Ignored,
     Undecodable(String),
 }
@@ -472,6 +574,16 @@ fn decode_batch(raw: &RawBatch, hasher: &StrHasher) -> Vec<Decoded> {
             }
             Ok(Record::Samples(samples)) => Decoded::Samples(samples),
             Ok(Record::Exemplars(exemplars)) => Decoded::Exemplars(exemplars),
+            Ok(Record::Histograms(h)) => Decoded::Histograms(
+                h.into_iter()
+                    .map(|s| (s.series_ref, s.t, HistogramValue::Int(s.h)))
+                    .collect(),
+            ),
+            Ok(Record::FloatHistograms(h)) => Decoded::Histograms(
+                h.into_iter()
+                    .map(|s| (s.series_ref, s.t, HistogramValue::Float(s.h)))
+                    .collect(),
+            ),
             Ok(_) => Decoded::Ignored,
             Err(e) => Decoded::Undecodable(e.to_string()),
         })

@@ -1,15 +1,19 @@
-//! One series in the head: its labels (as symbol ids), its open XOR chunk, references to its completed chunks
-//! in `chunks_head/`. The newest sample, which decides whether the next one is in order, is the open chunk's
-//! last (its appender keeps it) or, when the open chunk is empty, that of the newest completed chunk.
+//! One series in the head: its labels (as symbol ids), its open chunk (XOR floats, or native histograms:
+//! see [`super::histograms`]), references to its completed chunks in `chunks_head/`. The newest sample, which
+//! decides whether the next one is in order, is the open chunk's last (its appender keeps it) or, when the
+//! open chunk is empty, that of the newest completed chunk.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
+use heddle_model::HistogramValue;
+
+use super::histograms::{Appended, HistogramKind, OpenHistogram, last_sample, sample_times};
 use super::label_ids::LabelIds;
 use super::read::ChunkData;
-use crate::chunkenc::{XorChunk, XorIter};
+use crate::chunkenc::{Encoding, FloatHistogramChunk, HistogramChunk, XorChunk};
 use crate::chunks_head::{ChunkDiskMapper, MappedChunk};
 use crate::error::ChunkError;
 
@@ -101,11 +105,82 @@ impl MemSeries {
     }
 }
 
+/// The open chunk of a series. The histogram kinds are boxed (they are rare, and their appenders large), so a
+/// float series pays nothing for them: the enum takes the XOR chunk's size.
+#[derive(Debug)]
+pub(crate) enum OpenChunk {
+    /// Floats; an empty one when the series has no open chunk.
+    Xor(XorChunk),
+    Histogram(Box<OpenHistogram<HistogramChunk>>),
+    FloatHistogram(Box<OpenHistogram<FloatHistogramChunk>>),
+}
+
+impl Default for OpenChunk {
+    fn default() -> Self {
+        OpenChunk::Xor(XorChunk::default())
+    }
+}
+
+impl OpenChunk {
+    pub(crate) fn encoding(&self) -> Encoding {
+        match self {
+            OpenChunk::Xor(_) => Encoding::Xor,
+            OpenChunk::Histogram(_) => Encoding::Histogram,
+            OpenChunk::FloatHistogram(_) => Encoding::FloatHistogram,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        matches!(self, OpenChunk::Xor(c) if c.is_empty())
+    }
+
+    pub(crate) fn min_time(&self) -> Option<i64> {
+        match self {
+            OpenChunk::Xor(c) => c.min_time(),
+            OpenChunk::Histogram(h) => Some(h.min_time),
+            OpenChunk::FloatHistogram(h) => Some(h.min_time),
+        }
+    }
+
+    pub(crate) fn max_time(&self) -> Option<i64> {
+        match self {
+            OpenChunk::Xor(c) => c.max_time(),
+            OpenChunk::Histogram(h) => Some(h.max_time),
+            OpenChunk::FloatHistogram(h) => Some(h.max_time),
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            OpenChunk::Xor(c) => c.bytes(),
+            OpenChunk::Histogram(h) => h.chunk.bytes(),
+            OpenChunk::FloatHistogram(h) => h.chunk.bytes(),
+        }
+    }
+
+    /// Timestamp and value bits (a histogram's fingerprint) of the newest sample.
+    pub(crate) fn last_bits(&self) -> Option<(i64, u64)> {
+        match self {
+            OpenChunk::Xor(c) => c.last_bits(),
+            OpenChunk::Histogram(h) => Some((h.max_time, h.last)),
+            OpenChunk::FloatHistogram(h) => Some((h.max_time, h.last)),
+        }
+    }
+
+    fn into_bytes(self) -> Vec<u8> {
+        match self {
+            OpenChunk::Xor(c) => c.into_bytes(),
+            OpenChunk::Histogram(h) => h.chunk.into_bytes(),
+            OpenChunk::FloatHistogram(h) => h.chunk.into_bytes(),
+        }
+    }
+}
+
 /// The samples of a series.
 #[derive(Debug, Default)]
 pub(crate) struct SeriesState {
-    open: XorChunk,
-    /// Timestamps from here on go to a new chunk.
+    open: OpenChunk,
+    /// Timestamps from here on go to a new XOR chunk (histogram chunks keep their own cut state).
     next_at: i64,
     /// Completed chunks in `chunks_head/`, oldest first. A boxed slice, not a `Vec`: a series gains a chunk
     /// every half hour or so, and the 8 bytes saved bring a series (`Arc<MemSeries>`) from jemalloc's 192-byte
@@ -165,11 +240,10 @@ impl SeriesState {
             .and_then(|u| u.last())
             .filter(|c| c.max_time == t);
         let data = match unwritten {
-            Some(c) => Some(c.data.clone()),
+            Some(c) => Some((c.encoding, c.data.clone())),
             None => self.mapped.last().and_then(|c| mapper.chunk(c.chunk_ref).ok()),
         };
-        data.and_then(|d| XorIter::new(&d).last())
-            .map(|s| (s.t, s.v.to_bits()))
+        data.and_then(|(encoding, d)| last_sample(encoding, &d))
             .or(Some((t, f64::NAN.to_bits())))
     }
 
@@ -229,7 +303,7 @@ impl SeriesState {
             }
         }
         if empty && !self.open.is_empty() {
-            self.open = XorChunk::default();
+            self.open = OpenChunk::default();
             removed += 1;
         }
         (removed, empty)
@@ -246,8 +320,14 @@ impl SeriesState {
             } else {
                 end
             };
-            self.open = chunk;
+            self.open = OpenChunk::Xor(chunk);
         }
+    }
+
+    /// Restores an open histogram chunk from a chunk snapshot.
+    pub(crate) fn restore_open_histogram(&mut self, open: OpenChunk) {
+        debug_assert!(!matches!(open, OpenChunk::Xor(_)), "floats go through restore_open");
+        self.open = open;
     }
 
     /// Decodes the appender state of an open chunk restored from a snapshot, before its first append
@@ -255,14 +335,21 @@ impl SeriesState {
     /// gave, its samples are dropped (the error says why) and the next append starts a new chunk: they
     /// cannot be read back as they were acknowledged.
     pub(crate) fn resume_open(&mut self) -> Result<(), ChunkError> {
-        self.open.resume().inspect_err(|_| self.open = XorChunk::default())
+        if let OpenChunk::Xor(c) = &mut self.open
+            && let Err(e) = c.resume()
+        {
+            self.open = OpenChunk::default();
+            return Err(e);
+        }
+        Ok(())
     }
 
-    /// The open chunk as a snapshot records it: (mint, maxt, bytes, value of the newest sample).
-    pub(crate) fn open_chunk(&self) -> Option<(i64, i64, &[u8], f64)> {
+    /// The open chunk as a snapshot records it: (mint, maxt, encoding, bytes, value bits of the newest sample;
+    /// meaningful for floats only).
+    pub(crate) fn open_chunk(&self) -> Option<(i64, i64, Encoding, &[u8], u64)> {
         let (lo, hi) = (self.open.min_time()?, self.open.max_time()?);
         let (_, bits) = self.open.last_bits()?;
-        Some((lo, hi, self.open.bytes(), f64::from_bits(bits)))
+        Some((lo, hi, self.open.encoding(), self.open.bytes(), bits))
     }
 
     /// Appends a sample the caller has judged [`Verdict::Append`], cutting the open chunk first when the
@@ -275,16 +362,24 @@ impl SeriesState {
         );
         let policy = sink.policy;
         let mut cut = false;
-        if !self.open.is_empty() {
-            let n = self.open.num_samples();
+        if !matches!(self.open, OpenChunk::Xor(_)) {
+            // A float after histograms: another encoding, another chunk.
+            self.cut(series_ref, sink.mapper);
+            cut = true;
+        }
+        let OpenChunk::Xor(open) = &mut self.open else {
+            unreachable!("cut leaves an empty XOR chunk open");
+        };
+        if !open.is_empty() {
+            let n = open.num_samples();
             if n == policy.target_samples / 4
-                && let (Some(lo), Some(hi)) = (self.open.min_time(), self.open.max_time())
+                && let (Some(lo), Some(hi)) = (open.min_time(), open.max_time())
             {
                 self.next_at = compute_chunk_end(lo, hi, self.next_at);
             }
             if t >= self.next_at
                 || n >= policy.target_samples.saturating_mul(2)
-                || self.open.bytes().len() >= MAX_XOR_CHUNK_BYTES
+                || open.bytes().len() >= MAX_XOR_CHUNK_BYTES
             {
                 self.cut(series_ref, sink.mapper);
                 cut = true;
@@ -293,7 +388,66 @@ impl SeriesState {
         if self.open.is_empty() {
             self.next_at = policy.range_end(t);
         }
-        self.open.append(t, v)?;
+        let OpenChunk::Xor(open) = &mut self.open else {
+            unreachable!("the open chunk is an XOR chunk");
+        };
+        open.append(t, v)?;
+        Ok(cut)
+    }
+
+    /// Appends a native histogram sample the caller has judged [`Verdict::Append`] (`fp` is its
+    /// [`super::histograms::fingerprint`]). The open chunk is cut first when it holds another encoding, and
+    /// the histogram chunk rules may cut it too. Returns whether a chunk was cut.
+    pub(crate) fn append_histogram(
+        &mut self,
+        series_ref: u64,
+        t: i64,
+        h: &HistogramValue,
+        fp: u64,
+        sink: ChunkSink<'_>,
+    ) -> Result<bool, ChunkError> {
+        debug_assert_eq!(
+            self.judge(t, fp, sink.mapper),
+            Verdict::Append,
+            "sample at {t} is not in order"
+        );
+        match h {
+            HistogramValue::Int(h) => self.append_kind::<HistogramChunk>(series_ref, t, h, fp, sink),
+            HistogramValue::Float(h) => self.append_kind::<FloatHistogramChunk>(series_ref, t, h, fp, sink),
+        }
+    }
+
+    /// [`Self::append_histogram`] for one chunk kind.
+    fn append_kind<C: HistogramKind>(
+        &mut self,
+        series_ref: u64,
+        t: i64,
+        h: &C::Value,
+        fp: u64,
+        sink: ChunkSink<'_>,
+    ) -> Result<bool, ChunkError> {
+        let range_ms = sink.policy.range_ms;
+        if let Some(open) = C::open_of(&mut self.open) {
+            return match open.append(t, h, fp, range_ms)? {
+                Appended::Same => Ok(false),
+                Appended::Completed(done) => {
+                    self.store(
+                        series_ref,
+                        C::ENCODING,
+                        done.min_time,
+                        done.max_time,
+                        done.chunk.into_data(),
+                        sink.mapper,
+                    );
+                    Ok(true)
+                }
+            };
+        }
+        let cut = !self.open.is_empty();
+        if cut {
+            self.cut(series_ref, sink.mapper);
+        }
+        self.open = C::wrap(Box::new(OpenHistogram::start(t, h, fp, None, range_ms)?));
         Ok(cut)
     }
 
@@ -303,7 +457,21 @@ impl SeriesState {
         let (Some(min_time), Some(max_time)) = (done.min_time(), done.max_time()) else {
             return;
         };
-        match mapper.write_chunk(series_ref, min_time, max_time, done.bytes()) {
+        let encoding = done.encoding();
+        self.store(series_ref, encoding, min_time, max_time, done.into_bytes(), mapper);
+    }
+
+    /// Stores a completed chunk in `chunks_head/` (or, if that write fails, in memory).
+    fn store(
+        &mut self,
+        series_ref: u64,
+        encoding: Encoding,
+        min_time: i64,
+        max_time: i64,
+        bytes: Vec<u8>,
+        mapper: &ChunkDiskMapper,
+    ) {
+        match mapper.write_chunk(series_ref, min_time, max_time, encoding, &bytes) {
             Ok(chunk_ref) => {
                 let chunk = MappedChunk {
                     chunk_ref,
@@ -315,10 +483,10 @@ impl SeriesState {
             Err(e) => {
                 tracing::error!(series_ref, error = %e, "cannot write chunk to chunks_head, keeping it in memory");
                 self.unwritten.get_or_insert_default().push(ChunkData {
-                    encoding: crate::chunkenc::Encoding::Xor,
+                    encoding,
                     min_time,
                     max_time,
-                    data: Bytes::from(done.into_bytes()),
+                    data: Bytes::from(bytes),
                 });
             }
         }
@@ -337,7 +505,7 @@ impl SeriesState {
     /// answer: a completed chunk that cannot be read back is taken to start at `t` (callers use this to skip
     /// empty block ranges, and skipping one that holds samples would lose them).
     pub(crate) fn first_time_at_or_after(&self, t: i64, mapper: &ChunkDiskMapper) -> Option<i64> {
-        let first_in = |min_time: i64, max_time: i64, data: &dyn Fn() -> Option<Bytes>| -> Option<i64> {
+        let first_in = |min_time: i64, max_time: i64, data: &dyn Fn() -> Option<(Encoding, Bytes)>| -> Option<i64> {
             if max_time < t {
                 return None;
             }
@@ -346,7 +514,7 @@ impl SeriesState {
             }
             // The chunk straddles `t`: only its samples tell.
             match data() {
-                Some(bytes) => XorIter::new(&bytes).map(|s| s.t).find(|&st| st >= t).or(Some(t)),
+                Some((encoding, bytes)) => sample_times(encoding, &bytes).find(|&st| st >= t).or(Some(t)),
                 None => Some(t),
             }
         };
@@ -358,11 +526,13 @@ impl SeriesState {
             .and_then(|c| first_in(c.min_time, c.max_time, &|| mapper.chunk(c.chunk_ref).ok()));
         let unwritten = self.unwritten.as_ref().and_then(|u| {
             u.iter()
-                .filter_map(|c| first_in(c.min_time, c.max_time, &|| Some(c.data.clone())))
+                .filter_map(|c| first_in(c.min_time, c.max_time, &|| Some((c.encoding, c.data.clone()))))
                 .min()
         });
         let open = match (self.open.min_time(), self.open.max_time()) {
-            (Some(lo), Some(hi)) => first_in(lo, hi, &|| Some(Bytes::copy_from_slice(self.open.bytes()))),
+            (Some(lo), Some(hi)) => first_in(lo, hi, &|| {
+                Some((self.open.encoding(), Bytes::copy_from_slice(self.open.bytes())))
+            }),
             _ => None,
         };
         [mapped, unwritten, open].into_iter().flatten().min()
@@ -380,8 +550,8 @@ impl SeriesState {
         let mut out: Vec<ChunkData> = Vec::new();
         for c in self.mapped.iter().filter(|c| overlaps(c.min_time, c.max_time)) {
             match mapper.chunk(c.chunk_ref) {
-                Ok(data) => out.push(ChunkData {
-                    encoding: crate::chunkenc::Encoding::Xor,
+                Ok((encoding, data)) => out.push(ChunkData {
+                    encoding,
                     min_time: c.min_time,
                     max_time: c.max_time,
                     data,
@@ -397,7 +567,7 @@ impl SeriesState {
             && overlaps(lo, hi)
         {
             out.push(ChunkData {
-                encoding: crate::chunkenc::Encoding::Xor,
+                encoding: self.open.encoding(),
                 min_time: lo,
                 max_time: hi,
                 data: Bytes::copy_from_slice(self.open.bytes()),
@@ -566,7 +736,7 @@ mod tests {
         for t in [10, 20, 30] {
             chunk.append(t, t as f64 / 4.0).unwrap();
         }
-        let chunk_ref = m.write_chunk(7, 10, 30, chunk.bytes()).unwrap();
+        let chunk_ref = m.write_chunk(7, 10, 30, Encoding::Xor, chunk.bytes()).unwrap();
         m.flush().unwrap();
         let mut s = SeriesState::default();
         assert_eq!(

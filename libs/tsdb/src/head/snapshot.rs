@@ -27,17 +27,18 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use heddle_model::LabelRef;
 use heddle_wal::Position;
 
+use super::histograms::{OpenHistogram, fingerprint};
 use super::idhash::{StrHasher, kept_bits};
 use super::index::{HeadIndex, LoadCache, SeriesHalf, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
-use super::series::{CutPolicy, SeriesState};
+use super::series::{CutPolicy, OpenChunk, SeriesState};
 use super::{Head, lock, read, write};
-use crate::chunkenc::XorChunk;
+use crate::chunkenc::{Encoding, FloatHistogramChunk, HistogramChunk, XorChunk};
 use crate::chunks_head::{ChunksBySeries, ScanReport};
 use crate::error::TsdbError;
 use crate::file::sync_dir;
 use crate::record::RefExemplar;
-use crate::record::snapshot::{self as snap, SnapshotChunk, SnapshotRecord};
+use crate::record::snapshot::{self as snap, LastValue, SnapshotChunk, SnapshotRecord};
 
 const PREFIX: &str = "chunk_snapshot.";
 const TMP_SUFFIX: &str = ".tmp";
@@ -195,12 +196,12 @@ impl Head {
                 let state = lock(&s.state);
                 let chunk = state
                     .open_chunk()
-                    .map(|(min_time, max_time, data, last_value)| SnapshotChunk {
+                    .map(|(min_time, max_time, encoding, data, bits)| SnapshotChunk {
                         min_time,
                         max_time,
-                        encoding: crate::chunks_head::format::ENC_XOR,
+                        encoding: encoding as u8,
                         data,
-                        last_value,
+                        last: last_value(encoding, data, bits),
                     });
                 let labels = s
                     .labels
@@ -414,7 +415,8 @@ impl Head {
                 // The adder hung up only when it failed, with an error of its own that explains this one.
                 tx.send(out).map_err(|_| TsdbError::Closed)
             };
-            let piped = pipeline::run(workers, read, |raw| prepare(raw, &hasher), apply);
+            let range_ms = self.policy.range_ms;
+            let piped = pipeline::run(workers, read, |raw| prepare(raw, &hasher, range_ms), apply);
             let added = adder.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             match (piped, added) {
                 (_, Err(e)) | (Err(e), _) => Err(e),
@@ -471,7 +473,7 @@ struct IndexedSeries {
     /// Its label ids: `Indexed::ids[.0...1]`.
     ids: (usize, usize),
     /// Its open chunk, or why it is unusable.
-    chunk: Result<Option<XorChunk>, String>,
+    chunk: Result<Option<OpenChunk>, String>,
 }
 
 /// What [`add_series`] added.
@@ -529,7 +531,10 @@ fn add_series(
                 if let Some(chunk) = chunk {
                     range.0 = range.0.min(chunk.min_time().unwrap_or(i64::MAX));
                     range.1 = range.1.max(chunk.max_time().unwrap_or(i64::MIN));
-                    state.restore_open(chunk, policy);
+                    match chunk {
+                        OpenChunk::Xor(chunk) => state.restore_open(chunk, policy),
+                        histograms => state.restore_open_histogram(histograms),
+                    }
                 }
                 if scanned {
                     orphans = attach(state, scan, s.series_ref, range);
@@ -720,7 +725,7 @@ enum Prepared {
         /// Its symbol hashes: `PreparedBatch::symbols[.0...1]`.
         symbols: (usize, usize),
         /// Its open chunk, or why it is unusable.
-        chunk: Result<Option<XorChunk>, String>,
+        chunk: Result<Option<OpenChunk>, String>,
     },
     Tombstones,
     Exemplars(Vec<RefExemplar>),
@@ -744,7 +749,7 @@ struct PreparedBatch {
 /// Labels per series [`prepare`] makes room for; a series with more grows the buffers.
 const LABELS_AHEAD: usize = 10;
 
-fn prepare(raw: &RawBatch, hasher: &StrHasher) -> PreparedBatch {
+fn prepare(raw: &RawBatch, hasher: &StrHasher, range_ms: i64) -> PreparedBatch {
     // Sized from the batch, so they never grow by doubling (copying, and faulting in new pages): the strings
     // are part of the records' bytes, and a series has a handful of labels.
     let records = raw.len();
@@ -770,7 +775,7 @@ fn prepare(raw: &RawBatch, hasher: &StrHasher) -> PreparedBatch {
                     hash: hash_labels(&s.labels),
                     labels: (from.0, out.spans.len()),
                     symbols: (from.1, out.symbols.len()),
-                    chunk: s.chunk.map(|c| open_chunk(s.series_ref, &c)).transpose(),
+                    chunk: s.chunk.map(|c| open_chunk(s.series_ref, &c, range_ms)).transpose(),
                 }
             }
             Ok(SnapshotRecord::Tombstones(_)) => Prepared::Tombstones,
@@ -789,10 +794,62 @@ fn push_str(buf: &mut String, s: &str) -> Span {
     (start, buf.len())
 }
 
-/// Restores a snapshot's open chunk, checking its first sample against the record's time range. The rest is
-/// decoded at its first append ([`XorChunk::restore`]), and checked then against the record's newest sample.
-fn open_chunk(series_ref: u64, c: &SnapshotChunk<'_>) -> Result<XorChunk, String> {
-    let chunk = XorChunk::restore(c.data.to_vec(), c.max_time, c.last_value.to_bits()).map_err(|e| e.to_string())?;
+/// The newest sample's value of an open chunk, as a snapshot records it: a float's from its bits, a
+/// histogram's decoded from the chunk (snapshots are written once, on the way down).
+fn last_value(encoding: Encoding, data: &[u8], bits: u64) -> LastValue {
+    match encoding {
+        Encoding::Histogram => LastValue::Histogram(
+            crate::chunkenc::HistogramIter::new(data)
+                .last()
+                .map(|(_, h)| Box::new(h))
+                .unwrap_or_default(),
+        ),
+        Encoding::FloatHistogram => LastValue::FloatHistogram(
+            crate::chunkenc::FloatHistogramIter::new(data)
+                .last()
+                .map(|(_, h)| Box::new(h))
+                .unwrap_or_default(),
+        ),
+        Encoding::Xor | Encoding::None => LastValue::Float(f64::from_bits(bits)),
+    }
+}
+
+/// Restores a snapshot's open chunk, checking it against the record's time range and newest value. A float
+/// chunk is decoded at its first append ([`XorChunk::restore`]), and checked then against the record's newest
+/// sample; a histogram chunk is decoded now.
+fn open_chunk(series_ref: u64, c: &SnapshotChunk<'_>, range_ms: i64) -> Result<OpenChunk, String> {
+    let (restored, last) = match (Encoding::from_u8(c.encoding), &c.last) {
+        (Some(Encoding::Xor), LastValue::Float(v)) => {
+            let chunk = XorChunk::restore(c.data.to_vec(), c.max_time, v.to_bits()).map_err(|e| e.to_string())?;
+            (OpenChunk::Xor(chunk), None)
+        }
+        (Some(Encoding::Histogram), LastValue::Histogram(h)) => {
+            let open = OpenHistogram::<HistogramChunk>::restore(c.data.to_vec(), c.min_time, c.max_time, range_ms)
+                .map_err(|e| e.to_string())?;
+            let want = fingerprint(&heddle_model::HistogramValue::Int(h.as_ref().clone()));
+            (OpenChunk::Histogram(Box::new(open)), Some(want))
+        }
+        (Some(Encoding::FloatHistogram), LastValue::FloatHistogram(h)) => {
+            let open = OpenHistogram::<FloatHistogramChunk>::restore(c.data.to_vec(), c.min_time, c.max_time, range_ms)
+                .map_err(|e| e.to_string())?;
+            let want = fingerprint(&heddle_model::HistogramValue::Float(h.as_ref().clone()));
+            (OpenChunk::FloatHistogram(Box::new(open)), Some(want))
+        }
+        _ => {
+            return Err(format!(
+                "open chunk of series {series_ref} has unknown encoding {}",
+                c.encoding
+            ));
+        }
+    };
+    if let (Some(want), Some((_, got))) = (last, restored.last_bits())
+        && want != got
+    {
+        return Err(format!(
+            "open histogram chunk of series {series_ref} ends in another value than the record's newest sample"
+        ));
+    }
+    let chunk = restored;
     if chunk.min_time() != Some(c.min_time) || chunk.max_time() != Some(c.max_time) {
         return Err(format!(
             "open chunk of series {series_ref} spans {:?}..{:?}, the record says {}..{}",

@@ -143,10 +143,29 @@ impl Head {
                         Keep::Replaced
                     }
                 }
+                // Histogram samples as float samples. A record holds one type (exponential or custom
+                // buckets), so what is kept re-encodes to one record.
+                Ok(Record::Histograms(h)) => {
+                    let kept: Vec<_> = h
+                        .iter()
+                        .filter(|s| s.t >= mint && live.contains(&s.series_ref))
+                        .cloned()
+                        .collect();
+                    keep_histograms(kept.len(), h.len(), out, |recs| record::encode_histograms(&kept, recs))
+                }
+                Ok(Record::FloatHistograms(h)) => {
+                    let kept: Vec<_> = h
+                        .iter()
+                        .filter(|s| s.t >= mint && live.contains(&s.series_ref))
+                        .cloned()
+                        .collect();
+                    keep_histograms(kept.len(), h.len(), out, |recs| {
+                        record::encode_float_histograms(&kept, recs)
+                    })
+                }
                 Ok(Record::Tombstones(_)) => Keep::Original,
-                // Metadata and histograms are not replayed by this head; undecodable records were already
-                // skipped at replay.
-                Ok(Record::Histograms(_) | Record::FloatHistograms(_) | Record::Unknown(_)) | Err(_) => Keep::Drop,
+                // Metadata is not replayed by this head; undecodable records were already skipped at replay.
+                Ok(Record::Unknown(_)) | Err(_) => Keep::Drop,
             })
         })?;
         stats.segments_deleted = heddle_wal::delete_segments_before(&wal_dir, through.saturating_add(1))?;
@@ -165,4 +184,21 @@ impl Head {
         );
         Ok(stats)
     }
+}
+
+/// What a checkpoint keeps of a histogram record of which `kept` of `total` samples stay: `encode` writes
+/// those (one record, as the original held one type) when some went.
+fn keep_histograms(kept: usize, total: usize, out: &mut Vec<u8>, encode: impl FnOnce(&mut Vec<Vec<u8>>)) -> Keep {
+    if kept == 0 {
+        return Keep::Drop;
+    }
+    if kept == total {
+        return Keep::Original;
+    }
+    let mut records = Vec::new();
+    encode(&mut records);
+    for r in records {
+        out.extend_from_slice(&r);
+    }
+    Keep::Replaced
 }

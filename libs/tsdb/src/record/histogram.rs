@@ -50,34 +50,62 @@ pub struct RefFloatHistogramSample {
 /// if any, one CustomBucketsHistogramSamples record of the custom-bucket ones (Prometheus' split). Nothing is
 /// appended for no samples.
 pub fn encode_histograms(samples: &[RefHistogramSample], out: &mut Vec<Vec<u8>>) {
-    let (custom, exponential): (Vec<_>, Vec<_>) = samples.iter().partition(|s| is_custom_buckets_schema(s.h.schema));
-    for (typ, part) in [
-        (TYPE_HISTOGRAM_SAMPLES, exponential),
-        (TYPE_CUSTOM_BUCKETS_HISTOGRAM_SAMPLES, custom),
-    ] {
-        if let Some(first) = part.first() {
-            let mut buf = record_head(typ, first.series_ref, first.t);
-            for s in &part {
-                put_deltas(&mut buf, s.series_ref, s.t, first.series_ref, first.t);
-                put_histogram(&mut buf, &s.h);
-            }
-            out.push(buf);
-        }
-    }
+    let refs: Vec<_> = samples.iter().map(|s| (s.series_ref, s.t, &s.h)).collect();
+    encode_histogram_refs(&refs, out);
+}
+
+/// [`encode_histograms`] of borrowed histograms, `(series ref, t, histogram)`: an append logs the batch's
+/// histograms without copying them.
+pub fn encode_histogram_refs(samples: &[(u64, i64, &Histogram)], out: &mut Vec<Vec<u8>>) {
+    encode_split(
+        samples,
+        [TYPE_HISTOGRAM_SAMPLES, TYPE_CUSTOM_BUCKETS_HISTOGRAM_SAMPLES],
+        |h| h.schema,
+        put_histogram,
+        out,
+    );
 }
 
 /// [`encode_histograms`] for float histograms (record types 8 and 10).
 pub fn encode_float_histograms(samples: &[RefFloatHistogramSample], out: &mut Vec<Vec<u8>>) {
-    let (custom, exponential): (Vec<_>, Vec<_>) = samples.iter().partition(|s| is_custom_buckets_schema(s.h.schema));
-    for (typ, part) in [
-        (TYPE_FLOAT_HISTOGRAM_SAMPLES, exponential),
-        (TYPE_CUSTOM_BUCKETS_FLOAT_HISTOGRAM_SAMPLES, custom),
-    ] {
-        if let Some(first) = part.first() {
-            let mut buf = record_head(typ, first.series_ref, first.t);
-            for s in &part {
-                put_deltas(&mut buf, s.series_ref, s.t, first.series_ref, first.t);
-                put_float_histogram(&mut buf, &s.h);
+    let refs: Vec<_> = samples.iter().map(|s| (s.series_ref, s.t, &s.h)).collect();
+    encode_float_histogram_refs(&refs, out);
+}
+
+/// [`encode_histogram_refs`] for float histograms.
+pub fn encode_float_histogram_refs(samples: &[(u64, i64, &FloatHistogram)], out: &mut Vec<Vec<u8>>) {
+    encode_split(
+        samples,
+        [
+            TYPE_FLOAT_HISTOGRAM_SAMPLES,
+            TYPE_CUSTOM_BUCKETS_FLOAT_HISTOGRAM_SAMPLES,
+        ],
+        |h| h.schema,
+        put_float_histogram,
+        out,
+    );
+}
+
+/// One record of type `types[0]` of the exponential-bucket samples, then one of type `types[1]` of the
+/// custom-bucket ones.
+fn encode_split<H>(
+    samples: &[(u64, i64, &H)],
+    types: [u8; 2],
+    schema: impl Fn(&H) -> i32,
+    put: impl Fn(&mut Vec<u8>, &H),
+    out: &mut Vec<Vec<u8>>,
+) {
+    for (typ, custom) in [(types[0], false), (types[1], true)] {
+        let mut part = samples
+            .iter()
+            .filter(|(_, _, h)| is_custom_buckets_schema(schema(h)) == custom);
+        if let Some(&(first_ref, first_t, h)) = part.next() {
+            let mut buf = record_head(typ, first_ref, first_t);
+            put_deltas(&mut buf, first_ref, first_t, first_ref, first_t);
+            put(&mut buf, h);
+            for &(series_ref, t, h) in part {
+                put_deltas(&mut buf, series_ref, t, first_ref, first_t);
+                put(&mut buf, h);
             }
             out.push(buf);
         }
@@ -127,7 +155,7 @@ fn put_custom_values(buf: &mut Vec<u8>, schema: i32, values: &[f64]) {
     }
 }
 
-fn put_histogram(buf: &mut Vec<u8>, h: &Histogram) {
+pub(super) fn put_histogram(buf: &mut Vec<u8>, h: &Histogram) {
     buf.push(hint_byte(h.counter_reset_hint));
     put_varint(buf, i64::from(h.schema));
     put_f64(buf, h.zero_threshold);
@@ -145,7 +173,7 @@ fn put_histogram(buf: &mut Vec<u8>, h: &Histogram) {
     put_custom_values(buf, h.schema, &h.custom_values);
 }
 
-fn put_float_histogram(buf: &mut Vec<u8>, h: &FloatHistogram) {
+pub(super) fn put_float_histogram(buf: &mut Vec<u8>, h: &FloatHistogram) {
     buf.push(hint_byte(h.counter_reset_hint));
     put_varint(buf, i64::from(h.schema));
     put_f64(buf, h.zero_threshold);
@@ -264,7 +292,7 @@ impl Decoder<'_> {
         (0..n).map(|_| self.f64("custom value")).collect()
     }
 
-    fn histogram(&mut self) -> Result<Histogram, RecordError> {
+    pub(super) fn histogram(&mut self) -> Result<Histogram, RecordError> {
         let counter_reset_hint = self.hint()?;
         let schema = self.schema()?;
         let zero_threshold = self.f64("zero threshold")?;
@@ -295,7 +323,7 @@ impl Decoder<'_> {
         })
     }
 
-    fn float_histogram(&mut self) -> Result<FloatHistogram, RecordError> {
+    pub(super) fn float_histogram(&mut self) -> Result<FloatHistogram, RecordError> {
         let counter_reset_hint = self.hint()?;
         let schema = self.schema()?;
         let zero_threshold = self.f64("zero threshold")?;

@@ -38,3 +38,38 @@ pub fn histogram(s: &Value) -> (i64, Histogram) {
     };
     (s["t"].as_i64().unwrap(), h)
 }
+
+/// What a histogram says, whatever its span layout: scalars by their bits, and every non-empty bucket by index.
+#[allow(dead_code)] // Shared by test binaries, not all of which compare meanings.
+#[derive(Debug, PartialEq)]
+pub struct Meaning {
+    schema: i32,
+    zero_threshold_bits: u64,
+    count: u64,
+    zero_count: u64,
+    sum_bits: u64,
+    positive: Vec<(i64, i64)>,
+    negative: Vec<(i64, i64)>,
+}
+
+#[allow(dead_code)] // As `Meaning`.
+pub fn meaning(h: &Histogram) -> Meaning {
+    let by_index = |spans: &[Span], counts: Vec<i64>| {
+        let mut next = 0i64;
+        let idx = spans.iter().flat_map(|s| {
+            let start = next + i64::from(s.offset);
+            next = start + i64::from(s.length);
+            start..next
+        });
+        idx.zip(counts).filter(|(_, c)| *c != 0).collect::<Vec<_>>()
+    };
+    Meaning {
+        schema: h.schema,
+        zero_threshold_bits: h.zero_threshold.to_bits(),
+        count: h.count,
+        zero_count: h.zero_count,
+        sum_bits: h.sum.to_bits(),
+        positive: by_index(&h.positive_spans, h.positive_counts()),
+        negative: by_index(&h.negative_spans, h.negative_counts()),
+    }
+}

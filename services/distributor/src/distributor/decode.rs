@@ -4,12 +4,13 @@
 //! The declared decompressed length is checked against `distributor.max_decompressed_size` before anything is
 //! allocated. Both allocations of this stage are reserved in the in-flight budget before they are made: the
 //! decompressed body (its declared length) and the decoded view (its exact size, counted by the measure pass,
-//! which also refuses a degenerate request whose view would be many times its size). Everything returned
-//! borrows from the arena, so nothing of the request can outlive it.
+//! which also refuses a degenerate request whose view would be many times its size). So is a bound of what
+//! validation takes on the heap to decode the request's native histograms. Everything returned borrows from
+//! the arena, so nothing of the request can outlive it.
 
 use crate::error::PushError;
 use bumpalo::Bump;
-use heddle_model::MetadataRef;
+use heddle_model::{HistogramSample, MetadataRef};
 use heddle_proto::{
     DecodeError, SnappyError, TimeSeriesRef, decode_measured, decode_measured_v2, measure_write_request,
     measure_write_request_v2, snappy_decompress_into, snappy_decompressed_len,
@@ -32,8 +33,7 @@ pub enum RemoteWriteVersion {
     /// Remote write 1.0: a `prometheus.WriteRequest`.
     #[default]
     V1,
-    /// Remote write 2.0: an `io.prometheus.write.v2.Request` (float samples; series carrying native
-    /// histograms are refused).
+    /// Remote write 2.0: an `io.prometheus.write.v2.Request`.
     V2,
 }
 
@@ -105,6 +105,7 @@ pub(crate) fn decode<'a>(
             let measured = measure_write_request(raw).map_err(protobuf)?;
             reservation.grow(measured.shape().decoded_bytes())?;
             let request = decode_measured(arena, measured).map_err(protobuf)?;
+            reservation.grow(histogram_bytes(request.timeseries))?;
             Ok(Decoded {
                 series: request.timeseries,
                 metadata: request.metadata,
@@ -121,12 +122,22 @@ pub(crate) fn decode<'a>(
                 });
             }
             reservation.grow(request.expanded_bytes)?;
+            reservation.grow(histogram_bytes(request.timeseries))?;
             Ok(Decoded {
                 series: request.timeseries,
                 metadata: request.metadata,
             })
         }
     }
+}
+
+/// The most heap bytes the native histograms of `series` take once decoded ([`heddle_proto::HistogramRef`]).
+fn histogram_bytes(series: &[TimeSeriesRef<'_>]) -> usize {
+    series
+        .iter()
+        .flat_map(|ts| ts.histograms)
+        .map(|h| std::mem::size_of::<HistogramSample>() + h.decoded_heap_bytes())
+        .sum()
 }
 
 #[cfg(test)]
@@ -289,6 +300,65 @@ mod tests {
         out.push(len as u8);
         out.extend(series);
         out
+    }
+
+    /// The decoded view, then what its native histograms take on the heap once validation decodes them, are
+    /// reserved: exactly the view's size and the histograms' bound, for 1.0 and 2.0 alike.
+    #[test]
+    fn native_histograms_are_reserved_before_they_are_decoded() {
+        use heddle_proto::prometheus::{BucketSpan, Histogram};
+        let h = Histogram {
+            positive_spans: vec![BucketSpan { offset: 0, length: 3 }],
+            positive_deltas: vec![1, 1, 1],
+            timestamp: 5,
+            ..Histogram::default()
+        };
+        let h_len = prost::Message::encoded_len(&h);
+        let mut series = up("a");
+        series.histograms = vec![h.clone(), h.clone()];
+        for (version, input) in [
+            (RemoteWriteVersion::V1, body(vec![series])),
+            (
+                RemoteWriteVersion::V2,
+                crate::testutil::v2_body(
+                    &[up("a")],
+                    &[(
+                        0,
+                        vec![prost::Message::decode(prost::Message::encode_to_vec(&h).as_slice()).unwrap(); 2],
+                    )],
+                ),
+            ),
+        ] {
+            let declared = heddle_proto::snappy_decompressed_len(&input, 1 << 20).unwrap();
+            let mut r = unlimited();
+            let arena = Bump::new();
+            let decoded = decode(&arena, &input, Framing::Snappy, version, 1 << 20, &mut r).unwrap();
+            assert_eq!(decoded.series[0].histograms.len(), 2, "{version:?}");
+            let histograms = 2 * (std::mem::size_of::<HistogramSample>() + 8 * h_len);
+            assert!(r.held() > declared + histograms, "{version:?}: {} held", r.held());
+            let without = r.held() - histograms;
+            let arena = Bump::new();
+            let mut view = unlimited();
+            let raw = heddle_proto::snappy_decompress_into(&arena, &input, 1 << 20).unwrap();
+            let view_bytes = match version {
+                RemoteWriteVersion::V1 => heddle_proto::measure_write_request(raw)
+                    .unwrap()
+                    .shape()
+                    .decoded_bytes(),
+                RemoteWriteVersion::V2 => {
+                    let measured = heddle_proto::measure_write_request_v2(raw).unwrap();
+                    let shape = *measured.shape();
+                    view.grow(
+                        heddle_proto::decode_measured_v2(&arena, measured)
+                            .unwrap()
+                            .expanded_bytes,
+                    )
+                    .unwrap();
+                    shape.decoded_bytes()
+                }
+            };
+            assert_eq!(without, declared + view_bytes + view.held(), "{version:?}");
+        }
     }
 
     #[test]

@@ -37,6 +37,8 @@ enum BatchResult {
 pub(crate) struct Acked {
     /// Samples of series that a quorum of replicas acknowledged.
     pub(crate) samples_ingested: u64,
+    /// Native histogram samples of series that a quorum of replicas acknowledged.
+    pub(crate) histograms_ingested: u64,
     /// Exemplars of series that a quorum of replicas acknowledged.
     pub(crate) exemplars_ingested: u64,
     /// Series so many replicas refused that quorum is out of reach, with the first refusal's reason.
@@ -167,6 +169,7 @@ pub(crate) async fn forward(
 
     let mut samples_ingested = 0u64;
     let mut exemplars_ingested = 0u64;
+    let mut histograms_ingested = 0u64;
     let mut failed_series = 0usize;
     let mut failed_samples = 0u64;
     let mut short_of_replicas = None;
@@ -175,6 +178,7 @@ pub(crate) async fn forward(
         if acks[s] >= f.min_success {
             samples_ingested += f.samples;
             exemplars_ingested += f.exemplars;
+            histograms_ingested += f.histograms;
         } else if f.replicas >= f.min_success && refusals[s] + f.min_success > f.replicas {
             // So many replicas refused that no retry can reach quorum: the sender's problem.
             if let Some(r) = refusal_msg.get_mut(s).and_then(Option::take) {
@@ -183,7 +187,7 @@ pub(crate) async fn forward(
         } else {
             // Some replicas failed or were missing; a retry may reach quorum.
             failed_series += 1;
-            failed_samples += f.samples;
+            failed_samples += f.samples + f.histograms;
             failed_quorum.get_or_insert((f.min_success, f.replicas));
             if f.replicas < f.min_success {
                 short_of_replicas.get_or_insert((f.min_success, f.replicas));
@@ -228,6 +232,7 @@ pub(crate) async fn forward(
 
     Acked {
         samples_ingested,
+        histograms_ingested,
         exemplars_ingested,
         rejections,
         failure,

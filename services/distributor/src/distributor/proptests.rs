@@ -1,6 +1,6 @@
 //! Property: whatever mix of raw and rewritten series a request holds, each ingester receives exactly the
-//! series it owns, in request order, with empty-valued labels, future samples, exemplars and histograms gone
-//! and everything else bit-identical.
+//! series it owns, in request order, with empty-valued labels, future samples and histograms, and exemplars
+//! gone and everything else bit-identical.
 
 use super::*;
 use crate::distributor::tests::ParityRing;
@@ -25,9 +25,9 @@ fn valid_series() -> impl Strategy<Value = TimeSeries> {
     (
         "[a-z_][a-z0-9_:]{0,5}",
         prop::collection::btree_map(label.0, label.1, 0..5),
-        prop::collection::vec(sample, 0..5),
+        prop::collection::vec(sample.clone(), 0..5),
         0..2usize,
-        0..2usize,
+        prop::collection::vec(sample.prop_map(|(dt, _)| dt), 0..3),
     )
         .prop_map(|(name, labels, samples, exemplars, histograms)| {
             let mut all = vec![Label {
@@ -45,7 +45,13 @@ fn valid_series() -> impl Strategy<Value = TimeSeries> {
                     })
                     .collect(),
                 exemplars: vec![Exemplar::default(); exemplars],
-                histograms: vec![Histogram::default(); histograms],
+                histograms: histograms
+                    .into_iter()
+                    .map(|dt| Histogram {
+                        timestamp: NOW_MS + dt,
+                        ..Histogram::default()
+                    })
+                    .collect(),
             }
         })
 }
@@ -58,14 +64,20 @@ fn expected(s: &TimeSeries) -> Option<TimeSeries> {
         .filter(|x| x.timestamp <= NOW_MS + GRACE_MS)
         .cloned()
         .collect();
-    if samples.is_empty() {
+    let histograms: Vec<Histogram> = s
+        .histograms
+        .iter()
+        .filter(|x| x.timestamp <= NOW_MS + GRACE_MS)
+        .cloned()
+        .collect();
+    if samples.is_empty() && histograms.is_empty() {
         return None;
     }
     Some(TimeSeries {
         labels: s.labels.iter().filter(|l| !l.value.is_empty()).cloned().collect(),
         samples,
         exemplars: Vec::new(),
-        histograms: Vec::new(),
+        histograms,
     })
 }
 
@@ -84,7 +96,7 @@ fn same(a: &[TimeSeries], b: &[TimeSeries]) -> bool {
                     .zip(&y.samples)
                     .all(|(p, q)| p.timestamp == q.timestamp && p.value.to_bits() == q.value.to_bits())
                 && x.exemplars.is_empty()
-                && x.histograms.is_empty()
+                && x.histograms == y.histograms
         })
 }
 
@@ -108,7 +120,12 @@ proptest! {
         let want: Vec<TimeSeries> = sent.iter().filter_map(expected).collect();
         let ingested: u64 = want.iter().map(|s| s.samples.len() as u64).sum();
         prop_assert_eq!(outcome.samples_ingested, ingested);
-        let any_future = sent.iter().any(|s| s.samples.iter().any(|x| x.timestamp > NOW_MS + GRACE_MS));
+        let histograms: u64 = want.iter().map(|s| s.histograms.len() as u64).sum();
+        prop_assert_eq!(outcome.histograms_ingested, histograms);
+        let any_future = sent.iter().any(|s| {
+            s.samples.iter().any(|x| x.timestamp > NOW_MS + GRACE_MS)
+                || s.histograms.iter().any(|x| x.timestamp > NOW_MS + GRACE_MS)
+        });
         prop_assert_eq!(outcome.status() == StatusCode::OK, !any_future, "{}", outcome.body());
 
         for (parity, ingester) in [(0, &ring.even), (1, &ring.odd)] {

@@ -13,8 +13,9 @@ use crate::distributor::IngesterReplicas;
 use bumpalo::Bump;
 use bytes::Bytes;
 use heddle_model::{LabelRef, MetadataRef, SeriesBatch, TenantId, fnv32a_add, series_token_seeded, tenant_token_seed};
-use heddle_proto::{CREATED_TIMESTAMP_FIELD, IngesterClient, encode_write_request_raw};
+use heddle_proto::{CREATED_TIMESTAMP_FIELD, IngesterClient, encode_write_request_raw, histogram_to_proto};
 use heddle_ring::{InstanceId, WriteSets};
+use prost::Message as _;
 use std::sync::Arc;
 
 /// The accepted series of a request, grouped into one request per ingester.
@@ -32,6 +33,7 @@ pub(crate) struct Sharded {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Forwarded {
     pub(crate) samples: u64,
+    pub(crate) histograms: u64,
     pub(crate) exemplars: u64,
     pub(crate) replicas: usize,
     pub(crate) min_success: usize,
@@ -148,6 +150,7 @@ pub(crate) fn shard<'a>(
         let set = sets.set(series_idx);
         out.series.push(Forwarded {
             samples: a.samples,
+            histograms: a.histograms.len() as u64,
             exemplars: a.exemplars.len() as u64,
             replicas: set.replicas.len(),
             min_success: set.min_success.max(1),
@@ -192,7 +195,7 @@ pub(crate) fn shard<'a>(
 
 /// The `series` of `accepted` as an ingester would decode them from their encoded bytes (raw or re-encoded):
 /// labels without empty-valued ones (and without the HA replica label, which `labels` already lacks), samples
-/// inside `window`, the valid exemplars. Histograms, which the ingester does not store, are left out.
+/// inside `window`, the valid exemplars and histogram samples (as validation left them).
 fn series_batch(accepted: &[Accepted<'_>], series: &[usize], window: TimeWindow) -> SeriesBatch {
     let (mut labels, mut samples, mut text) = (0, 0, 0);
     for &s in series {
@@ -212,20 +215,24 @@ fn series_batch(accepted: &[Accepted<'_>], series: &[usize], window: TimeWindow)
             .is_err()
         {
             tracing::error!(series = s, "a series batch overflowed; the series is not forwarded");
-        } else if let Some(t) = a.created {
-            batch.set_created(t);
+        } else {
+            if let Some(t) = a.created {
+                batch.set_created(t);
+            }
+            batch.push_histograms(a.histograms.iter().map(|h| h.sample.clone()));
         }
     }
     batch
 }
 
 /// Re-encodes an accepted series with its `labels` (its own, maybe without the HA replica label) minus
-/// empty-valued ones, without samples outside `window` and histograms, with its valid `exemplars` and the
+/// empty-valued ones, without samples outside `window`, with its valid `exemplars` and `histograms` and the
 /// `created` timestamp it keeps, into the arena so it can be framed like a raw slice.
 ///
 /// Written straight into the arena as `prometheus.TimeSeries` (labels field 1, samples field 2, exemplars
-/// field 3), byte for byte what prost encodes for the same message (proto3: empty strings, a zero value and a
-/// zero timestamp are left out), then the created timestamp as field 6, which the generated type lacks
+/// field 3, histograms field 4), byte for byte what prost encodes for the same message (proto3: empty
+/// strings, a zero value and a zero timestamp are left out; a histogram kept as it came is copied, 1.0 and 2.0
+/// encode it alike), then the created timestamp as field 6, which the generated type lacks
 /// ([`heddle_proto::CREATED_TIMESTAMP_FIELD`]); without building owned labels per series: with an HA pair every
 /// series loses its replica label.
 fn rewrite_series<'a>(arena: &'a Bump, accepted: &Accepted<'_>, window: TimeWindow) -> &'a [u8] {
@@ -233,6 +240,7 @@ fn rewrite_series<'a>(arena: &'a Bump, accepted: &Accepted<'_>, window: TimeWind
         labels,
         series: ts,
         exemplars,
+        histograms,
         created,
         ..
     } = accepted;
@@ -277,6 +285,19 @@ fn rewrite_series<'a>(arena: &'a Bump, accepted: &Accepted<'_>, window: TimeWind
             out.push(key(3, VARINT));
             put_varint(&mut out, e.t as u64);
         }
+    }
+    for h in histograms {
+        let encoded;
+        let bytes = match h.raw {
+            Some(raw) => raw,
+            None => {
+                encoded = histogram_to_proto(&h.sample).encode_to_vec();
+                &encoded
+            }
+        };
+        out.push(key(4, LEN));
+        put_varint(&mut out, bytes.len() as u64);
+        out.extend_from_slice(bytes);
     }
     if let Some(t) = created {
         out.push(key(CREATED_TIMESTAMP_FIELD as u8, VARINT));

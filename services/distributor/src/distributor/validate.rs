@@ -2,8 +2,8 @@
 //!
 //! An invalid series is dropped with a precise message (tenant, series, reason, the limit and its config key)
 //! and counted in `heddle_discarded_samples_total`; the valid series of the same request go on. Samples too
-//! far in the future are dropped from a series that is otherwise kept. Native histograms are counted and
-//! dropped (not supported yet). Exemplars are checked as Mimir checks them (labels present, a timestamp, at
+//! far in the future are dropped from a series that is otherwise kept; so are native histogram samples, which
+//! are also checked against Prometheus' rules and the tenant's bucket limit ([`histogram`]). Exemplars are checked as Mimir checks them (labels present, a timestamp, at
 //! most 128 characters of labels: Prometheus' limit); an invalid one is dropped with a message and counted in
 //! `heddle_distributor_discarded_exemplars_total`, and all are dropped (counted as `exemplars-disabled`) for a
 //! tenant whose exemplar store is off. A series carrying only exemplars (Prometheus sends them apart from
@@ -16,13 +16,13 @@
 
 use crate::error::{InvalidEntry, InvalidSeries};
 use crate::log_limiter::LogLimiter;
-use crate::metrics::{Metrics, REASON_EXEMPLARS_DISABLED, REASON_NATIVE_HISTOGRAMS};
+use crate::metrics::{Metrics, REASON_EXEMPLARS_DISABLED};
 use crate::outcome::Rejection;
 use bumpalo::Bump;
 use heddle_limits::Limits;
 use heddle_model::{
-    EXEMPLAR_MAX_LABEL_SET_LENGTH, ExemplarRef, LabelRef, METRIC_NAME, Sample, TenantId, exemplar_label_set_length,
-    quoted, series_text,
+    EXEMPLAR_MAX_LABEL_SET_LENGTH, ExemplarRef, LabelRef, METRIC_NAME, TenantId, exemplar_label_set_length, quoted,
+    series_text,
 };
 use heddle_proto::TimeSeriesRef;
 use std::cmp::Ordering;
@@ -142,23 +142,26 @@ impl TimeWindow {
     }
 }
 
-/// The samples whose timestamp is outside `window`, as errors (too far in the future, too far in the past):
-/// none, one or both.
-pub(crate) fn check_timestamps(samples: &[Sample], window: TimeWindow) -> Vec<InvalidSeries> {
+/// The samples (float or histogram) whose timestamp, of `timestamps`, is outside `window`, as errors (too far
+/// in the future, too far in the past): none, one or both.
+pub(crate) fn check_timestamps(
+    timestamps: impl Iterator<Item = i64> + Clone,
+    window: TimeWindow,
+) -> Vec<InvalidSeries> {
     let mut errors = Vec::new();
-    let mut future = samples.iter().filter(|s| s.t > window.max_ms);
+    let mut future = timestamps.clone().filter(|t| *t > window.max_ms);
     if let Some(first) = future.next() {
         errors.push(InvalidSeries::TooFarInFuture {
             count: 1 + future.count(),
-            timestamp_ms: first.t,
+            timestamp_ms: first,
             max_ms: window.max_ms,
         });
     }
-    let mut past = samples.iter().filter(|s| s.t < window.min_ms);
+    let mut past = timestamps.filter(|t| *t < window.min_ms);
     if let Some(first) = past.next() {
         errors.push(InvalidSeries::TooFarInPast {
             count: 1 + past.count(),
-            timestamp_ms: first.t,
+            timestamp_ms: first,
             min_ms: window.min_ms,
         });
     }
@@ -174,6 +177,8 @@ pub(crate) struct Accepted<'a> {
     pub(crate) labels: &'a [LabelRef<'a>],
     /// Samples to forward: those inside the time window.
     pub(crate) samples: u64,
+    /// Native histogram samples to forward: those inside the time window that passed validation, in order.
+    pub(crate) histograms: Vec<KeptHistogram<'a>>,
     /// Exemplars to forward: the valid ones.
     pub(crate) exemplars: &'a [ExemplarRef<'a>],
     /// The created timestamp to forward: the series' own when the tenant keeps them for this protocol and it
@@ -181,7 +186,8 @@ pub(crate) struct Accepted<'a> {
     /// here without an error, as Prometheus ignores a created timestamp it cannot store).
     pub(crate) created: Option<i64>,
     /// It loses something on the way (an empty-valued or the replica label, samples outside the time window,
-    /// invalid exemplars, histograms, a created timestamp not kept), so it is re-encoded instead of forwarded
+    /// invalid exemplars or histograms, histograms made to fit the bucket limit, a created timestamp not kept),
+    /// so it is re-encoded instead of forwarded
     /// as the raw bytes it arrived as.
     pub(crate) rewrite: bool,
 }
@@ -191,7 +197,7 @@ pub(crate) struct Accepted<'a> {
 pub(crate) struct Validated<'a> {
     /// The series to forward, in request order.
     pub(crate) accepted: Vec<Accepted<'a>>,
-    /// Their samples.
+    /// Their samples, float and histogram.
     pub(crate) samples: u64,
     /// Their exemplars.
     pub(crate) exemplars: u64,
@@ -294,20 +300,20 @@ pub(crate) fn validate<'a>(
         window: TimeWindow::of(limits, now_ms),
         ..Validated::default()
     };
-    let (mut histograms, mut disabled_exemplars) = (0u64, 0u64);
+    let mut disabled_exemplars = 0u64;
     let store_exemplars = limits.max_global_exemplars_per_user > 0;
     for ts in series {
-        histograms += u64::from(ts.histograms);
         let (labels, dropped) = without_label(arena, ts.labels, drop_label);
         let check = match validate_labels(labels, limits) {
             Ok(check) => check,
             Err(e) => {
-                discards.reject(labels, e, ts.samples.len(), &mut out.rejections);
+                discards.reject(labels, e, ts.samples.len() + ts.histograms.len(), &mut out.rejections);
                 continue;
             }
         };
         let mut outside = 0;
-        for e in check_timestamps(ts.samples, out.window) {
+        let timestamps = ts.samples.iter().map(|s| s.t).chain(ts.histograms.iter().map(|h| h.t));
+        for e in check_timestamps(timestamps, out.window) {
             let count = match e {
                 InvalidSeries::TooFarInFuture { count, .. } | InvalidSeries::TooFarInPast { count, .. } => count,
                 _ => 0,
@@ -315,14 +321,24 @@ pub(crate) fn validate<'a>(
             outside += count;
             discards.reject(labels, e, count, &mut out.rejections);
         }
-        let samples = ts.samples.len() - outside;
+        let histograms: Vec<KeptHistogram<'a>> = ts
+            .histograms
+            .iter()
+            .filter(|h| out.window.contains(h.t))
+            .filter_map(|h| {
+                check_histogram(h, limits)
+                    .map_err(|e| discards.reject(labels, e, 1, &mut out.rejections))
+                    .ok()
+            })
+            .collect();
+        let samples = ts.samples.iter().filter(|s| out.window.contains(s.t)).count();
         let exemplars = if store_exemplars {
             valid_exemplars(arena, labels, ts.exemplars, discards, &mut out.rejections)
         } else {
             disabled_exemplars += ts.exemplars.len() as u64;
             &[]
         };
-        if samples == 0 && exemplars.is_empty() {
+        if samples == 0 && histograms.is_empty() && exemplars.is_empty() {
             continue;
         }
         let created = (keep_created && ts.created != 0 && out.window.contains(ts.created)).then_some(ts.created);
@@ -332,64 +348,27 @@ pub(crate) fn validate<'a>(
             || dropped
             || outside > 0
             || exemplars.len() != ts.exemplars.len()
-            || ts.histograms > 0
+            || histograms.len() != ts.histograms.len()
+            || histograms.iter().any(|h| h.raw.is_none())
             || ts.raw.is_empty();
+        let total = (samples + histograms.len()) as u64;
         out.accepted.push(Accepted {
             series: ts,
             labels,
             samples: samples as u64,
+            histograms,
             exemplars,
             created,
             rewrite,
         });
-        out.samples += samples as u64;
+        out.samples += total;
         out.exemplars += exemplars.len() as u64;
     }
     let tenant = discards.tenant.as_str();
-    if histograms > 0 {
-        discards
-            .metrics
-            .discarded
-            .add(tenant, REASON_NATIVE_HISTOGRAMS, histograms);
-        tracing::debug!(histograms, "dropped native histograms (not supported yet)");
-    }
     discards
         .metrics
         .discarded_exemplars(tenant, REASON_EXEMPLARS_DISABLED, disabled_exemplars);
     out
-}
-
-/// The series of a remote write 2.0 request that carry no native histograms. Each series that does is
-/// refused (`err-heddle-native-histograms-unsupported`, its histogram and float samples counted as discarded)
-/// so the sender sees a 400 naming it, while the request's other series go on. A 2.0 sender decides per
-/// series between samples and histograms, so dropping the histograms silently, as 1.0 requests get (their
-/// histograms ride along with float series), would lose whole series without a word.
-pub(crate) fn refuse_native_histograms<'a>(
-    arena: &'a Bump,
-    series: &'a [TimeSeriesRef<'a>],
-    drop_label: Option<&str>,
-    discards: Discards<'_>,
-    rejections: &mut Vec<Rejection>,
-) -> &'a [TimeSeriesRef<'a>] {
-    if series.iter().all(|ts| ts.histograms == 0) {
-        return series;
-    }
-    let mut kept = bumpalo::collections::Vec::with_capacity_in(series.len(), arena);
-    for ts in series {
-        if ts.histograms == 0 {
-            kept.push(*ts);
-            continue;
-        }
-        let (labels, _) = without_label(arena, ts.labels, drop_label);
-        let samples = ts.histograms as usize + ts.samples.len();
-        discards.reject(
-            labels,
-            InvalidSeries::NativeHistograms { count: ts.histograms },
-            samples,
-            rejections,
-        );
-    }
-    kept.into_bump_slice()
 }
 
 /// `labels` without the label named `name` (a copy in the arena), and whether it was there.
@@ -406,6 +385,10 @@ fn without_label<'a>(arena: &'a Bump, labels: &'a [LabelRef<'a>], name: Option<&
         _ => (labels, false),
     }
 }
+
+mod histogram;
+
+pub(crate) use histogram::{KeptHistogram, check_histogram};
 
 #[cfg(test)]
 mod tests;

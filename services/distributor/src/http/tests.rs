@@ -459,29 +459,44 @@ async fn remote_write_2_pushes_float_series_and_refuses_histogram_series() {
         }
     }
 
-    // A histogram series among them: refused by name, the others still written.
+    // A histogram series among them: its valid histograms written and counted, the invalid one refused by name.
     let ingester = fake(Behavior::Accept);
     let mut registry = Registry::default();
     let mut sent = floats.clone();
     sent.insert(1, histogram);
+    let h = |t, count| heddle_proto::write_v2::Histogram {
+        count: Some(heddle_proto::write_v2::histogram::Count::CountInt(count)),
+        sum: 2.5,
+        positive_spans: vec![heddle_proto::write_v2::BucketSpan { offset: 1, length: 2 }],
+        positive_deltas: vec![1, 1],
+        timestamp: t,
+        ..Default::default()
+    };
     let resp = app(ingester.clone(), &mut registry)
-        .oneshot(request(V2, v2_body(&sent, &[(1, 2)])))
+        .oneshot(request(
+            V2,
+            v2_body(&sent, &[(1, vec![h(NOW_MS - 1, 3), h(NOW_MS, 3), h(NOW_MS + 1, 4)])]),
+        ))
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
     assert_eq!(written(&resp, "samples").as_deref(), Some("3"));
+    assert_eq!(written(&resp, "histograms").as_deref(), Some("2"));
     let text = String::from_utf8_lossy(&axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap()).into_owned();
     for part in [
-        "err-heddle-native-histograms-unsupported",
-        "native histograms are not supported yet",
+        "err-heddle-native-histogram-count-mismatch",
+        "3 observations found in buckets, but the count field is 4",
         "latency",
     ] {
         assert!(text.contains(part), "{part:?} not in {text:?}");
     }
-    assert_eq!(ingester.pushed_series().len(), 2, "the float series are written");
+    let pushed = ingester.pushed_series();
+    assert_eq!(pushed.len(), 3, "every series is written");
+    let stamps: Vec<i64> = pushed[1].histograms.iter().map(|h| h.timestamp).collect();
+    assert_eq!(stamps, [NOW_MS - 1, NOW_MS], "the valid histograms, re-encoded as 1.0");
     let metrics = exposition(&registry);
     let line =
-        "heddle_discarded_samples_total{tenant=\"team-a\",reason=\"err-heddle-native-histograms-unsupported\"} 2";
+        "heddle_discarded_samples_total{tenant=\"team-a\",reason=\"err-heddle-native-histogram-count-mismatch\"} 1";
     assert!(metrics.contains(line), "{line} not in\n{metrics}");
 
     // A refused 2.0 request still says what was written (nothing); a 1.0 response has no counts.

@@ -25,8 +25,9 @@
 //! - Gauges and non-monotonic sums are gauges, monotonic cumulative sums counters; explicit-bucket histograms
 //!   become cumulative `_bucket{le}` series (the `+Inf` bucket is the count), `_sum` and `_count`; summaries
 //!   `{quantile}`, `_sum` and `_count`. A point flagged `NoRecordedValue` becomes the staleness marker.
-//! - Refused, counted in the response's `partial_success`: delta temporality (Prometheus has no delta type) and
-//!   exponential histograms (they need native histograms).
+//! - Exponential histograms become native histograms ([`exponential`]), one series per point.
+//! - Refused, counted in the response's `partial_success`: delta temporality (Prometheus has no delta type,
+//!   and its OTLP receiver refuses it unless an experimental feature is on).
 //! - The start time of a cumulative sum's, histogram's or summary's point is the created timestamp of each
 //!   series it makes ([`Translated::created`]); the endpoint forwards it when the tenant has OTLP
 //!   created-timestamp zero ingestion on. Gauges and non-monotonic sums have none.
@@ -51,6 +52,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+mod exponential;
 mod names;
 
 pub(crate) use names::{Kind, label_name, metric_name, prometheus_unit};
@@ -97,7 +99,21 @@ impl Translated {
     fn push(&mut self, series: TimeSeries) {
         let text = |labels: &[Label]| labels.iter().map(|l| l.name.len() + l.value.len() + 4).sum::<usize>();
         let exemplars: usize = series.exemplars.iter().map(|e| text(&e.labels) + 24).sum();
-        self.bytes = self.bytes.saturating_add(text(&series.labels) + 24 + exemplars);
+        // A histogram's fixed fields, and 8 bytes per span and bucket.
+        let histograms: usize = series
+            .histograms
+            .iter()
+            .map(|h| {
+                64 + 8
+                    * (h.positive_spans.len()
+                        + h.negative_spans.len()
+                        + h.positive_deltas.len()
+                        + h.negative_deltas.len())
+            })
+            .sum();
+        self.bytes = self
+            .bytes
+            .saturating_add(text(&series.labels) + 24 + exemplars + histograms);
         self.request.timeseries.push(series);
         self.created.push(self.start);
     }
@@ -155,7 +171,10 @@ pub(crate) fn translate(req: &ExportMetricsServiceRequest, settings: Settings<'_
         }
         let latest = out.request.timeseries[first..]
             .iter()
-            .flat_map(|s| s.samples.iter().map(|x| x.timestamp))
+            .flat_map(|s| {
+                let histograms = s.histograms.iter().map(|h| h.timestamp);
+                s.samples.iter().map(|x| x.timestamp).chain(histograms)
+            })
             .max();
         let Some(ts) = latest else { continue };
         match target_info_labels(resource, strategy) {
@@ -452,14 +471,22 @@ fn translate_metric(
                 histogram_point(&metric.name, &name, p, ctx, out);
             }
         }
-        Data::ExponentialHistogram(h) => out.refuse(
-            h.data_points.len(),
-            format!(
-                "metric {:?}: exponential histograms are not supported until native histograms are; configure \
-                 the sender's histogram aggregation as explicit bucket histograms",
-                metric.name
-            ),
-        ),
+        Data::ExponentialHistogram(h) if !cumulative(h.aggregation_temporality) => {
+            delta(out, h.data_points.len(), "an exponential histogram");
+        }
+        Data::ExponentialHistogram(h) => {
+            let Some(name) = name_of(out, Kind::Histogram) else {
+                return;
+            };
+            metadata(out, &name, MetricType::Histogram);
+            for p in &h.data_points {
+                if out.too_large() {
+                    return;
+                }
+                out.start = millis(p.start_time_unix_nano);
+                exponential::exponential_point(&metric.name, &name, p, ctx, out);
+            }
+        }
         Data::Summary(s) => {
             let Some(name) = name_of(out, Kind::Summary) else {
                 return;

@@ -148,13 +148,19 @@ proptest! {
 }
 
 #[test]
-fn exemplars_metadata_and_created_timestamps_are_decoded_histograms_counted() {
+fn exemplars_metadata_histograms_and_created_timestamps_are_decoded() {
     // symbols: "", "__name__", "h", "trace_id", "abc", "help text", "seconds"
     let mut req = v2_request(&[(vec![("__name__".into(), "h".into())], vec![])]);
     req.symbols
         .extend(["trace_id", "abc", "help text", "seconds"].map(String::from));
     let ts = &mut req.timeseries[0];
-    ts.histograms = vec![write_v2::Histogram::default(); 2];
+    ts.histograms = vec![
+        write_v2::Histogram {
+            timestamp: 7,
+            ..Default::default()
+        };
+        2
+    ];
     ts.exemplars = vec![
         write_v2::Exemplar {
             labels_refs: vec![3, 4],
@@ -182,7 +188,8 @@ fn exemplars_metadata_and_created_timestamps_are_decoded_histograms_counted() {
     let arena = Bump::new();
     let got = decode_write_request_v2(&arena, &body).unwrap();
     let ts = &got.timeseries[0];
-    assert_eq!((ts.histograms, ts.exemplars.len()), (2, 2));
+    assert_eq!((ts.histograms.len(), ts.exemplars.len()), (2, 2));
+    assert_eq!(ts.histograms[1].t, 7);
     assert_eq!(
         ts.exemplars[0].labels,
         &[LabelRef {

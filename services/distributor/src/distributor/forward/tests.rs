@@ -41,12 +41,14 @@ async fn stage_decides_each_series_by_its_own_quorum() {
     let b = fake(Behavior::Fail(tonic::Code::Unavailable));
     let two = Forwarded {
         samples: 1,
+        histograms: 0,
         exemplars: 0,
         replicas: 2,
         min_success: 2,
     };
     let one = Forwarded {
         samples: 3,
+        histograms: 0,
         exemplars: 0,
         replicas: 1,
         min_success: 1,
@@ -73,6 +75,7 @@ async fn stage_turns_refusals_by_too_many_replicas_into_rejections() {
     let (a, b) = (refuse(), refuse());
     let two = Forwarded {
         samples: 1,
+        histograms: 0,
         exemplars: 0,
         replicas: 2,
         min_success: 2,

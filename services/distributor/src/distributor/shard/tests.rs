@@ -7,9 +7,8 @@ use crate::distributor::tests::{ParityRing, StageSinks, distributor, push};
 use crate::distributor::validate::validate;
 use crate::testutil::*;
 use heddle_limits::Limits;
-use heddle_proto::prometheus::{Exemplar, Histogram, Label, MetricMetadata, TimeSeries, WriteRequest};
+use heddle_proto::prometheus::{Exemplar, Histogram, Label, MetricMetadata, TimeSeries, WriteRequest, histogram};
 use http::StatusCode;
-use prost::Message as _;
 
 /// Decodes and validates `sent` as the pipeline does, then shards it onto `ring`.
 fn shard_request(ring: &IngesterReplicas, sent: Vec<TimeSeries>) -> Sharded {
@@ -71,6 +70,7 @@ fn an_ingester_listed_twice_gets_each_series_once() {
         vec![
             Forwarded {
                 samples: 1,
+                histograms: 0,
                 exemplars: 0,
                 replicas: 2,
                 min_success: 2
@@ -267,33 +267,58 @@ async fn series_losing_parts_are_rewritten() {
         value: 1.0,
         timestamp: NOW_MS,
     });
-    with_extras.histograms.push(Histogram::default());
+    // A valid histogram, kept (and copied as it came), and one in the future, dropped.
+    let histogram = |t| Histogram {
+        count: Some(histogram::Count::CountInt(3)),
+        zero_count: Some(histogram::ZeroCount::ZeroCountInt(3)),
+        sum: 1.0,
+        timestamp: t,
+        ..Histogram::default()
+    };
+    with_extras.histograms = vec![histogram(NOW_MS), histogram(NOW_MS + grace + 2)];
+    // A series whose only histogram breaks Prometheus' rules: nothing of it is forwarded.
     let only_histogram = TimeSeries {
-        histograms: vec![Histogram::default()],
+        histograms: vec![Histogram {
+            count: Some(histogram::Count::CountInt(4)),
+            ..histogram(NOW_MS)
+        }],
         ..series(&[("__name__", "h")], &[])
     };
     let outcome = push(&d, vec![with_extras, only_histogram]).await.unwrap();
-    // The future sample makes the response a 400, but the rest of the series is ingested.
+    // The future samples make the response a 400, but the rest of the series is ingested.
     assert_eq!(outcome.status(), StatusCode::BAD_REQUEST);
-    assert_eq!(outcome.samples_ingested, 2);
+    assert_eq!((outcome.samples_ingested, outcome.histograms_ingested), (2, 1));
     let body = outcome.body();
     assert!(body.contains("err-heddle-too-far-in-future"), "{body}");
     assert!(body.contains("limits.creation_grace_period"), "{body}");
-    assert!(body.contains(&format!("(first: {} ms)", NOW_MS + grace + 1)), "{body}");
+    assert!(
+        body.contains(&format!(
+            "2 samples have timestamps too far in the future (first: {} ms)",
+            NOW_MS + grace + 1
+        )),
+        "{body}"
+    );
+    assert!(
+        body.contains("err-heddle-native-histogram-count-mismatch: invalid native histogram sample at"),
+        "{body}"
+    );
 
     let got = fake.pushed_series();
-    assert_eq!(got.len(), 1, "the histogram-only series is not forwarded");
+    assert_eq!(got.len(), 1, "the series of the invalid histogram is not forwarded");
     assert_eq!(
         got[0],
-        series(&[("__name__", "up"), ("job", "a")], &[(NOW_MS, 1.0), (NOW_MS + 1, 3.0)]),
-        "empty label, future sample, exemplar (the tenant's store is off) and histogram removed"
+        TimeSeries {
+            histograms: vec![histogram(NOW_MS)],
+            ..series(&[("__name__", "up"), ("job", "a")], &[(NOW_MS, 1.0), (NOW_MS + 1, 3.0)])
+        },
+        "empty label, future samples and exemplar (the tenant's store is off) removed"
     );
     let text = exposition(&registry);
     for line in [
-        r#"heddle_discarded_samples_total{tenant="team-a",reason="native-histograms-unsupported"} 2"#,
-        r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-too-far-in-future"} 1"#,
+        r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-native-histogram-count-mismatch"} 1"#,
+        r#"heddle_discarded_samples_total{tenant="team-a",reason="err-heddle-too-far-in-future"} 2"#,
         r#"heddle_distributor_discarded_exemplars_total{tenant="team-a",reason="exemplars-disabled"} 1"#,
-        r#"heddle_distributor_received_samples_total{tenant="team-a"} 2"#,
+        r#"heddle_distributor_received_samples_total{tenant="team-a"} 3"#,
     ] {
         assert!(text.contains(line), "{line} not in\n{text}");
     }
@@ -341,6 +366,7 @@ fn rewritten_series_are_the_bytes_prost_encodes() {
                 series: ts,
                 labels: ts.labels,
                 samples: 0,
+                histograms: Vec::new(),
                 exemplars: &[],
                 created: None,
                 rewrite: true,

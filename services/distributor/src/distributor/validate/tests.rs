@@ -4,6 +4,7 @@ use super::*;
 use crate::distributor::decode::decode;
 use crate::distributor::tests::{StageSinks, distributor, push};
 use crate::testutil::*;
+use heddle_model::Sample;
 use http::StatusCode;
 use std::sync::Arc;
 
@@ -253,17 +254,20 @@ fn future_timestamps() {
             min_ms: i64::MIN,
             max_ms: 1000,
         };
-        let got = check_timestamps(&samples, window).into_iter().next().map(|e| match e {
-            InvalidSeries::TooFarInFuture {
-                count,
-                timestamp_ms,
-                max_ms,
-            } => {
-                assert_eq!(max_ms, 1000, "case {name}");
-                (count, timestamp_ms)
-            }
-            other => panic!("case {name}: unexpected {other:?}"),
-        });
+        let got = check_timestamps(samples.iter().map(|s| s.t), window)
+            .into_iter()
+            .next()
+            .map(|e| match e {
+                InvalidSeries::TooFarInFuture {
+                    count,
+                    timestamp_ms,
+                    max_ms,
+                } => {
+                    assert_eq!(max_ms, 1000, "case {name}");
+                    (count, timestamp_ms)
+                }
+                other => panic!("case {name}: unexpected {other:?}"),
+            });
         assert_eq!(got, want, "case {name}");
     }
 }

@@ -4,7 +4,7 @@ use super::*;
 use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValueList};
 use opentelemetry_proto::tonic::metrics::v1::{
     ExponentialHistogram, ExponentialHistogramDataPoint, Gauge, Histogram, Metric, ResourceMetrics, ScopeMetrics, Sum,
-    Summary, summary_data_point::ValueAtQuantile,
+    Summary, exponential_histogram_data_point, summary_data_point::ValueAtQuantile,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
@@ -511,23 +511,72 @@ fn summaries() {
 }
 
 #[test]
-fn exponential_histograms_are_refused() {
+fn exponential_histograms_become_native_histograms_and_delta_ones_are_refused() {
+    let point = |scale| ExponentialHistogramDataPoint {
+        attributes: attrs(&[("route", "/a")]),
+        time_unix_nano: T_NS,
+        count: 3,
+        sum: Some(1.5),
+        scale,
+        zero_count: 1,
+        positive: Some(exponential_histogram_data_point::Buckets {
+            offset: 0,
+            bucket_counts: vec![2],
+        }),
+        ..ExponentialHistogramDataPoint::default()
+    };
+    let exponential = |temporality: AggregationTemporality, points| {
+        Data::ExponentialHistogram(ExponentialHistogram {
+            data_points: points,
+            aggregation_temporality: temporality as i32,
+        })
+    };
     let req = request(
-        vec![kv("service.name", s("api")), kv("host.name", s("h"))],
-        vec![metric(
-            "latency",
-            "s",
-            Data::ExponentialHistogram(ExponentialHistogram {
-                data_points: vec![ExponentialHistogramDataPoint::default(); 3],
-                aggregation_temporality: AggregationTemporality::Cumulative as i32,
-            }),
-        )],
+        vec![kv("service.name", s("api"))],
+        vec![
+            metric(
+                "latency",
+                "s",
+                exponential(AggregationTemporality::Cumulative, vec![point(2), point(-5)]),
+            ),
+            metric(
+                "sizes",
+                "By",
+                exponential(AggregationTemporality::Delta, vec![point(0)]),
+            ),
+        ],
     );
     let t = translate(&req, DEFAULT, usize::MAX);
-    assert!(t.request.timeseries.is_empty(), "no target_info without points either");
-    assert_eq!(t.refused_points, 3);
+    assert_eq!(t.request.timeseries.len(), 1);
+    let ts = &t.request.timeseries[0];
+    let labels: Vec<(&str, &str)> = ts.labels.iter().map(|l| (l.name.as_str(), l.value.as_str())).collect();
+    assert_eq!(
+        labels,
+        [("__name__", "latency_seconds"), ("job", "api"), ("route", "/a")]
+    );
+    assert!(ts.samples.is_empty());
+    assert_eq!(ts.histograms.len(), 1);
+    let h = &ts.histograms[0];
+    assert_eq!((h.schema, h.timestamp, h.sum), (2, T_MS, 1.5));
+    assert_eq!(
+        h.positive_spans,
+        [heddle_proto::prometheus::BucketSpan { offset: 1, length: 1 }]
+    );
+    assert_eq!(h.positive_deltas, [2]);
+    assert_eq!(t.request.metadata[0].metric_family_name, "latency_seconds");
+    assert_eq!(t.request.metadata[0].r#type, MetricType::Histogram.wire());
+    assert_eq!(t.refused_points, 2);
     assert!(
-        t.messages[0].contains("exponential histograms are not supported until native histograms are"),
+        t.messages
+            .iter()
+            .any(|m| m.contains("scale -5, below native histograms' lowest schema -4")),
+        "{:?}",
+        t.messages
+    );
+    assert!(
+        t.messages
+            .iter()
+            .any(|m| m.contains(r#"metric "sizes": an exponential histogram with delta temporality is not supported"#)),
         "{:?}",
         t.messages
     );
