@@ -9,19 +9,21 @@
 //! comes back empty, without an error; later releases read them), so what it can judge is that an answer
 //! carrying histograms is read without error and the float samples beside them come through exactly.
 //!
+//! Last, histograms pushed with remote write come back through remote read from the ingester's head.
+//!
 //! Needs `/usr/bin/prometheus` (Debian package `prometheus`; `PROMETHEUS_BIN` overrides the path). Without it the
 //! test is skipped with a message, unless `CI` is set.
 
 use heddle_bucket::{Bucket, BucketConfig, FilesystemConfig};
 use heddle_model::histogram::deltas_from_absolute;
-use heddle_model::{FloatHistogram, Histogram, Labels, Span, TenantId};
+use heddle_model::{FloatHistogram, Histogram, HistogramSample, HistogramValue, Labels, Span, TenantId};
 use heddle_proto::prometheus::histogram::Count;
 use heddle_proto::prometheus::{ReadRequest, chunk, read_request::ResponseType};
 use heddle_testkit::codec::{decode_chunked_frames, decode_read_response, encode_read_request};
 use heddle_testkit::histogram::{decode_float_histogram_chunk, decode_histogram_chunk};
 use heddle_testkit::xor::decode_xor_chunk;
 use heddle_testkit::{
-    HeddleOptions, HeddleProcess, ManagedProcess, eq, free_port, http_client, now_ms, prometheus_tool, query,
+    HeddleOptions, HeddleProcess, ManagedProcess, eq, free_port, http_client, now_ms, prometheus_tool, push, query,
 };
 use heddle_tsdb::block::{BlockMeta, BlockWriter, new_ulid};
 use heddle_tsdb::chunk_samples::{ChunkSample, ChunkValue, encode_chunks};
@@ -305,4 +307,40 @@ async fn histograms_of_a_bucket_block_through_remote_read() {
         floats,
         "the switching series' floats through Prometheus' remote read"
     );
+}
+
+/// Histograms pushed with remote write come back through remote read from the ingester's head, in both
+/// response types: the head's chunks of integer histograms, typed as such, and `TimeSeries.histograms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushed_histograms_come_back_through_remote_read() {
+    let heddle = tokio::task::spawn_blocking(|| HeddleProcess::start(HeddleOptions::default()).expect("heddle starts"))
+        .await
+        .expect("join");
+    let http = http_client(Duration::from_secs(30)).unwrap();
+    let start = (now_ms() - 55 * 60_000).div_euclid(1000) * 1000;
+    let samples: Vec<ChunkSample> = (0..SAMPLES).map(|k| sample("hist_ints", start, k)).collect();
+    let mut series = heddle_testkit::timeseries(&[("__name__", "hist_ints"), ("job", "hist")], &[]);
+    series.histograms = samples
+        .iter()
+        .map(|s| {
+            let ChunkValue::Histogram(h) = &s.value else {
+                unreachable!("hist_ints holds integer histograms")
+            };
+            heddle_proto::histogram_to_proto(&HistogramSample {
+                t: s.t,
+                value: HistogramValue::Int(h.clone()),
+            })
+        })
+        .collect();
+    let req = heddle_proto::prometheus::WriteRequest {
+        timeseries: vec![series],
+        metadata: vec![],
+    };
+    let out = push(&http, &heddle.push_url(), None, &req).await.expect("push");
+    assert!(out.is_success(), "{}: {}", out.status, out.body);
+    let end = start + (SAMPLES - 1) * STEP;
+    for mode in [ResponseType::Samples, ResponseType::StreamedXorChunks] {
+        let got = read(&http, &heddle, mode, "hist_ints", start, end).await;
+        assert_eq!(got, expected("hist_ints", start), "remote read {mode:?} of the head");
+    }
 }
