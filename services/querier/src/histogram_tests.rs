@@ -1,6 +1,6 @@
 //! Native histograms through the querier: fake ingesters answer with integer and float histogram chunks (and a
-//! series that switches from floats to histograms); remote read returns them in both response types, replicas
-//! merged, and PromQL leaves them out explicitly.
+//! series that switches from floats to histograms); remote read returns them in both response types and PromQL
+//! reads them, replicas merged.
 
 use crate::QuerierConfig;
 use crate::tests::{decode_samples_response, harness, label_string, matcher, query, read_request, send};
