@@ -117,20 +117,21 @@ pub fn histogram_to_proto(sample: &HistogramSample) -> Histogram {
     }
 }
 
-/// A series and its XOR chunks (`(min_time, max_time, bytes)`, oldest first) as `QueryStream` answers carry
-/// them.
-pub fn xor_chunked_series<'a>(
+/// A series and its chunks (`(min_time, max_time, encoding, bytes)`, oldest first) as `QueryStream` answers
+/// carry them. Each chunk says its encoding (XOR, integer or float histogram); peers that predate histogram
+/// chunks set XOR on every chunk, so their answers read as they always did.
+pub fn chunked_series<'a>(
     labels: &Labels,
-    chunks: impl IntoIterator<Item = (i64, i64, &'a [u8])>,
+    chunks: impl IntoIterator<Item = (i64, i64, crate::prometheus::chunk::Encoding, &'a [u8])>,
 ) -> crate::prometheus::ChunkedSeries {
     crate::prometheus::ChunkedSeries {
         labels: labels_to_proto(labels),
         chunks: chunks
             .into_iter()
-            .map(|(min_time_ms, max_time_ms, data)| crate::prometheus::Chunk {
+            .map(|(min_time_ms, max_time_ms, encoding, data)| crate::prometheus::Chunk {
                 min_time_ms,
                 max_time_ms,
-                r#type: crate::prometheus::chunk::Encoding::Xor as i32,
+                r#type: encoding as i32,
                 data: data.to_vec(),
             })
             .collect(),

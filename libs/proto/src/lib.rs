@@ -71,8 +71,8 @@ pub use arena::{
 pub use client::{IngesterClient, QueryStream, encode_batch};
 pub use codec::{PushDecoder, PushEncoder, PushWire, RawPushCodec};
 pub use convert::{
-    MatcherConvertError, histogram_to_proto, labels_to_proto, matcher_from_proto, matcher_to_proto,
-    matchers_from_proto, xor_chunked_series,
+    MatcherConvertError, chunked_series, histogram_to_proto, labels_to_proto, matcher_from_proto, matcher_to_proto,
+    matchers_from_proto,
 };
 pub use error::{DecodeError, SnappyError};
 pub use transport::{GrpcIngesterClient, IngesterAdapter, TENANT_METADATA, ingester_service, tenant_from_metadata};

@@ -17,7 +17,11 @@ mod tombstones;
 mod writer;
 
 #[cfg(test)]
+mod histogram_tests;
+#[cfg(test)]
 mod hostile_tests;
+#[cfg(test)]
+mod prometheus_tests;
 #[cfg(test)]
 mod tests;
 

@@ -43,6 +43,12 @@ pub enum ChunkError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A chunk whose encoding byte names no encoding samples can be read from.
+    #[error("chunk of unknown encoding {encoding}")]
+    UnknownEncoding {
+        /// The encoding byte.
+        encoding: u8,
+    },
     /// The 16-bit sample count is exhausted.
     #[error("chunk full: it already holds {samples} samples")]
     Full {

@@ -6,6 +6,7 @@
 //! WAL's byte layout (`heddle-wal` owns that).
 
 pub mod block;
+pub mod chunk_samples;
 pub mod chunkenc;
 pub mod chunks_head;
 mod error;

@@ -6,17 +6,18 @@
 //! whole block. Per series, the chunks of every block are brought together:
 //! - a chunk that overlaps no other is written as it is (byte for byte);
 //! - byte-identical chunks (replicas that cut chunks at the same samples, the common case) are kept once;
-//! - chunks that overlap in time (replicas that cut differently, or a late replica) are decoded, merged by
-//!   timestamp keeping one sample per timestamp (the one from the block listed first, so the result does not
-//!   depend on the order blocks were listed in), and re-encoded in chunks of at most 120 samples, as
-//!   Prometheus' `seriesToChunkEncoder` does.
+//! - chunks that overlap in time (replicas that cut differently, or a late replica) are decoded by their
+//!   encoding, merged by timestamp keeping one sample per timestamp (the one from the block listed first, so
+//!   the result does not depend on the order blocks were listed in), and re-encoded in chunks of at most 120
+//!   samples, as Prometheus' `seriesToChunkEncoder` does: floats as XOR, native histograms with the
+//!   histogram appenders (integer or float), a new chunk wherever the kind of sample changes or the
+//!   histogram appender cuts one (counter reset, new schema).
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
-use heddle_model::{Labels, Sample};
+use heddle_model::Labels;
 use heddle_tsdb::block::{BlockReader, BlockWriter};
-use heddle_tsdb::chunkenc::{XorChunk, decode_xor};
+use heddle_tsdb::chunk_samples::{ChunkSample, decode_chunk, encode_chunks};
 use heddle_tsdb::{ChunkData, SeriesChunks, TsdbError};
 
 /// Samples per re-encoded chunk (Prometheus' `seriesToChunkEncoderSplit`).
@@ -67,7 +68,7 @@ impl<'a> Cursor<'a> {
 }
 
 /// Writes every series of `blocks` into `writer`, merged as the module docs say. Fails rather than drop data
-/// when a block holds chunks heddle cannot decode (native histograms).
+/// when a block holds chunks of an encoding heddle does not know.
 pub fn merge_blocks(blocks: &[BlockReader], writer: &mut BlockWriter) -> Result<MergeStats, TsdbError> {
     let mut cursors: Vec<Cursor<'_>> = blocks.iter().map(Cursor::new).collect::<Result<_, _>>()?;
     let mut stats = MergeStats {
@@ -101,7 +102,8 @@ pub fn merge_blocks(blocks: &[BlockReader], writer: &mut BlockWriter) -> Result<
         return Err(TsdbError::Corruption {
             what: format!("block {}", b.meta().ulid),
             reason: format!(
-                "{} chunks are not XOR float chunks (native histograms?), which heddle cannot compact",
+                "{} chunks are of an unknown encoding (not XOR, histogram or float histogram), which heddle \
+                 cannot compact",
                 b.skipped_chunks()
             ),
         });
@@ -143,9 +145,9 @@ fn flush(group: Vec<ChunkData>, out: &mut Vec<ChunkData>) -> Result<u64, TsdbErr
         out.extend(group);
         return Ok(0);
     }
-    let mut samples: Vec<Sample> = Vec::new();
+    let mut samples: Vec<ChunkSample> = Vec::new();
     for c in &group {
-        samples.extend(decode_xor(&c.data).map_err(|e| TsdbError::Corruption {
+        samples.extend(decode_chunk(c).map_err(|e| TsdbError::Corruption {
             what: format!("chunk [{}, {}]", c.min_time, c.max_time),
             reason: e.to_string(),
         })?);
@@ -157,26 +159,12 @@ fn flush(group: Vec<ChunkData>, out: &mut Vec<ChunkData>) -> Result<u64, TsdbErr
     Ok(group.len() as u64)
 }
 
-/// `samples` (sorted, unique timestamps) as XOR chunks of at most [`MAX_SAMPLES_PER_CHUNK`] samples.
-pub fn encode(samples: &[Sample]) -> Result<Vec<ChunkData>, TsdbError> {
-    samples
-        .chunks(MAX_SAMPLES_PER_CHUNK)
-        .map(|part| {
-            let mut chunk = XorChunk::new();
-            for s in part {
-                chunk.append(s.t, s.v).map_err(|e| TsdbError::Corruption {
-                    what: format!("re-encoded chunk at {}", s.t),
-                    reason: e.to_string(),
-                })?;
-            }
-            Ok(ChunkData {
-                encoding: heddle_tsdb::chunkenc::Encoding::Xor,
-                min_time: part[0].t,
-                max_time: part[part.len() - 1].t,
-                data: Bytes::from(chunk.into_bytes()),
-            })
-        })
-        .collect()
+/// `samples` (sorted, unique timestamps, of any kind) as chunks of at most [`MAX_SAMPLES_PER_CHUNK`] samples.
+pub fn encode(samples: &[ChunkSample]) -> Result<Vec<ChunkData>, TsdbError> {
+    encode_chunks(samples, MAX_SAMPLES_PER_CHUNK).map_err(|e| TsdbError::Corruption {
+        what: format!("re-encoded chunks from {}", samples.first().map_or(0, |s| s.t)),
+        reason: e.to_string(),
+    })
 }
 
 fn num_samples(c: &ChunkData) -> u64 {
@@ -185,5 +173,7 @@ fn num_samples(c: &ChunkData) -> u64 {
         .map_or(0, |h| u64::from(u16::from_be_bytes([h[0], h[1]])))
 }
 
+#[cfg(test)]
+mod histogram_tests;
 #[cfg(test)]
 mod tests;

@@ -14,8 +14,9 @@ use heddle_proto::ingester::{
     SeriesRequest, SeriesResponse,
 };
 use heddle_proto::prometheus as pb;
-use heddle_proto::{QueryStream, labels_to_proto, xor_chunked_series};
+use heddle_proto::{QueryStream, chunked_series, labels_to_proto};
 use heddle_tsdb::SeriesChunks;
+use heddle_tsdb::chunkenc::Encoding;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +24,20 @@ use std::time::Duration;
 /// Series per `QueryStreamResponse` message: keeps messages well under gRPC's 4 MiB default.
 const SERIES_PER_MESSAGE: usize = 128;
 
+/// A series on the wire, each chunk typed by its encoding: the querier decodes histogram chunks as such.
 fn chunked(series: SeriesChunks) -> pb::ChunkedSeries {
-    xor_chunked_series(
+    let encoding = |e: Encoding| match e {
+        Encoding::Xor => pb::chunk::Encoding::Xor,
+        Encoding::Histogram => pb::chunk::Encoding::Histogram,
+        Encoding::FloatHistogram => pb::chunk::Encoding::FloatHistogram,
+        Encoding::None => pb::chunk::Encoding::Unknown,
+    };
+    chunked_series(
         &series.labels,
-        series.chunks.iter().map(|c| (c.min_time, c.max_time, &c.data[..])),
+        series
+            .chunks
+            .iter()
+            .map(|c| (c.min_time, c.max_time, encoding(c.encoding), &c.data[..])),
     )
 }
 
@@ -236,4 +247,47 @@ pub(crate) fn merge_series(parts: Vec<Vec<SeriesChunks>>) -> Vec<SeriesChunks> {
             SeriesChunks { labels, chunks }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use heddle_model::Labels;
+    use heddle_tsdb::ChunkData;
+
+    #[test]
+    fn chunks_go_on_the_wire_typed_by_their_encoding() {
+        let labels = Labels::from_sorted([("__name__", "h")]).unwrap();
+        let chunk = |min_time: i64, encoding: Encoding| ChunkData {
+            min_time,
+            max_time: min_time + 10,
+            encoding,
+            data: Bytes::from(vec![0, 1, encoding as u8]),
+        };
+        let series = SeriesChunks {
+            labels,
+            chunks: vec![
+                chunk(0, Encoding::Xor),
+                chunk(20, Encoding::Histogram),
+                chunk(40, Encoding::FloatHistogram),
+            ],
+        };
+        let wire = chunked(series.clone());
+        let types: Vec<i32> = wire.chunks.iter().map(|c| c.r#type).collect();
+        assert_eq!(
+            types,
+            [
+                pb::chunk::Encoding::Xor as i32,
+                pb::chunk::Encoding::Histogram as i32,
+                pb::chunk::Encoding::FloatHistogram as i32
+            ]
+        );
+        for (w, c) in wire.chunks.iter().zip(&series.chunks) {
+            assert_eq!(
+                (w.min_time_ms, w.max_time_ms, &w.data[..]),
+                (c.min_time, c.max_time, &c.data[..])
+            );
+        }
+    }
 }

@@ -8,9 +8,10 @@ use crate::error::QuerierError;
 use bytes::Bytes;
 use heddle_model::{Labels, Matcher};
 use heddle_proto::prometheus::{Chunk, ChunkedSeries, Label, LabelMatcher, chunk::Encoding};
+use heddle_tsdb::chunkenc::Encoding as ChunkEncoding;
 use heddle_tsdb::{ChunkData, SeriesChunks};
 
-pub(crate) use heddle_proto::{labels_to_proto, matcher_to_proto};
+pub(crate) use heddle_proto::{histogram_to_proto, labels_to_proto, matcher_to_proto};
 
 /// Converts wire labels (any order) into a [`Labels`] set. An ingester that sends duplicate or empty label
 /// names is reported, not trusted.
@@ -19,17 +20,24 @@ pub(crate) fn labels_from_proto(labels: &[Label]) -> Result<Labels, QuerierError
         .map_err(|e| QuerierError::InvalidIngesterData(format!("bad label set: {e}")))
 }
 
-/// A wire chunk as the model's XOR chunk; other encodings are refused (the querier could not merge them,
-/// nor could a remote-read client read them).
+/// A wire chunk as the model's chunk: XOR, integer or float histogram. Other encodings (`UNKNOWN`, or newer
+/// than float histograms) are refused: the querier could not merge them, nor could a remote-read client read
+/// them.
 pub(crate) fn chunk_from_proto(chunk: Chunk) -> Result<ChunkData, QuerierError> {
-    if chunk.r#type != Encoding::Xor as i32 {
-        return Err(QuerierError::InvalidIngesterData(format!(
-            "chunk [{}, {}] has encoding {}; only XOR (1) is supported",
-            chunk.min_time_ms, chunk.max_time_ms, chunk.r#type
-        )));
-    }
+    let encoding = match Encoding::try_from(chunk.r#type) {
+        Ok(Encoding::Xor) => ChunkEncoding::Xor,
+        Ok(Encoding::Histogram) => ChunkEncoding::Histogram,
+        Ok(Encoding::FloatHistogram) => ChunkEncoding::FloatHistogram,
+        Ok(Encoding::Unknown) | Err(_) => {
+            return Err(QuerierError::InvalidIngesterData(format!(
+                "chunk [{}, {}] has encoding {}; only XOR (1), HISTOGRAM (2) and FLOAT_HISTOGRAM (3) are \
+                 supported",
+                chunk.min_time_ms, chunk.max_time_ms, chunk.r#type
+            )));
+        }
+    };
     Ok(ChunkData {
-        encoding: heddle_tsdb::chunkenc::Encoding::Xor,
+        encoding,
         min_time: chunk.min_time_ms,
         max_time: chunk.max_time_ms,
         data: Bytes::from(chunk.data),
@@ -48,12 +56,19 @@ pub(crate) fn series_from_proto(series: ChunkedSeries) -> Result<SeriesChunks, Q
     })
 }
 
-/// A model chunk on the wire (remote read's `STREAMED_XOR_CHUNKS` frames).
+/// A model chunk on the wire (remote read's `STREAMED_XOR_CHUNKS` frames), typed by its encoding as
+/// Prometheus sends histogram chunks in that response type too.
 pub(crate) fn chunk_to_proto(chunk: &ChunkData) -> Chunk {
+    let r#type = match chunk.encoding {
+        ChunkEncoding::Xor => Encoding::Xor,
+        ChunkEncoding::Histogram => Encoding::Histogram,
+        ChunkEncoding::FloatHistogram => Encoding::FloatHistogram,
+        ChunkEncoding::None => Encoding::Unknown,
+    };
     Chunk {
         min_time_ms: chunk.min_time,
         max_time_ms: chunk.max_time,
-        r#type: Encoding::Xor as i32,
+        r#type: r#type as i32,
         data: chunk.data.to_vec(),
     }
 }

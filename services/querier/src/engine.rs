@@ -13,7 +13,7 @@ use crate::select::timeout_error;
 use futures::future::Either;
 use futures::{StreamExt, TryStreamExt};
 use heddle_model::TenantId;
-use heddle_promql::{PromqlError, Query, QueryOptions, QueryTime, Series, Stats, Value};
+use heddle_promql::{HistogramPoint, PromqlError, Query, QueryOptions, QueryTime, Series, Stats, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -181,10 +181,16 @@ impl Querier {
 /// Selections of one query fetched at once; the rest wait for one of them to finish.
 const MAX_CONCURRENT_SELECTIONS: usize = 16;
 
+/// A selected series as the engine takes it: floats, and histograms with float counts (integer ones converted,
+/// as Prometheus' engine reads them).
 fn series(s: SeriesSamples) -> Series {
     Series {
         labels: s.labels,
         samples: s.samples,
-        histograms: Vec::new(),
+        histograms: s
+            .histograms
+            .into_iter()
+            .map(|h| HistogramPoint::new(h.t, h.value.to_float()))
+            .collect(),
     }
 }

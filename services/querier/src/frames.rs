@@ -121,8 +121,12 @@ pub(crate) fn series_frames(
             continue;
         }
         let (a, b) = samples.split_at(samples.len() / 2);
-        queue.push_front(chunks::encode_one(b)?);
-        queue.push_front(chunks::encode_one(a)?);
+        // Each half is one chunk of the kind it was (a chunk holds one kind, and its samples fit one appender).
+        for half in [b, a] {
+            for c in chunks::encode_at_most(half, half.len())?.into_iter().rev() {
+                queue.push_front(c);
+            }
+        }
     }
     if !pending.is_empty() {
         flush(&mut pending, &mut out);
@@ -179,7 +183,7 @@ mod tests {
     }
 
     fn decode_proto(c: &Chunk) -> Vec<Sample> {
-        chunks::decode(&crate::convert::chunk_from_proto(c.clone()).unwrap()).unwrap()
+        chunks::decode_floats(&crate::convert::chunk_from_proto(c.clone()).unwrap()).unwrap()
     }
 
     fn samples(n: i64) -> Vec<Sample> {
@@ -211,7 +215,7 @@ mod tests {
 
     #[test]
     fn big_series_split_over_frames_within_limit() {
-        let chunks = chunks::encode(&samples(2000)).unwrap();
+        let chunks = chunks::encode(&chunks::from_floats(&samples(2000))).unwrap();
         let max = 4096;
         let frames = series_frames(labels(3), chunks.clone(), 1, max).unwrap();
         let msgs = decode_frames(&frames).unwrap();
@@ -249,6 +253,47 @@ mod tests {
     }
 
     #[test]
+    fn oversized_histogram_chunk_is_split_into_histogram_chunks() {
+        use heddle_tsdb::chunk_samples::{ChunkSample, ChunkValue};
+        use heddle_tsdb::chunkenc::Encoding;
+        let big: Vec<ChunkSample> = (0..400u64)
+            .map(|i| ChunkSample {
+                t: i as i64 * 1000,
+                value: ChunkValue::FloatHistogram(heddle_model::FloatHistogram {
+                    count: i as f64 * 3.5,
+                    sum: (i as f64).sin() * 1e6,
+                    positive_spans: vec![heddle_model::Span::new(0, 2)],
+                    positive_buckets: vec![i as f64 * 1.5, i as f64 * 2.0],
+                    ..Default::default()
+                }),
+            })
+            .collect();
+        let chunk = chunks::encode_at_most(&big, big.len()).unwrap();
+        assert_eq!(chunk.len(), 1);
+        let max = 1024;
+        assert!(chunk_to_proto(&chunk[0]).encoded_len() > max);
+        let msgs = decode_frames(&series_frames(labels(2), chunk, 0, max).unwrap()).unwrap();
+        let mut got = Vec::new();
+        for m in &msgs {
+            assert!(m.encoded_len() <= max, "frame of {} bytes", m.encoded_len());
+            for c in &m.chunked_series[0].chunks {
+                let c = crate::convert::chunk_from_proto(c.clone()).unwrap();
+                assert_eq!(c.encoding, Encoding::FloatHistogram);
+                got.extend(chunks::decode(&c).unwrap());
+            }
+        }
+        let strip = |s: Vec<ChunkSample>| -> Vec<(i64, u64, u64)> {
+            s.into_iter()
+                .map(|s| match s.value {
+                    ChunkValue::FloatHistogram(h) => (s.t, h.count.to_bits(), h.sum.to_bits()),
+                    other => panic!("not a float histogram: {other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(strip(got), strip(big));
+    }
+
+    #[test]
     fn fits_in_frame_checks_labels() {
         assert!(fits_in_frame(&labels(3), 0, 4096));
         assert!(!fits_in_frame(&labels(200), 0, 4096));
@@ -257,7 +302,7 @@ mod tests {
     proptest! {
         #[test]
         fn frames_round_trip(n in 1i64..600, max in 200usize..5000, nlabels in 0usize..4, index in 0i64..300) {
-            let chunks = chunks::encode(&samples(n)).unwrap();
+            let chunks = chunks::encode(&chunks::from_floats(&samples(n))).unwrap();
             let bytes = series_frames(labels(nlabels), chunks, index, max).unwrap();
             let msgs = decode_frames(&bytes).unwrap();
             let mut got = Vec::new();

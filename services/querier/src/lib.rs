@@ -59,6 +59,8 @@ pub use store::BucketStore;
 #[cfg(test)]
 mod fetch_limits_tests;
 #[cfg(test)]
+mod histogram_tests;
+#[cfg(test)]
 mod promql_tests;
 #[cfg(test)]
 mod tests;

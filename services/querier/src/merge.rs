@@ -3,8 +3,8 @@
 //! Replicas of a series arrive from several ingesters (and bucket blocks) with the same label set; the
 //! k-way merge in `select` brings them together, and then per series:
 //! - byte-identical chunks (the common case: replicas cut chunks at the same samples) are kept once, undecoded;
-//! - chunks that overlap in time are decoded, merged by timestamp with duplicates (same `t`) dropped, and
-//!   re-encoded;
+//! - chunks that overlap in time are decoded by their encoding, merged by timestamp with duplicates (same `t`)
+//!   dropped, and re-encoded, floats and native histograms each in chunks of their own encoding;
 //! - chunks that reach outside the query range are re-encoded with only the samples inside it, so clients never
 //!   see out-of-range samples.
 //!
@@ -14,12 +14,12 @@
 
 use crate::chunks;
 use crate::error::QuerierError;
-use heddle_model::Sample;
 use heddle_tsdb::ChunkData;
+use heddle_tsdb::chunk_samples::ChunkSample;
 
 /// The samples of one series' chunks inside `[start, end]`, sorted by time, one per timestamp (see the module
 /// docs for which sample wins a tie).
-pub(crate) fn merge_samples(chunks: &[ChunkData], start: i64, end: i64) -> Result<Vec<Sample>, QuerierError> {
+pub(crate) fn merge_samples(chunks: &[ChunkData], start: i64, end: i64) -> Result<Vec<ChunkSample>, QuerierError> {
     let mut ordered: Vec<&ChunkData> = chunks.iter().collect();
     ordered.sort_by_key(|c| c.min_time);
     let mut out = Vec::new();
@@ -79,7 +79,7 @@ fn flush_group(group: Vec<ChunkData>, start: i64, end: i64, out: &mut Vec<ChunkD
         && only.min_time >= start
         && only.max_time <= end
     {
-        chunks::num_samples(only)?; // rejects chunks too short to hold the XOR header
+        chunks::num_samples(only)?; // rejects chunks too short to hold the chunk header
         out.extend(group);
         return Ok(());
     }
@@ -91,6 +91,7 @@ fn flush_group(group: Vec<ChunkData>, start: i64, end: i64, out: &mut Vec<ChunkD
 #[cfg(test)]
 mod tests {
     use super::*;
+    use heddle_model::Sample;
 
     fn samples(ts: impl IntoIterator<Item = i64>) -> Vec<Sample> {
         ts.into_iter().map(|t| Sample::new(t, t as f64)).collect()
@@ -101,7 +102,7 @@ mod tests {
     }
 
     fn all_samples(chunks: &[ChunkData]) -> Vec<Sample> {
-        chunks.iter().flat_map(|c| chunks::decode(c).unwrap()).collect()
+        chunks.iter().flat_map(|c| chunks::decode_floats(c).unwrap()).collect()
     }
 
     #[test]
@@ -198,13 +199,19 @@ mod tests {
         let late = chunks::encode_one(&[Sample::new(2, 20.0), Sample::new(3, 3.0)]).unwrap();
         let want = vec![Sample::new(1, 1.0), Sample::new(2, 2.0), Sample::new(3, 3.0)];
         for input in [vec![early.clone(), late.clone()], vec![late, early]] {
-            assert_eq!(merge_samples(&input, i64::MIN, i64::MAX).unwrap(), want);
+            assert_eq!(
+                merge_samples(&input, i64::MIN, i64::MAX).unwrap(),
+                chunks::from_floats(&want)
+            );
             assert_eq!(all_samples(&merge_chunks(input, i64::MIN, i64::MAX).unwrap()), want);
         }
         let first = chunks::encode_one(&[Sample::new(5, 1.0)]).unwrap();
         let second = chunks::encode_one(&[Sample::new(5, 2.0)]).unwrap();
         let input = vec![first, second];
-        assert_eq!(merge_samples(&input, 0, 10).unwrap(), [Sample::new(5, 1.0)]);
+        assert_eq!(
+            merge_samples(&input, 0, 10).unwrap(),
+            chunks::from_floats(&[Sample::new(5, 1.0)])
+        );
         assert_eq!(all_samples(&merge_chunks(input, 0, 10).unwrap()), [Sample::new(5, 1.0)]);
     }
 
@@ -233,7 +240,7 @@ mod tests {
                 input.extend(held.chunks(*per_chunk).map(|p| chunks::encode_one(p).unwrap()));
             }
             let want: Vec<Sample> = want.into_iter().map(|t| Sample::new(t, (t as f64).sqrt())).collect();
-            proptest::prop_assert_eq!(merge_samples(&input, start, end).unwrap(), want.clone());
+            proptest::prop_assert_eq!(merge_samples(&input, start, end).unwrap(), chunks::from_floats(&want));
             let merged = merge_chunks(input, start, end).unwrap();
             proptest::prop_assert!(merged.windows(2).all(|w| w[0].max_time < w[1].min_time));
             for c in &merged {

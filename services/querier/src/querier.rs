@@ -12,7 +12,7 @@ use crate::select::{Bounds, Merge, SelectedSeries, timeout_error};
 use crate::store::BucketStore;
 use futures::future::try_join_all;
 use heddle_limits::{Limits, Overrides};
-use heddle_model::{Clock, Labels, Matcher, Sample, SystemClock, TenantId};
+use heddle_model::{Clock, HistogramSample, Labels, Matcher, Sample, SystemClock, TenantId};
 use heddle_proto::IngesterClient;
 use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, QueryRequest, Selector, SeriesRequest};
 use heddle_proto::prometheus::LabelMatcher;
@@ -37,8 +37,10 @@ pub type IngesterReplicas = dyn Replicas<Arc<dyn IngesterClient>>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeriesSamples {
     pub labels: Labels,
-    /// Sorted by time, one sample per timestamp.
+    /// Float samples, sorted by time, one sample per timestamp.
     pub samples: Vec<Sample>,
+    /// Native histogram samples (integer or float), sorted by time; no timestamp is in both lists.
+    pub histograms: Vec<HistogramSample>,
 }
 
 /// Reads a tenant's series from the ingesters that hold them. Cheap to share behind an `Arc`.
@@ -262,14 +264,16 @@ impl Querier {
         let (start, end) = selected.range();
         let mut out = Vec::new();
         while let Some(raw) = selected.next_raw().await? {
-            let samples = merge_samples(&raw.chunks, start, end)?;
-            if samples.is_empty() {
+            let merged = merge_samples(&raw.chunks, start, end)?;
+            if merged.is_empty() {
                 continue;
             }
-            selected.count(samples.len())?;
+            selected.count(merged.len())?;
+            let (samples, histograms) = crate::chunks::split(merged);
             out.push(SeriesSamples {
                 labels: raw.labels,
                 samples,
+                histograms,
             });
         }
         Ok(out)

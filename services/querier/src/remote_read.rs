@@ -13,7 +13,7 @@
 //! As in Prometheus, the response type is the first of the request's `accepted_response_types` that the
 //! server supports, and `SAMPLES` when the list is empty.
 
-use crate::convert::{labels_to_proto, matcher_from_proto};
+use crate::convert::{histogram_to_proto, labels_to_proto, matcher_from_proto};
 use crate::error::QuerierError;
 use crate::frames;
 use crate::limits::QueryLimiter;
@@ -141,7 +141,7 @@ async fn samples_response(q: &Querier, tenant: &TenantId, queries: &[ParsedQuery
         let timeseries = series
             .into_iter()
             .map(|s| {
-                sample_count += s.samples.len();
+                sample_count += s.samples.len() + s.histograms.len();
                 TimeSeries {
                     labels: labels_to_proto(&s.labels),
                     samples: s
@@ -152,6 +152,7 @@ async fn samples_response(q: &Querier, tenant: &TenantId, queries: &[ParsedQuery
                             timestamp: x.t,
                         })
                         .collect(),
+                    histograms: s.histograms.iter().map(histogram_to_proto).collect(),
                     ..Default::default()
                 }
             })

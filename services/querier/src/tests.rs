@@ -52,7 +52,7 @@ pub(crate) fn hung() -> FakeIngester {
     FakeIngester::new().with_fault(Fault::Hang)
 }
 
-fn harness(cfg: QuerierConfig, ingesters: Vec<Arc<dyn IngesterClient>>, max_errors: usize) -> Harness {
+pub(crate) fn harness(cfg: QuerierConfig, ingesters: Vec<Arc<dyn IngesterClient>>, max_errors: usize) -> Harness {
     let mut registry = Registry::default();
     let replicas = ingesters
         .into_iter()
@@ -100,7 +100,7 @@ fn samples(ts: impl IntoIterator<Item = i64>) -> Vec<Sample> {
     ts.into_iter().map(|t| Sample::new(t, value(t))).collect()
 }
 
-fn matcher(t: Type, name: &str, value: &str) -> LabelMatcher {
+pub(crate) fn matcher(t: Type, name: &str, value: &str) -> LabelMatcher {
     LabelMatcher {
         r#type: t as i32,
         name: name.into(),
@@ -122,7 +122,7 @@ pub(crate) fn read_request(queries: Vec<Query>, accepted: &[ResponseType]) -> Re
         .unwrap()
 }
 
-fn query(start: i64, end: i64, matchers: Vec<LabelMatcher>) -> Query {
+pub(crate) fn query(start: i64, end: i64, matchers: Vec<LabelMatcher>) -> Query {
     Query {
         start_timestamp_ms: start,
         end_timestamp_ms: end,
@@ -151,7 +151,7 @@ fn standard_ingester() -> FakeIngester {
         )
 }
 
-fn decode_samples_response(a: &Answer) -> ReadResponse {
+pub(crate) fn decode_samples_response(a: &Answer) -> ReadResponse {
     assert_eq!(a.status, StatusCode::OK, "body: {}", String::from_utf8_lossy(&a.body));
     assert_eq!(a.content_type, "application/x-protobuf");
     assert_eq!(a.content_encoding.as_deref(), Some("snappy"));
@@ -159,7 +159,7 @@ fn decode_samples_response(a: &Answer) -> ReadResponse {
     ReadResponse::decode(raw.as_slice()).unwrap()
 }
 
-fn label_string(labels: &[heddle_proto::prometheus::Label]) -> String {
+pub(crate) fn label_string(labels: &[heddle_proto::prometheus::Label]) -> String {
     labels
         .iter()
         .map(|l| format!("{}={}", l.name, l.value))

@@ -22,8 +22,6 @@ pub(crate) const MAGIC: u32 = 0x85BD_40DD;
 pub(crate) const SEGMENT_HEADER_LEN: u64 = 8;
 /// Prometheus' segment size limit.
 pub(crate) const DEFAULT_SEGMENT_SIZE: u64 = 512 * 1024 * 1024;
-/// Encoding byte of an XOR chunk.
-pub(crate) const ENC_XOR: u8 = 1;
 /// Directory of the segments inside a block.
 pub(crate) const CHUNKS_DIR: &str = "chunks";
 

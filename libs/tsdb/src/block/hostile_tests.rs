@@ -148,13 +148,14 @@ fn crc_fix_up_leaves_a_valid_index_unchanged() {
 }
 
 #[test]
-fn chunks_of_other_encodings_are_skipped_and_counted() {
+fn chunks_of_unknown_encodings_are_skipped_and_counted() {
     let (dir, meta, series) = small_block(3);
     let mut files = mem_files(&dir.path().join(&meta.ulid));
-    // Re-label the first chunk of the segment (series 0's first) as a histogram chunk, CRC fixed.
+    // Re-label the first chunk of the segment (series 0's first) with an encoding newer than float histograms,
+    // CRC fixed.
     let mut seg = files["chunks/000001"].to_vec();
     let len = seg[8] as usize;
-    seg[9] = 2;
+    seg[9] = 4;
     let crc = crc32c::crc32c(&seg[9..10 + len]);
     seg[10 + len..14 + len].copy_from_slice(&crc.to_be_bytes());
     files.insert("chunks/000001".to_owned(), Bytes::from(seg));
@@ -163,7 +164,11 @@ fn chunks_of_other_encodings_are_skipped_and_counted() {
     assert_eq!(r.skipped_chunks(), 1);
     let (first, want) = series.iter().next().unwrap();
     assert_eq!(&got[0].labels, first);
-    assert_eq!(got[0].chunks, want[1..].to_vec(), "the histogram chunk is left out");
+    assert_eq!(
+        got[0].chunks,
+        want[1..].to_vec(),
+        "the chunk of unknown encoding is left out"
+    );
     assert_eq!(got.len(), series.len());
 }
 

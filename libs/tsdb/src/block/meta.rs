@@ -50,6 +50,8 @@ pub struct BlockStats {
     pub num_samples: u64,
     #[serde(rename = "numFloatSamples", default, skip_serializing_if = "is_zero")]
     pub num_float_samples: u64,
+    #[serde(rename = "numHistogramSamples", default, skip_serializing_if = "is_zero")]
+    pub num_histogram_samples: u64,
     #[serde(rename = "numSeries", default)]
     pub num_series: u64,
     #[serde(rename = "numChunks", default)]

@@ -5,8 +5,10 @@
 //! the postings lists it needs, the series entries of the candidates and the chunks of the selected series,
 //! each kind grouped into as few ranged reads as their positions allow (one GET per group on a bucket).
 //!
-//! Chunks of another encoding than XOR (native histograms, which heddle does not store) are skipped: they
-//! are counted in [`BlockReader::skipped_chunks`] and logged at debug level.
+//! Chunks come back with their encoding (XOR floats, integer or float native histograms). A chunk of an
+//! encoding this version does not know (none, or one newer than float histograms) is skipped: counted in
+//! [`BlockReader::skipped_chunks`] and logged at debug level, so a reader never hands out bytes it cannot
+//! decode.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -17,12 +19,13 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use heddle_model::{Labels, MatchType, Matcher};
 
-use super::chunks::{ENC_XOR, SEGMENT_HEADER_LEN, check_header, decode_frame, frame_total, segment_name};
+use super::chunks::{SEGMENT_HEADER_LEN, check_header, decode_frame, frame_total, segment_name};
 use super::fetch::{fetch_frames, fetch_ranges, frame_runs};
 use super::files::{BlockFiles, LocalBlockFiles};
 use super::index::{INDEX_FILENAME, IndexHeader, SERIES_ALIGN, SeriesEntry, decode_postings};
 use super::index_header::{self, HeaderOrigin};
 use super::meta::BlockMeta;
+use crate::chunkenc::Encoding;
 use crate::error::TsdbError;
 use crate::file::{FileCreator, StdFiles};
 use crate::head::postings::intersect;
@@ -30,7 +33,8 @@ use crate::head::{ChunkData, SeriesChunks};
 
 /// Bytes read past the last series entry of a group (entries are usually far smaller).
 const SERIES_GUESS: u64 = 1024;
-/// Bytes read past the last chunk of a group (Prometheus caps XOR chunks near 1 KiB).
+/// Bytes read past the last chunk of a group (Prometheus caps XOR chunks near 1 KiB; a longer histogram chunk
+/// costs one more read).
 const CHUNK_GUESS: u64 = 1100;
 
 /// What [`BlockReader::plan_select`] found: the matching series, sorted, with the chunks overlapping the
@@ -136,13 +140,13 @@ impl BlockReader {
         &self.meta
     }
 
-    /// Chunks skipped so far because their encoding is not XOR.
+    /// Chunks skipped so far because their encoding is unknown.
     pub fn skipped_chunks(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
     }
 
     /// Series matching all `matchers` with a chunk overlapping `[mint, maxt]` (inclusive), sorted by labels,
-    /// with those chunks (XOR bytes; chunks of other encodings are skipped, see the module docs). A series
+    /// with those chunks and their encodings (chunks of unknown encodings are skipped, see the module docs). A series
     /// left without chunks after skipping is left out. [`BlockReader::plan_select`] then
     /// [`BlockReader::read_selected`].
     pub fn select(&self, mint: i64, maxt: i64, matchers: &[Matcher]) -> Result<Vec<SeriesChunks>, TsdbError> {
@@ -175,7 +179,8 @@ impl BlockReader {
             .flat_map(|(s, e)| e.chunks.iter().enumerate().map(move |(c, m)| (m.chunk_ref, s, c)))
             .collect();
         wanted.sort_unstable();
-        let mut data: Vec<Vec<Option<Bytes>>> = selected.iter().map(|s| vec![None; s.chunks.len()]).collect();
+        let mut data: Vec<Vec<Option<(Encoding, Bytes)>>> =
+            selected.iter().map(|s| vec![None; s.chunks.len()]).collect();
         for group in wanted.chunk_by(|a, b| a.0 >> 32 == b.0 >> 32) {
             let segment = (group[0].0 >> 32) as u32;
             let offsets: Vec<u64> = group.iter().map(|w| w.0 & 0xffff_ffff).collect();
@@ -191,8 +196,8 @@ impl BlockReader {
                 .iter()
                 .zip(data)
                 .filter_map(|(m, d)| {
-                    d.map(|data| ChunkData {
-                        encoding: crate::chunkenc::Encoding::Xor,
+                    d.map(|(encoding, data)| ChunkData {
+                        encoding,
                         min_time: m.min_time,
                         max_time: m.max_time,
                         data,
@@ -359,8 +364,9 @@ impl BlockReader {
             .collect()
     }
 
-    /// The data of the chunks at `offsets` (ascending) of segment `segment`; `None` for skipped encodings.
-    fn read_chunks(&self, segment: u32, offsets: &[u64]) -> Result<Vec<Option<Bytes>>, TsdbError> {
+    /// The encoding and data of the chunks at `offsets` (ascending) of segment `segment`; `None` for unknown
+    /// encodings.
+    fn read_chunks(&self, segment: u32, offsets: &[u64]) -> Result<Vec<Option<(Encoding, Bytes)>>, TsdbError> {
         let name = segment_name(segment);
         let what = format!("block {} {name}", self.meta.ulid);
         let corrupt = |at: u64, reason: String| TsdbError::Corruption {
@@ -389,17 +395,21 @@ impl BlockReader {
             .zip(offsets)
             .map(|(frame, &at)| {
                 let (encoding, data) = decode_frame(&frame).map_err(|e| corrupt(at, e))?;
-                if encoding != ENC_XOR {
-                    skipped += 1;
-                    return Ok(None);
-                }
+                // Bit 7 flags out-of-order chunks in head chunk files only; in a block it makes the byte unknown.
+                let encoding = match Encoding::from_u8(encoding) {
+                    Some(e) if e != Encoding::None && encoding & 0x80 == 0 => e,
+                    _ => {
+                        skipped += 1;
+                        return Ok(None);
+                    }
+                };
                 let start = data.as_ptr() as usize - frame.as_ptr() as usize;
-                Ok(Some(frame.slice(start..start + data.len())))
+                Ok(Some((encoding, frame.slice(start..start + data.len()))))
             })
             .collect::<Result<Vec<_>, TsdbError>>()?;
         if skipped > 0 {
             self.skipped.fetch_add(skipped, Ordering::Relaxed);
-            tracing::debug!(block = %self.meta.ulid, segment = %name, skipped, "skipped chunks that are not XOR");
+            tracing::debug!(block = %self.meta.ulid, segment = %name, skipped, "skipped chunks of unknown encodings");
         }
         Ok(out)
     }

@@ -9,7 +9,7 @@ use heddle_model::{Labels, MatchType, Matcher};
 use proptest::prelude::*;
 
 use super::*;
-use crate::chunkenc::{XorChunk, decode_xor};
+use crate::chunkenc::{Encoding, XorChunk, decode_xor};
 use crate::error::TsdbError;
 use crate::head::{ChunkData, SeriesChunks};
 
@@ -25,7 +25,7 @@ fn chunks_of(samples: &[(i64, f64)], per_chunk: usize) -> Vec<ChunkData> {
                 c.append(t, v).expect("append");
             }
             ChunkData {
-                encoding: crate::chunkenc::Encoding::Xor,
+                encoding: Encoding::Xor,
                 min_time: part[0].0,
                 max_time: part[part.len() - 1].0,
                 data: Bytes::from(c.into_bytes()),

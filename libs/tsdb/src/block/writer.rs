@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use heddle_model::Labels;
 
-use super::chunks::{CHUNKS_DIR, DEFAULT_SEGMENT_SIZE, ENC_XOR, SegmentWriter};
+use super::chunks::{CHUNKS_DIR, DEFAULT_SEGMENT_SIZE, SegmentWriter};
 use super::index::{ChunkMeta, INDEX_FILENAME, IndexSeries, write_index};
 use super::meta::{BlockMeta, META_FILENAME};
 use super::tombstones::{TOMBSTONES_FILENAME, empty};
+use crate::chunkenc::Encoding;
 use crate::error::TsdbError;
 use crate::file::sync_dir;
 use crate::head::ChunkData;
@@ -35,7 +36,8 @@ pub struct BlockWriter {
     ids: HashMap<Arc<str>, u32>,
     series: Vec<IndexSeries>,
     last: Option<Labels>,
-    num_samples: u64,
+    num_float_samples: u64,
+    num_histogram_samples: u64,
     num_chunks: u64,
 }
 
@@ -72,7 +74,8 @@ impl BlockWriter {
             ids: HashMap::new(),
             series: Vec::new(),
             last: None,
-            num_samples: 0,
+            num_float_samples: 0,
+            num_histogram_samples: 0,
             num_chunks: 0,
         })
     }
@@ -85,10 +88,10 @@ impl BlockWriter {
     }
 
     /// Adds one series; calls must come in strictly increasing label order (error otherwise, naming both
-    /// series). Chunks (oldest first, non-overlapping, each within `[meta.min_time, meta.max_time)`, XOR with
-    /// at least one sample; error otherwise, and nothing of the series is written) go to the chunk segment
-    /// right away; only the labels (interned) and chunk metas stay in memory. A series with no chunks is
-    /// skipped.
+    /// series). Chunks (oldest first, non-overlapping, each within `[meta.min_time, meta.max_time)`, XOR,
+    /// integer or float histogram with at least one sample; error otherwise, and nothing of the series is
+    /// written) go to the chunk segment right away with their encoding byte; only the labels (interned) and
+    /// chunk metas stay in memory. A series with no chunks is skipped.
     pub fn add_series(&mut self, labels: &Labels, chunks: &[ChunkData]) -> Result<(), TsdbError> {
         if labels.is_empty() {
             return Err(self.invalid("series without labels".to_owned()));
@@ -100,14 +103,17 @@ impl BlockWriter {
                 "series {labels} added after {last}: series must come in strictly increasing label order"
             )));
         }
-        let mut samples = 0u64;
+        let (mut floats, mut histograms) = (0u64, 0u64);
         let mut prev_max: Option<i64> = None;
         for (i, c) in chunks.iter().enumerate() {
             let n = match c.data.get(..2) {
                 Some(h) => u16::from_be_bytes([h[0], h[1]]),
                 None => 0,
             };
-            let problem = if n == 0 {
+            // Every encoding opens with the sample count, big-endian u16.
+            let problem = if c.encoding == Encoding::None {
+                Some("has no encoding".to_owned())
+            } else if n == 0 {
                 Some("holds no samples".to_owned())
             } else if c.min_time > c.max_time {
                 Some("has min_time after max_time".to_owned())
@@ -128,7 +134,11 @@ impl BlockWriter {
                 )));
             }
             prev_max = Some(c.max_time);
-            samples += u64::from(n);
+            if c.encoding == Encoding::Xor {
+                floats += u64::from(n);
+            } else {
+                histograms += u64::from(n);
+            }
         }
         self.last = Some(labels.clone());
         if chunks.is_empty() {
@@ -136,7 +146,7 @@ impl BlockWriter {
         }
         let mut metas = Vec::with_capacity(chunks.len());
         for c in chunks {
-            let chunk_ref = self.chunks.write(ENC_XOR, &c.data)?;
+            let chunk_ref = self.chunks.write(c.encoding as u8, &c.data)?;
             metas.push(ChunkMeta {
                 min_time: c.min_time,
                 max_time: c.max_time,
@@ -151,7 +161,8 @@ impl BlockWriter {
             labels: pairs,
             chunks: metas.into_boxed_slice(),
         });
-        self.num_samples += samples;
+        self.num_float_samples += floats;
+        self.num_histogram_samples += histograms;
         self.num_chunks += chunks.len() as u64;
         Ok(())
     }
@@ -166,8 +177,8 @@ impl BlockWriter {
         id
     }
 
-    /// Writes the index, an empty `tombstones` file and `meta.json` with its stats (samples, series,
-    /// chunks), fsyncs files and directories, and renames the directory to `<parent>/<ulid>`. Returns the
+    /// Writes the index, an empty `tombstones` file and `meta.json` with its stats (samples, float and
+    /// histogram ones apart, series, chunks), fsyncs files and directories, and renames the directory to `<parent>/<ulid>`. Returns the
     /// final meta.
     pub fn finish(self) -> Result<BlockMeta, TsdbError> {
         let Self {
@@ -178,7 +189,8 @@ impl BlockWriter {
             strings,
             ids,
             series,
-            num_samples,
+            num_float_samples,
+            num_histogram_samples,
             num_chunks,
             ..
         } = self;
@@ -188,8 +200,9 @@ impl BlockWriter {
         meta.stats.num_series = series.len() as u64;
         drop(series);
         drop(strings);
-        meta.stats.num_samples = num_samples;
-        meta.stats.num_float_samples = num_samples;
+        meta.stats.num_samples = num_float_samples + num_histogram_samples;
+        meta.stats.num_float_samples = num_float_samples;
+        meta.stats.num_histogram_samples = num_histogram_samples;
         meta.stats.num_chunks = num_chunks;
         write_synced(&tmp.join(TOMBSTONES_FILENAME), &empty())?;
         write_synced(&tmp.join(META_FILENAME), &meta.to_json())?;

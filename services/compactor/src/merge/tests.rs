@@ -1,5 +1,8 @@
 use super::*;
+use bytes::Bytes;
+use heddle_model::Sample;
 use heddle_tsdb::block::{BlockMeta, new_ulid};
+use heddle_tsdb::chunkenc::{XorChunk, decode_xor};
 
 fn samples(ts: impl IntoIterator<Item = i64>) -> Vec<Sample> {
     ts.into_iter().map(|t| Sample::new(t, t as f64 * 0.5)).collect()
