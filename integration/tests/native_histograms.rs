@@ -3,8 +3,9 @@
 //! after the restart the head knows each series' newest histogram, so an older one is refused as out of
 //! order and the newest one again is accepted as a duplicate. Then the same through a cluster, where the
 //! histograms cross the distributor-to-ingester gRPC hop inside remote write 1.0 bytes (raw, or re-encoded
-//! for a 2.0 request and for a histogram over the bucket limit). No read API answers histograms yet, so the
-//! ingesters' counters and the head's judgement are what a user can observe.
+//! for a 2.0 request and for a histogram over the bucket limit). After the crash, PromQL reads the replayed
+//! histograms back: `histogram_count`, `histogram_sum`, a vector's `"histogram"` and a range's `"histograms"`,
+//! as Prometheus' API writes them.
 
 use heddle_proto::prometheus::{BucketSpan, Histogram, TimeSeries, WriteRequest, histogram};
 use heddle_testkit::{
@@ -135,6 +136,41 @@ async fn native_histograms_are_ingested_and_survive_a_crash() {
     .await
     .expect("join");
     assert_eq!(metric(&http, &heddle, "heddle_ingester_memory_series").await, 3.0);
+    // PromQL over what the WAL replay brought back.
+    let promql = |path: String| {
+        let http = http.clone();
+        let url = format!("{}/prometheus/api/v1/{path}", heddle.url());
+        async move {
+            let text = http.get(url).send().await.expect("query").text().await.expect("body");
+            let body: serde_json::Value = serde_json::from_str(&text).expect("json");
+            assert_eq!(body["status"], "success", "{body}");
+            body["data"]["result"].clone()
+        }
+    };
+    let at = (t0 + 15_000) / 1000 + 1;
+    let count = promql(format!("query?query=histogram_count(latency_v1)&time={at}")).await;
+    assert_eq!(count[0]["value"][1], "7", "{count}");
+    let sum = promql(format!("query?query=histogram_sum(latency_v2)&time={at}")).await;
+    assert_eq!(sum[0]["value"][1], "2.25", "{sum}");
+    let vector = promql(format!("query?query=latency_v2&time={at}")).await;
+    let h = &vector[0]["histogram"][1];
+    assert_eq!((&h["count"], &h["sum"]), (&"9".into(), &"2.25".into()), "{vector}");
+    // Schema 3, buckets 2 and 3: (2^(1/8), 2^(2/8)] holds 1, (2^(2/8), 2^(3/8)] the other 8.
+    assert_eq!(h["buckets"].as_array().map(Vec::len), Some(2), "{vector}");
+    assert_eq!(h["buckets"][1][3], "8", "{vector}");
+    let range = promql(format!(
+        "query_range?query=latency_v1&start={}&end={}&step=15",
+        t0 / 1000 + 1,
+        at
+    ))
+    .await;
+    let points = range[0]["histograms"].as_array().cloned().unwrap_or_default();
+    let counts: Vec<&str> = points.iter().filter_map(|p| p[1]["count"].as_str()).collect();
+    assert_eq!(counts.last(), Some(&"7"), "{range}");
+    assert!(
+        range[0].get("values").is_none(),
+        "a histogram-only series has no float values: {range}"
+    );
     // The newest histogram again: a duplicate, accepted and not stored twice; an older one: out of order.
     let again = request(vec![histogram_series(
         "latency_v1",
