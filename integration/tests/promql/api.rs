@@ -17,6 +17,11 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts `bin` on a free 127.0.0.1 port with its data in `dir/<name>-data` and waits until it is ready.
     pub fn start(bin: &Path, dir: &Path, name: &str) -> Prometheus {
+        Self::start_with(bin, dir, name, &[])
+    }
+
+    /// [`Prometheus::start`] with more arguments (`--enable-feature=...`).
+    pub fn start_with(bin: &Path, dir: &Path, name: &str, args: &[&str]) -> Prometheus {
         let port = free_port().expect("port");
         let config = dir.join(format!("{name}.yml"));
         std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("write prometheus config");
@@ -28,7 +33,8 @@ impl Prometheus {
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--web.enable-remote-write-receiver")
-            .arg("--log.level=warn");
+            .arg("--log.level=warn")
+            .args(args);
         let mut process = ManagedProcess::spawn(name, cmd, dir).expect("spawn prometheus");
         process
             .wait_http_ok(([127, 0, 0, 1], port).into(), "/-/ready", Duration::from_secs(60))
