@@ -12,6 +12,7 @@
 //! test skips, unless `CI` is set.
 
 #[path = "promql/api.rs"]
+#[allow(dead_code)] // The oracle's API client, of which this test needs a part.
 mod api;
 
 use api::{Answer, Api, Prometheus, secs, write_all};
