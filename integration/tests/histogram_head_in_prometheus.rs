@@ -53,13 +53,19 @@ fn histogram(k: i64) -> Histogram {
     }
 }
 
-/// Sample `k` of series `name`: a float, or a histogram.
-fn value(name: &str, k: i64) -> Result<f64, HistogramValue> {
+/// What a sample holds.
+enum Sent {
+    Float(f64),
+    Histogram(HistogramValue),
+}
+
+/// Sample `k` of series `name`.
+fn value(name: &str, k: i64) -> Sent {
     match name {
-        "h_ints" => Err(HistogramValue::Int(histogram(k))),
-        "h_floats" => Err(HistogramValue::Float(histogram(k * 2 + 1).to_float())),
-        _ if k < 100 => Ok(k as f64 * 0.75),
-        _ => Err(HistogramValue::Int(histogram(k))),
+        "h_ints" => Sent::Histogram(HistogramValue::Int(histogram(k))),
+        "h_floats" => Sent::Histogram(HistogramValue::Float(histogram(k * 2 + 1).to_float())),
+        _ if k < 100 => Sent::Float(k as f64 * 0.75),
+        _ => Sent::Histogram(HistogramValue::Int(histogram(k))),
     }
 }
 
@@ -98,8 +104,8 @@ fn expected(name: &str, start: i64, samples: i64) -> Vec<(i64, Point)> {
     (0..samples)
         .map(|k| {
             let p = match value(name, k) {
-                Ok(v) => Point::Float(v.to_bits()),
-                Err(h) => {
+                Sent::Float(v) => Point::Float(v.to_bits()),
+                Sent::Histogram(h) => {
                     let f = h.to_float();
                     Point::Histogram(f.count.to_bits(), f.sum.to_bits())
                 }
