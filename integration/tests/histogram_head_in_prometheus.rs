@@ -78,10 +78,10 @@ fn request(start: i64, ks: std::ops::Range<i64>) -> WriteRequest {
             for k in ks.clone() {
                 let t = start + k * STEP;
                 match value(name, k) {
-                    Ok(v) => ts
+                    Sent::Float(v) => ts
                         .samples
                         .push(heddle_proto::prometheus::Sample { value: v, timestamp: t }),
-                    Err(h) => ts.histograms.push(histogram_to_proto(&HistogramSample { t, value: h })),
+                    Sent::Histogram(h) => ts.histograms.push(histogram_to_proto(&HistogramSample { t, value: h })),
                 }
             }
             ts
