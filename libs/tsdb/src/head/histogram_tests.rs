@@ -419,3 +419,57 @@ fn a_created_timestamp_stores_a_zero_histogram_before_the_first() {
     );
     assert_eq!(got, want(&expected));
 }
+
+/// The widest legal layouts (bucket indices two billion apart, a schema whose buckets are 2^16 wide) are
+/// stored and read back like any other: nothing in the head walks the gaps between spans.
+#[test]
+fn buckets_billions_of_indices_apart_are_stored_as_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), opts()).unwrap();
+    let l = labels("hostile");
+    let sample = |t: i64, extra: bool| {
+        let mut positive_spans = vec![Span::new(-2_000_000_000, 1), Span::new(2_000_000_000, 1)];
+        let mut positive_buckets = vec![1, 0];
+        if extra {
+            positive_spans.push(Span::new(2_000_000_000, 1));
+            positive_buckets.push(0);
+        }
+        let count = positive_buckets.len() as u64;
+        int(
+            t,
+            Histogram {
+                schema: -4,
+                count,
+                positive_spans,
+                positive_buckets,
+                ..Histogram::default()
+            },
+        )
+    };
+    // A new far bucket recodes the chunk; the next sample without it is widened to the chunk's layout.
+    let sent: Vec<HistogramSample> = [false, true, false]
+        .iter()
+        .enumerate()
+        .map(|(i, &e)| sample(i as i64 * 1000, e))
+        .collect();
+    for s in &sent {
+        let out = head
+            .append(&[AppendSeries {
+                labels: &l,
+                samples: &[],
+                created: None,
+                histograms: std::slice::from_ref(s),
+            }])
+            .unwrap();
+        assert_eq!((out.histograms_appended, out.errors.len()), (1, 0));
+    }
+    let (_, got) = stored(&head, "hostile");
+    let counts: Vec<u64> = got
+        .iter()
+        .map(|s| match s {
+            Stored::Hist(_, HistogramValue::Int(h)) => h.count,
+            other => panic!("not an integer histogram: {other:?}"),
+        })
+        .collect();
+    assert_eq!(counts, vec![2, 3, 2]);
+}
