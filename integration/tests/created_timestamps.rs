@@ -70,13 +70,7 @@ async fn start_timestamps_become_zero_samples_and_survive_a_crash() {
     assert_eq!(samples(&http, &heddle, "api").await, want);
     assert_eq!(samples(&http, &heddle, "other").await, vec![(t0, 2.0)]);
 
-    heddle.kill9().expect("kill -9");
-    heddle = tokio::task::spawn_blocking(move || {
-        heddle.restart().expect("restart after kill -9");
-        heddle
-    })
-    .await
-    .expect("join");
+    heddle = heddle.kill9_and_restart().await.expect("kill -9 and restart");
     assert_eq!(samples(&http, &heddle, "api").await, want, "after kill -9");
 }
 

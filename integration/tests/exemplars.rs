@@ -3,7 +3,7 @@
 //! Prometheus' shape, and bounded by `--ingester.max-global-exemplars-per-user` whatever a sender pushes.
 
 use heddle_proto::prometheus::{Exemplar, Label, WriteRequest};
-use heddle_testkit::{HeddleOptions, HeddleProcess, http_client, now_ms, push, timeseries};
+use heddle_testkit::{HeddleOptions, HeddleProcess, http_client, metrics_text, now_ms, push, timeseries};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -83,13 +83,7 @@ async fn exemplars_survive_a_crash_and_a_restart() {
     assert_eq!(data[0]["exemplars"][0]["value"], "0.5", "{data}");
 
     // A crash: the WAL brings them back.
-    heddle.kill9().expect("kill -9");
-    heddle = tokio::task::spawn_blocking(move || {
-        heddle.restart().expect("restart after kill -9");
-        heddle
-    })
-    .await
-    .expect("join");
+    heddle = heddle.kill9_and_restart().await.expect("kill -9 and restart");
     assert_eq!(
         traces(&query_exemplars(&http, &heddle, query).await),
         want,
@@ -154,14 +148,7 @@ async fn a_million_exemplars_fill_the_ring_and_no_more() {
         .map(|s| s["exemplars"].as_array().map_or(0, Vec::len))
         .sum();
     assert_eq!(held, 1000, "the ring holds its size");
-    let metrics = http
-        .get(format!("{}/metrics", heddle.url()))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = metrics_text(&http, &heddle.url()).await.expect("metrics");
     assert!(
         metrics.contains("heddle_ingester_exemplars_appended_total 1000000"),
         "{}",

@@ -7,8 +7,8 @@
 
 use heddle_proto::prometheus::{MetricMetadata, WriteRequest};
 use heddle_testkit::{
-    HeddleOptions, HeddleProcess, ManagedProcess, free_port, http_client, now_ms, prometheus_tool, push, timeseries,
-    wait_until_async,
+    HeddleOptions, HeddleProcess, ManagedProcess, free_port, http_client, metric_value, metrics_text, now_ms,
+    prometheus_tool, push, timeseries, wait_until_async,
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -202,22 +202,8 @@ async fn metadata_limits_refuse_with_status_message_and_metric() {
     assert_eq!(held.len(), 100, "the per-tenant limit holds");
     assert!(held.contains_key("fine_total") && !held.contains_key("long_help_total"));
 
-    let metrics = http
-        .get(format!("{}/metrics", heddle.url()))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    let value = |line_start: &str| -> f64 {
-        metrics
-            .lines()
-            .find(|l| l.starts_with(line_start))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{line_start} not in /metrics"))
-    };
+    let metrics = metrics_text(&http, &heddle.url()).await.expect("metrics");
+    let value = |series: &str| metric_value(&metrics, series).unwrap_or_else(|| panic!("{series} not in /metrics"));
     assert_eq!(
         value(
             "heddle_distributor_discarded_metadata_total{tenant=\"anonymous\",reason=\"err-heddle-metadata-help-too-long\"}"
@@ -230,5 +216,5 @@ async fn metadata_limits_refuse_with_status_message_and_metric() {
         ),
         1_000_000.0 - 99.0
     );
-    assert_eq!(value("heddle_ingester_memory_metadata "), 100.0);
+    assert_eq!(value("heddle_ingester_memory_metadata"), 100.0);
 }

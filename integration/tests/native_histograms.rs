@@ -10,7 +10,7 @@
 use heddle_proto::prometheus::{BucketSpan, Histogram, TimeSeries, WriteRequest, histogram};
 use heddle_testkit::{
     Cluster, ClusterOptions, HeddleOptions, HeddleProcess, RemoteWriteProtocol, codec::encode_write_request_v2,
-    http_client, now_ms, push, timeseries,
+    http_client, metric_value, metrics_text, now_ms, push, timeseries,
 };
 use std::time::Duration;
 
@@ -49,17 +49,8 @@ async fn metric(http: &reqwest::Client, heddle: &HeddleProcess, name: &str) -> f
 }
 
 async fn metric_at(http: &reqwest::Client, url: &str, name: &str) -> f64 {
-    let text = http
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or_else(|| panic!("{name} not in /metrics"))
+    let text = metrics_text(http, url).await.expect("metrics");
+    metric_value(&text, name).unwrap_or_else(|| panic!("{name} not in /metrics"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,13 +119,7 @@ async fn native_histograms_are_ingested_and_survive_a_crash() {
     assert_eq!(metric(&http, &heddle, discarded).await, 1.0);
 
     // A crash: the WAL brings the histograms back.
-    heddle.kill9().expect("kill -9");
-    heddle = tokio::task::spawn_blocking(move || {
-        heddle.restart().expect("restart after kill -9");
-        heddle
-    })
-    .await
-    .expect("join");
+    heddle = heddle.kill9_and_restart().await.expect("kill -9 and restart");
     assert_eq!(metric(&http, &heddle, "heddle_ingester_memory_series").await, 3.0);
     // PromQL over what the WAL replay brought back.
     let promql = |path: String| {

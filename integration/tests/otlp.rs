@@ -11,8 +11,8 @@
 
 use heddle_model::Labels;
 use heddle_testkit::{
-    CommandOutput, HeddleOptions, HeddleProcess, ReadClient, ReadMode, eq, http_client, now_ms, query, run_bounded,
-    run_loadtest, wait_until_async,
+    CommandOutput, HeddleOptions, HeddleProcess, ReadClient, ReadMode, eq, http_client, metric_value, metrics_text,
+    now_ms, query, run_bounded, run_loadtest, wait_until_async,
 };
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -77,9 +77,10 @@ fn otel_python() -> Option<PathBuf> {
     None
 }
 
-/// Runs the Python `script` with `endpoint` as its argument, for at most a minute, and asserts that it
-/// exited with success.
-async fn run_sender(python: PathBuf, script: &'static str, endpoint: String, heddle: &HeddleProcess) -> CommandOutput {
+/// Runs the Python `script` with heddle's OTLP endpoint as its argument, for at most a minute, and asserts that
+/// it exited with success and exported everything (the SDK logs a failed export and still exits with 0).
+async fn run_sender(python: PathBuf, script: &'static str, heddle: &HeddleProcess) -> CommandOutput {
+    let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
     let sent = tokio::task::spawn_blocking(move || {
         let mut cmd = Command::new(python);
         cmd.args(["-c", script, &endpoint]);
@@ -91,6 +92,12 @@ async fn run_sender(python: PathBuf, script: &'static str, endpoint: String, hed
         sent.status.success(),
         "sender failed: {}\n{}\nheddle:\n{}",
         sent.status,
+        sent.stderr,
+        heddle.log_tail(30)
+    );
+    assert!(
+        !sent.stderr.contains("Failed to export"),
+        "sender failed: {}\nheddle:\n{}",
         sent.stderr,
         heddle.log_tail(30)
     );
@@ -111,14 +118,7 @@ async fn the_opentelemetry_python_sdk_pushes_to_heddle() {
         .expect("join")
         .expect("start heddle");
     let lo = now_ms() - 60_000;
-    let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
-    let sent = run_sender(python, SENDER, endpoint, &heddle).await;
-    assert!(
-        !sent.stderr.contains("Failed to export"),
-        "sender failed: {}\nheddle:\n{}",
-        sent.stderr,
-        heddle.log_tail(30)
-    );
+    run_sender(python, SENDER, &heddle).await;
 
     let http = http_client(Duration::from_secs(30)).expect("client");
     let series_url = format!(
@@ -318,8 +318,7 @@ async fn otlp_json_stores_what_its_protobuf_twin_stores() {
     .expect("join")
     .expect("start heddle");
     let lo = now_ms() - 60_000;
-    let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
-    let sent = run_sender(python, TWIN_SENDER, endpoint, &heddle).await;
+    let sent = run_sender(python, TWIN_SENDER, &heddle).await;
     let stdout = sent.stdout;
     // The protobuf answer is an empty ExportMetricsServiceResponse (no bytes); the JSON one is `{}`.
     assert_eq!(
@@ -468,14 +467,7 @@ async fn a_utf8_tenant_keeps_opentelemetry_names() {
     .expect("join")
     .expect("start heddle");
     let lo = now_ms() - 60_000;
-    let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
-    let sent = run_sender(python, UTF8_SENDER, endpoint, &heddle).await;
-    assert!(
-        !sent.stderr.contains("Failed to export"),
-        "sender failed: {}\nheddle:\n{}",
-        sent.stderr,
-        heddle.log_tail(30)
-    );
+    run_sender(python, UTF8_SENDER, &heddle).await;
 
     let http = http_client(Duration::from_secs(30)).expect("client");
     let get = |tenant: &'static str, path: String| {
@@ -633,28 +625,10 @@ async fn exponential_histograms_from_the_python_sdk_are_native_histograms() {
         .await
         .expect("join")
         .expect("start heddle");
-    let endpoint = format!("{}/otlp/v1/metrics", heddle.url());
-    let sent = run_sender(python, EXPONENTIAL_SENDER, endpoint, &heddle).await;
-    assert!(
-        !sent.stderr.contains("Failed to export"),
-        "sender failed: {}\nheddle:\n{}",
-        sent.stderr,
-        heddle.log_tail(30)
-    );
+    run_sender(python, EXPONENTIAL_SENDER, &heddle).await;
     let http = http_client(Duration::from_secs(30)).expect("client");
-    let metrics = http
-        .get(format!("{}/metrics", heddle.url()))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    let value = |name: &str| {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<f64>().ok())
-    };
+    let metrics = metrics_text(&http, &heddle.url()).await.expect("metrics");
+    let value = |name: &str| metric_value(&metrics, name);
     assert_eq!(
         value("heddle_ingester_ingested_native_histograms_total"),
         Some(2.0),

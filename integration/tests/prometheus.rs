@@ -10,7 +10,7 @@
 use heddle_model::{Labels, METRIC_NAME, Sample};
 use heddle_testkit::{
     HeddleOptions, HeddleProcess, ManagedProcess, ReadClient, ReadMode, SeriesSamples, eq, free_port, http_client,
-    now_ms, prometheus_tool, query, wait_until_async,
+    metric_value, metrics_text, now_ms, prometheus_tool, query, wait_until_async,
 };
 use serde_json::Value;
 use std::path::Path;
@@ -315,23 +315,13 @@ remote_read:
     drop(writer);
 }
 
-/// `name`'s value in a `/metrics` exposition (a family without labels), 0 when absent.
-fn metric_value(exposition: &str, name: &str) -> f64 {
-    exposition
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// `(WAL bytes written, samples ingested)` of a heddle, from its `/metrics`.
 async fn wal_and_samples(http: &reqwest::Client, heddle: &HeddleProcess) -> (f64, f64) {
-    let Ok(r) = http.get(format!("{}/metrics", heddle.url())).send().await else {
-        return (0.0, 0.0);
-    };
-    let text = r.text().await.unwrap_or_default();
+    let text = metrics_text(http, &heddle.url()).await.unwrap_or_default();
+    let value = |name| metric_value(&text, name).unwrap_or(0.0);
     (
-        metric_value(&text, "heddle_ingester_wal_written_bytes_total"),
-        metric_value(&text, "heddle_ingester_ingested_samples_total"),
+        value("heddle_ingester_wal_written_bytes_total"),
+        value("heddle_ingester_ingested_samples_total"),
     )
 }
 
@@ -507,15 +497,8 @@ remote_write:
     );
 
     let stored = || async {
-        let text = http
-            .get(format!("{}/metrics", heddle.url()))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        Some(metric_value(&text, "heddle_ingester_ingested_native_histograms_total"))
+        let text = metrics_text(&http, &heddle.url()).await.ok()?;
+        Some(metric_value(&text, "heddle_ingester_ingested_native_histograms_total").unwrap_or(0.0))
     };
     let all = wait_until_async(Duration::from_secs(60), || async { stored().await == Some(5.0) }).await;
     assert!(
@@ -525,14 +508,7 @@ remote_write:
         heddle.log_tail(20),
         prometheus.process.log_tail(20)
     );
-    let body = http
-        .get(format!("{}/metrics", heddle.url()))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let body = metrics_text(&http, &heddle.url()).await.expect("metrics");
     assert!(
         !body.contains("heddle_discarded_samples_total{"),
         "nothing discarded:\n{}",

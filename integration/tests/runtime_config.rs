@@ -3,7 +3,7 @@
 //! broken file keeps the last good limits and says so in `/metrics`.
 
 use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
-use heddle_testkit::{HeddleOptions, HeddleProcess, http_client, push, wait_until_async};
+use heddle_testkit::{HeddleOptions, HeddleProcess, http_client, metrics_text, push, wait_until_async};
 use std::time::Duration;
 
 /// A series with `labels` labels (the metric name included), one sample now.
@@ -79,14 +79,11 @@ async fn overrides_reload_without_a_restart() {
         "overrides:\n  team-a:\n    max_label_names_per_series: [not a number\n",
     )
     .unwrap();
-    let url = format!("{}/metrics", h.url());
+    let url = h.url();
     let reported = || {
         let (http, url) = (http.clone(), url.clone());
         async move {
-            let text = match http.get(&url).send().await {
-                Ok(r) => r.text().await.unwrap_or_default(),
-                Err(_) => String::new(),
-            };
+            let text = metrics_text(&http, &url).await.unwrap_or_default();
             text.contains("heddle_runtime_config_last_reload_successful 0")
         }
     };

@@ -204,6 +204,15 @@ impl HeddleProcess {
         self.spawn()
     }
 
+    /// A crash and a restart on the same data, from async code: [`Self::kill9`], then [`Self::restart`] (which
+    /// blocks until `/ready`) on a blocking thread, so the test's runtime keeps serving its other tasks.
+    pub async fn kill9_and_restart(mut self) -> Result<Self, TestkitError> {
+        self.kill9()?;
+        tokio::task::spawn_blocking(move || self.restart().map(|()| self))
+            .await
+            .expect("the restart thread panicked")
+    }
+
     /// The options the next [`Self::restart`] uses: a crash test arms a failpoint through `env` for one run and
     /// clears it for the next.
     pub fn options_mut(&mut self) -> &mut HeddleOptions {

@@ -16,13 +16,36 @@
 //! count and zero count and of every bucket value, the sum as an XOR value (as in XOR chunks). Float samples:
 //! the first is `varbit t` then 64-bit count, zero count, sum and buckets; later ones a delta of delta of t
 //! and an XOR value for each of those. A sample whose sum is the staleness NaN has no bucket fields.
+//!
+//! Beside the reader, [`growing_counter`]: the counter histograms that tests of histogram chunks write.
 
 use crate::TestkitError;
 use crate::xor::BitReader;
-use heddle_model::histogram::{CUSTOM_BUCKETS_SCHEMA, EXPONENTIAL_SCHEMA_MAX};
+use heddle_model::histogram::{CUSTOM_BUCKETS_SCHEMA, EXPONENTIAL_SCHEMA_MAX, deltas_from_absolute};
 use heddle_model::{CounterResetHint, FloatHistogram, Histogram, STALE_NAN_BITS, Span};
 
 type Res<T> = Result<T, TestkitError>;
+
+/// Value `k` of a counter histogram that grows with `k`: schema 3, a zero bucket and two positive buckets, and
+/// from k = `new_bucket_at` on a third one, so a chunk holding values from both sides of it must be recoded.
+pub fn growing_counter(k: u64, new_bucket_at: u64) -> Histogram {
+    let mut buckets = vec![k as i64 + 1, 2 * k as i64];
+    let mut spans = vec![Span::new(1, 2)];
+    if k >= new_bucket_at {
+        buckets.push((k - new_bucket_at) as i64 + 1);
+        spans.push(Span::new(1, 1));
+    }
+    Histogram {
+        schema: 3,
+        zero_threshold: 0.001,
+        zero_count: k / 2,
+        count: k / 2 + buckets.iter().sum::<i64>() as u64,
+        sum: k as f64 * 1.25,
+        positive_spans: spans,
+        positive_buckets: deltas_from_absolute(&buckets),
+        ..Histogram::default()
+    }
+}
 
 fn short() -> TestkitError {
     TestkitError::decode("histogram chunk", "the bit stream ends early")

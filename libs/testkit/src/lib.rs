@@ -2,11 +2,11 @@
 //!
 //! Owns: the process harness that builds and runs the `heddle` binary ([`HeddleProcess`], [`ManagedProcess`],
 //! [`cargo_bin`], [`free_port`], [`wait_until`]); deterministic node-exporter-like data ([`SeriesGen`]); the wire
-//! codecs of remote write and remote read ([`codec`]) and an OTLP sender ([`otlp`]); HTTP clients for both ([`push`], [`ReadClient`]); an
-//! independent XOR chunk reader/writer ([`xor`]) so chunks served by heddle are checked without trusting heddle's
-//! own encoder, and one of native histogram chunks ([`histogram`]); an in-memory stand-in server
-//! ([`MockReceiver`]); throwaway certificates for TLS tests ([`TestPki`]); and proptest strategies
-//! ([`strategies`]).
+//! codecs of remote write and remote read ([`codec`]) and an OTLP sender ([`otlp`]); HTTP clients for both ([`push`],
+//! [`ReadClient`]); a process's own `/metrics` ([`metrics_text`], [`metric_value`]); an independent XOR chunk
+//! reader/writer ([`xor`]) so chunks served by heddle are checked without trusting heddle's own encoder, and one of
+//! native histogram chunks ([`histogram`]); an in-memory stand-in server ([`MockReceiver`]); throwaway certificates for
+//! TLS tests ([`TestPki`]); and proptest strategies ([`strategies`]).
 //!
 //! It does not know heddle's internals: everything here talks to the public contracts (flags, HTTP paths, wire
 //! formats) of DESIGN.md §3.
@@ -22,6 +22,7 @@ mod generate;
 mod heddle;
 pub mod histogram;
 mod http;
+mod metrics;
 mod mock;
 pub mod otlp;
 mod port;
@@ -46,6 +47,7 @@ pub use error::TestkitError;
 pub use generate::{MAX_JITTER_MS, MIN_INTERVAL_FOR_JITTER_MS, SeriesGen, splitmix64};
 pub use heddle::{HeddleOptions, HeddleProcess};
 pub use http::http_get;
+pub use metrics::{metric_value, metrics_text};
 pub use mock::MockReceiver;
 pub use port::free_port;
 pub use process::{DEFAULT_STOP_TIMEOUT, ManagedProcess};

@@ -18,7 +18,7 @@ use heddle_tsdb::chunkenc::{
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use support::{histogram, meaning};
+use support::{histogram, meaning, pushed_series};
 
 mod support;
 
@@ -92,16 +92,10 @@ fn load() -> Fixture {
         let name = names[((c.mint - start) % step) as usize].clone();
         chunks.entry(name).or_default().push(c);
     }
-    let pushed = pushed["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            let samples = s["samples"].as_array().unwrap().iter().map(histogram).collect();
-            (s["name"].as_str().unwrap().to_owned(), samples)
-        })
-        .collect();
-    Fixture { chunks, pushed }
+    Fixture {
+        chunks,
+        pushed: pushed_series(&pushed),
+    }
 }
 
 #[test]

@@ -13,7 +13,7 @@ use heddle_tsdb::{Head, HeadOptions};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use support::{histogram, meaning};
+use support::{meaning, pushed_series};
 
 mod support;
 
@@ -44,15 +44,7 @@ fn a_prometheus_head_directory_replays_every_pushed_histogram() {
     assert_eq!(stats.orphan_mmapped_chunks, 0, "{stats:?}");
 
     let pushed: Value = serde_json::from_slice(&std::fs::read(fixture("pushed.json")).unwrap()).unwrap();
-    let pushed: BTreeMap<String, Vec<(i64, Histogram)>> = pushed["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            let samples = s["samples"].as_array().unwrap().iter().map(histogram).collect();
-            (s["name"].as_str().unwrap().to_owned(), samples)
-        })
-        .collect();
+    let pushed: BTreeMap<String, Vec<(i64, Histogram)>> = pushed_series(&pushed);
     let series = head.select(i64::MIN, i64::MAX, &[]);
     assert_eq!(series.len(), pushed.len(), "every pushed series");
     for s in series {

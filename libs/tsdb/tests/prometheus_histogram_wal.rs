@@ -10,10 +10,9 @@
 
 use heddle_model::Histogram;
 use heddle_tsdb::record::{self, Record, RefFloatHistogramSample, RefHistogramSample};
-use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use support::histogram;
+use support::pushed_series;
 
 mod support;
 
@@ -100,18 +99,11 @@ fn bits(t: i64, h: &Histogram) -> (i64, Histogram, u64, u64) {
 fn prometheus_histogram_records_decode_to_what_was_pushed() {
     let got = logged(&fixture("wal-00000000"));
     assert!(got.records[0] > 0, "the fixture has HistogramSamples records");
-    let pushed: Value = serde_json::from_slice(&fixture("pushed.json")).unwrap();
-    let series = pushed["series"].as_array().unwrap();
-    assert_eq!(got.histograms.len(), series.len(), "every pushed series was logged");
-    for s in series {
-        let name = s["name"].as_str().unwrap();
-        let want: Vec<_> = s["samples"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(histogram)
-            .map(|(t, h)| bits(t, &h))
-            .collect();
+    let pushed: BTreeMap<String, Vec<(i64, Histogram)>> =
+        pushed_series(&serde_json::from_slice(&fixture("pushed.json")).unwrap());
+    assert_eq!(got.histograms.len(), pushed.len(), "every pushed series was logged");
+    for (name, samples) in &pushed {
+        let want: Vec<_> = samples.iter().map(|(t, h)| bits(*t, h)).collect();
         let logged: Vec<_> = got.histograms[name].iter().map(|s| bits(s.t, &s.h)).collect();
         assert_eq!(logged.len(), want.len(), "{name}: samples logged");
         for (i, (g, w)) in logged.iter().zip(&want).enumerate() {

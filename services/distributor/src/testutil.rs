@@ -5,7 +5,7 @@ use bytes::Bytes;
 pub(crate) use heddle_model::ManualClock;
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
-use heddle_proto::prometheus::{Label, Sample, TimeSeries, WriteRequest};
+use heddle_proto::prometheus::{Histogram, Label, Sample, TimeSeries, WriteRequest};
 pub(crate) use heddle_proto::testing::FakeIngester;
 use heddle_proto::testing::{Fault, PushAnswer};
 pub(crate) use heddle_ring::{FixedReplicas, ReadSet, Replicas, RingError, WriteSet};
@@ -122,6 +122,19 @@ pub(crate) fn series(labels: &[(&str, &str)], samples: &[(i64, f64)]) -> TimeSer
             .collect(),
         ..TimeSeries::default()
     }
+}
+
+/// The encoded write request of one series, `h`, holding the one native histogram `h`: for tests that decode a
+/// histogram as the distributor receives it.
+pub(crate) fn histogram_body(h: Histogram) -> Vec<u8> {
+    WriteRequest {
+        timeseries: vec![TimeSeries {
+            histograms: vec![h],
+            ..series(&[("__name__", "h")], &[])
+        }],
+        metadata: vec![],
+    }
+    .encode_to_vec()
 }
 
 /// `{__name__=name, job="a"}` with one sample at [`NOW_MS`].

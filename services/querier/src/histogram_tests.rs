@@ -4,36 +4,20 @@
 
 use crate::QuerierConfig;
 use crate::tests::{decode_samples_response, harness, label_string, matcher, query, read_request, send};
-use heddle_model::histogram::deltas_from_absolute;
 use heddle_model::{CounterResetHint, FloatHistogram, Histogram, Labels, Sample, Span};
 use heddle_proto::IngesterClient;
 use heddle_proto::prometheus::histogram::{Count, ResetHint, ZeroCount};
 use heddle_proto::prometheus::{Chunk, ChunkedReadResponse, chunk, label_matcher::Type, read_request::ResponseType};
 use heddle_proto::testing::FakeIngester;
 use heddle_testkit::codec::decode_chunked_frames;
-use heddle_testkit::histogram::{decode_float_histogram_chunk, decode_histogram_chunk};
+use heddle_testkit::histogram::{decode_float_histogram_chunk, decode_histogram_chunk, growing_counter};
 use heddle_testkit::xor::decode_xor_chunk;
 use heddle_tsdb::chunk_samples::{ChunkSample, ChunkValue, encode_chunks};
 use std::sync::Arc;
 
 /// A counter histogram growing with `k`; a bucket appears at k = 30, so chunks get recoded.
 fn histogram(k: u64) -> Histogram {
-    let mut buckets = vec![k as i64 + 1, 2 * k as i64];
-    let mut spans = vec![Span::new(1, 2)];
-    if k >= 30 {
-        buckets.push(k as i64 - 29);
-        spans.push(Span::new(1, 1));
-    }
-    Histogram {
-        schema: 3,
-        zero_threshold: 0.001,
-        zero_count: k / 2,
-        count: k / 2 + buckets.iter().sum::<i64>() as u64,
-        sum: k as f64 * 1.25,
-        positive_spans: spans,
-        positive_buckets: deltas_from_absolute(&buckets),
-        ..Histogram::default()
-    }
+    growing_counter(k, 30)
 }
 
 /// Sample `k` (at t = 10 k) of a series: `ints` integer histograms, `floats` float histograms, `switching`

@@ -9,6 +9,7 @@
 //! pass counts like any other slot: a histogram Prometheus sends takes 18 bytes on the wire at least (a
 //! timestamp and a sum), so the decoded-size bound refuses only requests made mostly of empty ones.
 
+use super::canonical;
 use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_LEN, WIRE_VARINT};
 use crate::error::DecodeError;
 use heddle_model::{CounterResetHint, FloatHistogram, Histogram, HistogramSample, HistogramValue, Span};
@@ -385,7 +386,7 @@ fn sint64s(field: &Field<'_>, name: &'static str, mut out: Option<&mut Vec<i64>>
         Value::Len(data, base) => {
             let mut pos = 0;
             while pos < data.len() {
-                let (v, read) = packed_varint(&data[pos..])
+                let (v, read) = canonical::varint(&data[pos..])
                     .ok_or_else(|| invalid(name, base + pos, "truncated or overlong varint in a packed field"))?;
                 pos += read;
                 if let Some(out) = out.as_deref_mut() {
@@ -396,21 +397,6 @@ fn sint64s(field: &Field<'_>, name: &'static str, mut out: Option<&mut Vec<i64>>
         _ => return Err(field.wrong_type(name, WIRE_LEN)),
     }
     Ok(())
-}
-
-/// One varint at the start of `buf` and its length, or `None` when truncated or longer than 64 bits.
-fn packed_varint(buf: &[u8]) -> Option<(u64, usize)> {
-    let mut value = 0u64;
-    for (i, &byte) in buf.iter().enumerate().take(10) {
-        if i == 9 && byte > 1 {
-            return None;
-        }
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some((value, i + 1));
-        }
-    }
-    None
 }
 
 /// A repeated double field, packed or not, into `out` when given.

@@ -8,9 +8,9 @@
 
 use std::collections::hash_map::Entry;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, MutexGuard};
 
 use heddle_model::{HistogramValue, LabelRef};
 
@@ -18,7 +18,7 @@ use super::histograms::fingerprint;
 use super::idhash::{IdMap, NearMap, StrHasher};
 use super::index::{Created, LoadCache, hash_labels, symbol_hashes};
 use super::pipeline::{self, RawBatch};
-use super::series::{MemSeries, Verdict, log_dropped_open_chunk};
+use super::series::{MemSeries, SeriesState, Verdict, log_dropped_open_chunk};
 use super::{Head, lock, read, write};
 use crate::error::TsdbError;
 use crate::record::{self, Record, RefExemplar, RefSample, RefSeries};
@@ -328,22 +328,10 @@ impl Head {
     fn apply_run(&self, k: &Known, run: &[RefSample], min_valid: i64, st: &mut ShardStats) {
         let mut state = None;
         for s in run {
-            if s.t < min_valid {
-                st.samples_before_min_valid_time += 1;
+            if !k.wants(s.t, min_valid, st) {
                 continue;
             }
-            if s.t <= k.covered {
-                st.samples_in_mmapped_chunks += 1;
-                continue;
-            }
-            let state = state.get_or_insert_with(|| {
-                let mut state = lock(&k.series.state);
-                if let Err(e) = state.resume_open() {
-                    log_dropped_open_chunk(k.series.series_ref, &e);
-                    st.open_chunks_dropped += 1;
-                }
-                state
-            });
+            let state = state.get_or_insert_with(|| k.lock_open(st));
             if state.judge(s.t, s.v.to_bits(), &self.chunks) != Verdict::Append {
                 st.skipped_samples += 1;
                 continue;
@@ -366,22 +354,10 @@ impl Head {
         let mut state = None;
         for (t, h) in run {
             let t = *t;
-            if t < min_valid {
-                st.samples_before_min_valid_time += 1;
+            if !k.wants(t, min_valid, st) {
                 continue;
             }
-            if t <= k.covered {
-                st.samples_in_mmapped_chunks += 1;
-                continue;
-            }
-            let state = state.get_or_insert_with(|| {
-                let mut state = lock(&k.series.state);
-                if let Err(e) = state.resume_open() {
-                    log_dropped_open_chunk(k.series.series_ref, &e);
-                    st.open_chunks_dropped += 1;
-                }
-                state
-            });
+            let state = state.get_or_insert_with(|| k.lock_open(st));
             let fp = fingerprint(h);
             // A histogram that breaks the invariants never reached the WAL through an append: a record that
             // holds one was damaged or written by another program, and is skipped like an unstorable sample.
@@ -490,6 +466,33 @@ enum RunEnd {
 struct Known {
     series: Arc<MemSeries>,
     covered: i64,
+}
+
+impl Known {
+    /// Whether the replay still has to apply a sample at `t`: not before `min_valid` and not already in
+    /// `chunks_head/`. Counts the samples it passes over, without locking the series.
+    fn wants(&self, t: i64, min_valid: i64, st: &mut ShardStats) -> bool {
+        if t < min_valid {
+            st.samples_before_min_valid_time += 1;
+            false
+        } else if t <= self.covered {
+            st.samples_in_mmapped_chunks += 1;
+            false
+        } else {
+            true
+        }
+    }
+
+    /// The series' state, locked for the rest of a run, its open chunk resumed (or dropped and counted when it
+    /// cannot be).
+    fn lock_open(&self, st: &mut ShardStats) -> MutexGuard<'_, SeriesState> {
+        let mut state = lock(&self.series.state);
+        if let Err(e) = state.resume_open() {
+            log_dropped_open_chunk(self.series.series_ref, &e);
+            st.open_chunks_dropped += 1;
+        }
+        state
+    }
 }
 
 /// What a shard applied.

@@ -2,6 +2,7 @@
 
 use heddle_model::{CounterResetHint, Histogram, Span};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 fn spans(v: &Value) -> Vec<Span> {
     v.as_array()
@@ -37,6 +38,19 @@ pub fn histogram(s: &Value) -> (i64, Histogram) {
         custom_values: Vec::new(),
     };
     (s["t"].as_i64().unwrap(), h)
+}
+
+/// Every series of `pushed.json` by name: its histograms as [`histogram`] reads them, in the order they were sent.
+pub fn pushed_series<C: FromIterator<(i64, Histogram)>>(pushed: &Value) -> BTreeMap<String, C> {
+    pushed["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let samples = s["samples"].as_array().unwrap().iter().map(histogram).collect();
+            (s["name"].as_str().unwrap().to_owned(), samples)
+        })
+        .collect()
 }
 
 /// What a histogram says, whatever its span layout: scalars by their bits, and every non-empty bucket by index.

@@ -2,30 +2,15 @@
 //! switches from floats to histograms.
 
 use super::*;
-use heddle_model::histogram::deltas_from_absolute;
-use heddle_model::{Histogram, Span};
+use heddle_model::Histogram;
+use heddle_testkit::histogram::growing_counter;
 use heddle_tsdb::block::{BlockMeta, new_ulid};
 use heddle_tsdb::chunk_samples::ChunkValue;
 use heddle_tsdb::chunkenc::Encoding;
 
 /// A counter histogram growing with `k`; a bucket appears at k = 40, so chunks get recoded.
 fn histogram(k: u64) -> Histogram {
-    let mut buckets = vec![k as i64, k as i64 / 2 + 1];
-    let mut spans = vec![Span::new(0, 2)];
-    if k >= 40 {
-        buckets.push(k as i64 - 39);
-        spans.push(Span::new(3, 1));
-    }
-    Histogram {
-        schema: 2,
-        zero_threshold: 0.01,
-        zero_count: k / 4,
-        count: k / 4 + buckets.iter().sum::<i64>() as u64,
-        sum: k as f64 * 0.75,
-        positive_spans: spans,
-        positive_buckets: deltas_from_absolute(&buckets),
-        ..Histogram::default()
-    }
+    growing_counter(k, 40)
 }
 
 /// Sample `k` of series `name`: `ints` and `floats` hold integer and float histograms, `switching` floats

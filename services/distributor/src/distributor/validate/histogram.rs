@@ -94,8 +94,9 @@ fn histogram_error_id(e: &HistogramError) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::histogram_body;
     use bumpalo::Bump;
-    use heddle_proto::prometheus::{BucketSpan, Histogram, Label, TimeSeries, WriteRequest, histogram};
+    use heddle_proto::prometheus::{BucketSpan, Histogram, histogram};
     use prost::Message as _;
 
     /// Eight positive buckets of schema 1 at indexes 0 to 7, counts 1 to 8.
@@ -113,18 +114,7 @@ mod tests {
 
     /// Decodes `h` as the distributor receives it and checks it against `limits`.
     fn check(h: Histogram, limits: &Limits) -> Result<(Option<usize>, HistogramSample), InvalidSeries> {
-        let body = WriteRequest {
-            timeseries: vec![TimeSeries {
-                labels: vec![Label {
-                    name: "__name__".into(),
-                    value: "h".into(),
-                }],
-                histograms: vec![h],
-                ..TimeSeries::default()
-            }],
-            metadata: vec![],
-        }
-        .encode_to_vec();
+        let body = histogram_body(h);
         let arena = Bump::new();
         let req = heddle_proto::decode_write_request(&arena, &body).unwrap();
         check_histogram(&req.timeseries[0].histograms[0], limits).map(|k| (k.raw.map(<[u8]>::len), k.sample))

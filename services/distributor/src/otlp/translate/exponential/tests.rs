@@ -1,4 +1,5 @@
 use super::*;
+use crate::testutil::histogram_body;
 use heddle_model::{HistogramSample, HistogramValue};
 
 fn span(offset: i32, length: u32) -> BucketSpan {
@@ -86,18 +87,7 @@ fn layouts_match_prometheus_translator() {
 /// The converted point as the model reads it, checked against Prometheus' rules.
 fn valid(p: &ExponentialHistogramDataPoint) -> heddle_model::Histogram {
     let h = native_histogram(p).expect("a convertible scale");
-    let wire = heddle_proto::prometheus::WriteRequest {
-        timeseries: vec![TimeSeries {
-            labels: vec![Label {
-                name: "__name__".into(),
-                value: "h".into(),
-            }],
-            histograms: vec![h],
-            ..TimeSeries::default()
-        }],
-        metadata: vec![],
-    };
-    let body = prost::Message::encode_to_vec(&wire);
+    let body = histogram_body(h);
     let arena = bumpalo::Bump::new();
     let req = heddle_proto::decode_write_request(&arena, &body).unwrap();
     let HistogramSample { value, .. } = req.timeseries[0].histograms[0].decode().unwrap();
