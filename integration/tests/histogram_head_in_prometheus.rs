@@ -12,17 +12,18 @@
 //! Needs `/usr/bin/prometheus` (Debian package `prometheus`; `PROMETHEUS_BIN` overrides the path). Without it the
 //! test is skipped with a message, unless `CI` is set.
 
+#[path = "promql/api.rs"]
+#[allow(dead_code)] // The oracle's Prometheus and API client, of which this test needs a part.
+mod api;
+
+use api::Prometheus;
 use heddle_model::histogram::deltas_from_absolute;
 use heddle_model::{Histogram, HistogramSample, HistogramValue, Span};
 use heddle_proto::histogram_to_proto;
 use heddle_proto::prometheus::{TimeSeries, WriteRequest};
-use heddle_testkit::{
-    HeddleOptions, HeddleProcess, ManagedProcess, copy_dir, free_port, http_client, now_ms, prometheus_tool, push,
-    timeseries,
-};
+use heddle_testkit::{HeddleOptions, HeddleProcess, copy_dir, http_client, now_ms, prometheus_tool, push, timeseries};
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 const STEP: i64 = 15_000;
@@ -152,26 +153,14 @@ async fn served(http: &reqwest::Client, base: &str, name: &str, start: i64, samp
 /// Opens a copy of `tenant_dir` with Prometheus and checks it serves the first `samples` of every series,
 /// without a tsdb warning.
 async fn prometheus_serves(bin: &Path, tenant_dir: &Path, scratch: &Path, what: &str, start: i64, samples: i64) {
-    let dir = scratch.join(format!("prometheus-{what}"));
-    let data = dir.join("data");
-    std::fs::create_dir_all(&dir).expect("scratch directory");
+    // `Prometheus::start_with` keeps its data in `<dir>/<name>-data`: the copy goes there.
+    let name = format!("prometheus-{what}");
+    let data = scratch.join(format!("{name}-data"));
     copy_dir(tenant_dir, &data).unwrap_or_else(|e| panic!("copying {}: {e}", tenant_dir.display()));
-    let config = dir.join("prometheus.yml");
-    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("write prometheus config");
-    let port = free_port().expect("port");
-    let mut cmd = Command::new(bin);
-    cmd.arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", data.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--enable-feature=native-histograms");
-    let mut prometheus = ManagedProcess::spawn("prometheus", cmd, &dir).expect("spawn prometheus");
-    if let Err(e) = prometheus.wait_http_ok(([127, 0, 0, 1], port).into(), "/-/ready", Duration::from_secs(60)) {
-        panic!("{what}: prometheus did not open heddle's tenant directory: {e}");
-    }
+    let prometheus = Prometheus::start_with(bin, scratch, &name, &["--enable-feature=native-histograms"]);
     let http = http_client(Duration::from_secs(30)).expect("client");
-    let base = format!("http://127.0.0.1:{port}");
     for name in NAMES {
-        let got = served(&http, &base, name, start, samples).await;
+        let got = served(&http, &prometheus.api_base(), name, start, samples).await;
         let want = expected(name, start, samples);
         assert_eq!(got.len(), want.len(), "{what}: {name}: samples served");
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -183,7 +172,7 @@ async fn prometheus_serves(bin: &Path, tenant_dir: &Path, scratch: &Path, what: 
             got.len()
         );
     }
-    let log = std::fs::read_to_string(prometheus.log_paths().1).unwrap_or_default();
+    let log = prometheus.log();
     let complaints: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("component=tsdb") && (l.contains("level=warn") || l.contains("level=error")))

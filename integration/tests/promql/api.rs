@@ -54,6 +54,12 @@ impl Prometheus {
     pub fn write_url(&self) -> String {
         format!("{}/api/v1/write", self.api_base())
     }
+
+    /// What it logged to stderr so far.
+    #[allow(dead_code)] // Not every test binary that includes this module reads the log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._process.log_paths().1).unwrap_or_default()
+    }
 }
 
 /// Sends every request to every URL, in order, and asserts each one is accepted (2xx).
