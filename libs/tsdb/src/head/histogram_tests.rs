@@ -66,24 +66,31 @@ enum Stored {
 
 fn stored(head: &Head, name: &str) -> (Vec<Encoding>, Vec<Stored>) {
     let m = heddle_model::Matcher::new(heddle_model::MatchType::Equal, "__name__", name).unwrap();
-    let series = head.select(i64::MIN, i64::MAX, &[m]);
+    let chunks: Vec<ChunkData> = head
+        .select(i64::MIN, i64::MAX, &[m])
+        .into_iter()
+        .flat_map(|s| s.chunks)
+        .collect();
+    decoded(&chunks)
+}
+
+/// The encodings of `chunks` and their samples, as [`stored`] lists them.
+fn decoded(chunks: &[ChunkData]) -> (Vec<Encoding>, Vec<Stored>) {
     let mut encodings = Vec::new();
     let mut out = Vec::new();
-    for s in series {
-        for c in s.chunks {
-            encodings.push(c.encoding);
-            match c.encoding {
-                Encoding::Xor => out.extend(XorIter::new(&c.data).map(|s| Stored::Float(s.t, s.v.to_bits()))),
-                Encoding::Histogram => out.extend(HistogramIter::new(&c.data).map(|(t, mut h)| {
-                    h.counter_reset_hint = CounterResetHint::Unknown;
-                    Stored::Hist(t, HistogramValue::Int(h))
-                })),
-                Encoding::FloatHistogram => out.extend(FloatHistogramIter::new(&c.data).map(|(t, mut h)| {
-                    h.counter_reset_hint = CounterResetHint::Unknown;
-                    Stored::Hist(t, HistogramValue::Float(h))
-                })),
-                Encoding::None => panic!("a chunk without encoding"),
-            }
+    for c in chunks {
+        encodings.push(c.encoding);
+        match c.encoding {
+            Encoding::Xor => out.extend(XorIter::new(&c.data).map(|s| Stored::Float(s.t, s.v.to_bits()))),
+            Encoding::Histogram => out.extend(HistogramIter::new(&c.data).map(|(t, mut h)| {
+                h.counter_reset_hint = CounterResetHint::Unknown;
+                Stored::Hist(t, HistogramValue::Int(h))
+            })),
+            Encoding::FloatHistogram => out.extend(FloatHistogramIter::new(&c.data).map(|(t, mut h)| {
+                h.counter_reset_hint = CounterResetHint::Unknown;
+                Stored::Hist(t, HistogramValue::Float(h))
+            })),
+            Encoding::None => panic!("a chunk without encoding"),
         }
     }
     (encodings, out)
@@ -472,4 +479,34 @@ fn buckets_billions_of_indices_apart_are_stored_as_sent() {
         })
         .collect();
     assert_eq!(counts, vec![2, 3, 2]);
+}
+
+/// Compaction writes the head's histogram chunks into a block that reads back every histogram sample, with the
+/// chunks' encodings.
+#[test]
+fn compaction_writes_histogram_chunks_into_the_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), opts()).unwrap();
+    let (ints, floats) = workload();
+    push(&head, &ints, &floats);
+    let blocks_dir = dir.path().join("blocks");
+    let out = head.compact(&blocks_dir, 7_200_000, None, true).unwrap();
+    assert_eq!(out.blocks.len(), 1, "{out:?}");
+    assert!(
+        head.select(i64::MIN, i64::MAX, &[]).is_empty(),
+        "a forced compaction empties the head"
+    );
+    let blocks = crate::block::list_local_blocks(&blocks_dir).unwrap();
+    let block = crate::block::BlockReader::open_dir(&blocks[0].0).unwrap();
+    for (name, sent, encoding) in [
+        ("ints", &ints, Encoding::Histogram),
+        ("floats", &floats, Encoding::FloatHistogram),
+    ] {
+        let m = heddle_model::Matcher::new(heddle_model::MatchType::Equal, "__name__", name).unwrap();
+        let series = block.select(i64::MIN, i64::MAX, &[m]).unwrap();
+        assert_eq!(series.len(), 1, "{name}");
+        let (encodings, got) = decoded(&series[0].chunks);
+        assert!(encodings.iter().all(|e| *e == encoding), "{name}: {encodings:?}");
+        assert_eq!(got, want(sent), "{name}");
+    }
 }
