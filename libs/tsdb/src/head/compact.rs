@@ -11,16 +11,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
-
-use super::histograms::encode_chunks;
 use super::read::ChunkData;
 use super::series::MemSeries;
 use super::{Head, TruncateStats, lock, read};
 use crate::block::{BlockMeta, BlockWriter, new_ulid};
-use crate::chunkenc::{
-    Encoding, FloatHistogramChunk, FloatHistogramIter, HistogramChunk, HistogramIter, XorChunk, XorIter,
-};
+use crate::chunk_samples::{ChunkSample, ChunkValue, encode_chunks};
+use crate::chunkenc::{Encoding, FloatHistogramIter, HistogramIter, XorIter};
 use crate::error::TsdbError;
 
 /// The start of the block range holding `t`.
@@ -229,34 +225,34 @@ fn clip_chunks(chunks: Vec<ChunkData>, mint: i64, maxt: i64) -> Vec<ChunkData> {
             out.push(c);
             continue;
         }
-        let pieces = match c.encoding {
-            Encoding::Xor => {
-                let mut clipped = XorChunk::default();
-                for s in XorIter::new(&c.data).filter(|s| inside(s.t)) {
-                    if clipped.append(s.t, s.v).is_err() {
-                        break;
-                    }
-                }
-                match (clipped.min_time(), clipped.max_time()) {
-                    (Some(lo), Some(hi)) => Ok(vec![(lo, hi, clipped.into_bytes())]),
-                    _ => Ok(Vec::new()),
-                }
-            }
-            Encoding::Histogram => {
-                encode_chunks::<HistogramChunk>(HistogramIter::new(&c.data).filter(|(t, _)| inside(*t)))
-            }
-            Encoding::FloatHistogram => {
-                encode_chunks::<FloatHistogramChunk>(FloatHistogramIter::new(&c.data).filter(|(t, _)| inside(*t)))
-            }
-            Encoding::None => Ok(Vec::new()),
+        // Decoded as far as the chunk reads, as the iterators stop at damage; re-encoded by the compactor's
+        // encoder, which starts a new histogram chunk where the appender asks for one.
+        let samples: Vec<ChunkSample> = match c.encoding {
+            Encoding::Xor => XorIter::new(&c.data)
+                .filter(|s| inside(s.t))
+                .map(|s| ChunkSample {
+                    t: s.t,
+                    value: ChunkValue::Float(s.v),
+                })
+                .collect(),
+            Encoding::Histogram => HistogramIter::new(&c.data)
+                .filter(|(t, _)| inside(*t))
+                .map(|(t, h)| ChunkSample {
+                    t,
+                    value: ChunkValue::Histogram(h),
+                })
+                .collect(),
+            Encoding::FloatHistogram => FloatHistogramIter::new(&c.data)
+                .filter(|(t, _)| inside(*t))
+                .map(|(t, h)| ChunkSample {
+                    t,
+                    value: ChunkValue::FloatHistogram(h),
+                })
+                .collect(),
+            Encoding::None => Vec::new(),
         };
-        match pieces {
-            Ok(pieces) => out.extend(pieces.into_iter().map(|(min_time, max_time, data)| ChunkData {
-                encoding: c.encoding,
-                min_time,
-                max_time,
-                data: Bytes::from(data),
-            })),
+        match encode_chunks(&samples, usize::MAX) {
+            Ok(pieces) => out.extend(pieces),
             Err(e) => tracing::error!(error = %e, min_time = c.min_time, "cannot clip a head chunk to the block range"),
         }
     }

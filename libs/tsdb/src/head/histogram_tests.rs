@@ -510,3 +510,77 @@ fn compaction_writes_histogram_chunks_into_the_block() {
         assert_eq!(got, want(sent), "{name}");
     }
 }
+
+/// Timestamps at both edges of i64 (a created timestamp of i64::MIN among them) are stored, and come back
+/// through a snapshot: the cut rules and chunk deltas saturate or wrap as Prometheus' do, never overflow.
+#[test]
+fn timestamps_at_the_edges_of_i64() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), opts()).unwrap();
+    let l = labels("edge");
+    let sent = [
+        int(i64::MIN + 1, counter(1, 4)),
+        int(-1, counter(2, 4)),
+        int(i64::MAX - 1, counter(3, 4)),
+        int(i64::MAX, counter(4, 4)),
+    ];
+    for s in &sent {
+        let out = head
+            .append(&[AppendSeries {
+                labels: &l,
+                samples: &[],
+                created: Some(i64::MIN),
+                histograms: std::slice::from_ref(s),
+            }])
+            .unwrap();
+        assert_eq!((out.histograms_appended, out.errors.len()), (1, 0));
+    }
+    let before = stored(&head, "edge").1;
+    assert_eq!(before.len(), 5, "the four, and the zero histogram at i64::MIN");
+    head.close_with_snapshot().unwrap();
+    drop(head);
+    let (head, _) = Head::open(dir.path(), opts()).unwrap();
+    assert_eq!(stored(&head, "edge").1, before);
+}
+
+/// A head whose chunks cross the block boundary (a chunk range longer than the block range): compaction clips
+/// each histogram chunk to the block, and the block holds exactly the samples before the boundary.
+#[test]
+fn compaction_clips_histogram_chunks_to_the_block_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let wide = HeadOptions {
+        chunk_range_ms: 4 * 7_200_000,
+        ..opts()
+    };
+    let (head, _) = Head::open(dir.path(), wide).unwrap();
+    // Two hours and a half at one sample a minute, 10 buckets: chunks of a few dozen samples.
+    let ints: Vec<HistogramSample> = (0..150).map(|i| int(i as i64 * 60_000, counter(i, 10))).collect();
+    let floats: Vec<HistogramSample> = (0..150)
+        .map(|i| float(i as i64 * 60_000, counter(i, 3).to_float()))
+        .collect();
+    push(&head, &ints, &floats);
+    for s in head.select(i64::MIN, i64::MAX, &[]) {
+        assert!(
+            s.chunks
+                .iter()
+                .any(|c| c.min_time < 7_200_000 && c.max_time >= 7_200_000),
+            "{}: a chunk crosses the block boundary",
+            s.labels
+        );
+    }
+    let blocks_dir = dir.path().join("blocks");
+    let block = head
+        .write_block(&blocks_dir, 0, 7_200_000, None)
+        .unwrap()
+        .expect("a block");
+    assert_eq!((block.min_time, block.max_time), (0, 7_200_000));
+    let blocks = crate::block::list_local_blocks(&blocks_dir).unwrap();
+    let reader = crate::block::BlockReader::open_dir(&blocks[0].0).unwrap();
+    for (name, sent) in [("ints", &ints), ("floats", &floats)] {
+        let m = heddle_model::Matcher::new(heddle_model::MatchType::Equal, "__name__", name).unwrap();
+        let series = reader.select(i64::MIN, i64::MAX, &[m]).unwrap();
+        let (_, got) = decoded(&series[0].chunks);
+        let before: Vec<HistogramSample> = sent.iter().filter(|s| s.t < 7_200_000).cloned().collect();
+        assert_eq!(got, want(&before), "{name}");
+    }
+}

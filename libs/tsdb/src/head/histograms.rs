@@ -244,33 +244,3 @@ pub(crate) fn sample_times(encoding: Encoding, bytes: &[u8]) -> Box<dyn Iterator
         Encoding::None => Box::new(std::iter::empty()),
     }
 }
-
-/// Encodes histogram samples (in time order) into chunks of kind `C`, starting a new chunk wherever the
-/// appender asks for one. Returns each chunk as (min time, max time, bytes).
-pub(crate) fn encode_chunks<C: HistogramKind>(
-    samples: impl IntoIterator<Item = (i64, C::Value)>,
-) -> Result<Vec<(i64, i64, Vec<u8>)>, ChunkError> {
-    let mut out = Vec::new();
-    let mut open: Option<(C, i64, i64)> = None;
-    for (t, h) in samples {
-        match open.as_mut() {
-            None => {
-                let mut chunk = C::empty();
-                if let HistogramAppend::NewChunk(c) = chunk.append_value(t, &h, None)? {
-                    chunk = c;
-                }
-                open = Some((chunk, t, t));
-            }
-            Some((chunk, _, max)) => match chunk.append_value(t, &h, None)? {
-                HistogramAppend::Appended | HistogramAppend::Recoded => *max = t,
-                HistogramAppend::NewChunk(c) => {
-                    if let Some((done, lo, hi)) = open.replace((c, t, t)) {
-                        out.push((lo, hi, done.into_data()));
-                    }
-                }
-            },
-        }
-    }
-    out.extend(open.map(|(c, lo, hi)| (lo, hi, c.into_data())));
-    Ok(out)
-}
