@@ -388,6 +388,10 @@ pub struct SoakArgs {
     /// Share of the run left out of the slopes.
     #[arg(long, default_value_t = 0.25)]
     pub warmup: f64,
+    /// Every this many rounds each active tenant also sends OTLP, remote write 2.0 histograms with exemplars,
+    /// PromQL and exemplar queries (0: floats only).
+    #[arg(long, default_value_t = 5)]
+    pub surfaces_every: u64,
     /// The heddle binary (default: next to this executable).
     #[arg(long)]
     pub bin: Option<PathBuf>,
@@ -412,6 +416,7 @@ impl SoakArgs {
             sample_every: self.sample_every,
             close_idle: self.close_idle,
             warmup: self.warmup,
+            surfaces_every: self.surfaces_every,
         }
     }
 }

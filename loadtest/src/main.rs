@@ -118,7 +118,7 @@ async fn soak_cmd(args: &SoakArgs) -> anyhow::Result<ExitCode> {
         )
     };
     println!(
-        "soak {}s: verified={} acknowledged={} read_back={} retries={} errors={} open_files={} deleted_open={} threads={} rss_MiB={} disk_MiB={} bucket_MiB={}",
+        "soak {}s: verified={} acknowledged={} read_back={} retries={} errors={} open_files={} deleted_open={} threads={} rss_MiB={} disk_MiB={} bucket_MiB={} metrics_KiB={} metrics_series={} surfaces={:?}",
         cfg.duration.as_secs(),
         r.verified,
         r.samples_acknowledged,
@@ -131,12 +131,20 @@ async fn soak_cmd(args: &SoakArgs) -> anyhow::Result<ExitCode> {
         per_hour(&scale(&r.rss_bytes, 1.0 / 1048576.0)),
         per_hour(&scale(&r.disk_bytes, 1.0 / 1048576.0)),
         per_hour(&scale(&r.bucket_bytes, 1.0 / 1048576.0)),
+        per_hour(&scale(&r.metrics_bytes, 1.0 / 1024.0)),
+        per_hour(&r.metrics_series),
+        [
+            ("otlp", r.surfaces.otlp),
+            ("rw2", r.surfaces.remote_write_2),
+            ("promql", r.surfaces.promql),
+            ("exemplars", r.surfaces.exemplars)
+        ],
     );
-    for e in &r.error_examples {
-        eprintln!("push error: {e}");
+    for e in r.error_examples.iter().chain(&r.surfaces.examples) {
+        eprintln!("error: {e}");
     }
     eprintln!("wrote {}/soak.json", args.out.display());
-    Ok(exit(r.verified && r.errors == 0))
+    Ok(exit(r.verified && r.errors == 0 && r.surfaces.clean()))
 }
 
 fn scale(t: &heddle_loadtest::soak::Trend, k: f64) -> heddle_loadtest::soak::Trend {

@@ -8,10 +8,17 @@
 //! `(pool - active) * lifetime / active` of silence: long enough for its head to be compacted, shipped, closed
 //! and reopened. Every sample's timestamp is the round's start time, so it is never older than the head allows.
 //!
-//! While it runs, the target's open files, RSS, threads and disk use are sampled; at the end every acknowledged
+//! Every `surfaces_every` rounds each active tenant also drives the other surfaces (`soak/surfaces.rs`): OTLP,
+//! remote write 2.0 with native histograms and exemplars, PromQL and exemplar queries.
+//!
+//! While it runs, the target's open files, RSS, threads, disk use and the size of its `/metrics` are sampled; at the end every acknowledged
 //! sample is read back through remote read (from heads, local blocks and the bucket), and the slope of each
 //! resource over the run after a warm-up is reported per hour. A leak shows as a slope that does not vanish
 //! when the run gets longer.
+
+mod surfaces;
+
+pub use surfaces::{SurfaceCounts, Surfaces};
 
 use crate::LoadtestError;
 use crate::procstat::read_proc;
@@ -55,6 +62,9 @@ pub struct SoakConfig {
     pub close_idle: Duration,
     /// Share of the run left out of the slopes (heads, caches and pools fill up first).
     pub warmup: f64,
+    /// Every this many rounds each active tenant also sends OTLP, remote write 2.0 histograms with exemplars,
+    /// PromQL and exemplar queries (0: floats only).
+    pub surfaces_every: u64,
 }
 
 impl SoakConfig {
@@ -70,7 +80,18 @@ impl SoakConfig {
             sample_every: Duration::from_secs(5),
             close_idle: Duration::from_secs(60),
             warmup: 0.25,
+            surfaces_every: 5,
         }
+    }
+
+    /// OTLP gauge series per tenant, beside its float series.
+    fn otlp_series(&self) -> usize {
+        (self.series / 10).max(1)
+    }
+
+    /// Native histogram series per tenant (remote write 2.0, one exemplar each).
+    fn histogram_series(&self) -> usize {
+        (self.series / 25).max(1)
     }
 
     /// Checks that the schedule makes sense: tenants really go idle long enough to be closed, and return.
@@ -132,6 +153,11 @@ impl SoakConfig {
             "--blocks-storage.tsdb.retention-period=1m".into(),
             "--blocks-storage.tsdb.wal-segment-size-bytes=65536".into(),
             "--blocks-storage.bucket-store.sync-interval=5s".into(),
+            // The histogram series' exemplars of every active tenant fit its ring, so a query finds a round's.
+            format!(
+                "--ingester.max-global-exemplars-per-user={}",
+                (self.histogram_series() * 100).max(1000)
+            ),
         ]
     }
 }
@@ -150,6 +176,10 @@ pub struct ResourceSample {
     pub disk_bytes: u64,
     /// Bytes in the bucket (a filesystem bucket here): what was shipped, growing with the data.
     pub bucket_bytes: u64,
+    /// Size of the target's `/metrics` answer.
+    pub metrics_bytes: u64,
+    /// Sample lines in it (lines that are not comments).
+    pub metrics_series: u64,
 }
 
 /// How one resource moved.
@@ -190,6 +220,10 @@ pub struct SoakResult {
     pub threads: Trend,
     pub disk_bytes: Trend,
     pub bucket_bytes: Trend,
+    pub metrics_bytes: Trend,
+    pub metrics_series: Trend,
+    /// What the other surfaces answered.
+    pub surfaces: Surfaces,
     pub samples: Vec<ResourceSample>,
 }
 
@@ -259,8 +293,18 @@ async fn push_retrying(
     }
 }
 
-/// Reads `/proc/<pid>` and the size of `dirs`.
-fn sample(pid: u32, dirs: &Dirs, t: Duration) -> Option<ResourceSample> {
+/// Reads `/proc/<pid>`, the size of `dirs` and of the target's `/metrics`.
+async fn sample(
+    http: &reqwest::Client,
+    metrics_url: &str,
+    pid: u32,
+    dirs: &Dirs,
+    t: Duration,
+) -> Option<ResourceSample> {
+    let exposition = match http.get(metrics_url).send().await {
+        Ok(resp) => resp.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
     let proc = read_proc(pid)?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let threads = status
@@ -282,6 +326,11 @@ fn sample(pid: u32, dirs: &Dirs, t: Duration) -> Option<ResourceSample> {
         threads,
         disk_bytes: disk_usage(&dirs.data, 0),
         bucket_bytes: disk_usage(&dirs.bucket, 0),
+        metrics_bytes: exposition.len() as u64,
+        metrics_series: exposition
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .count() as u64,
     })
 }
 
@@ -392,6 +441,12 @@ async fn soak_against(
     progress: bool,
 ) -> Result<SoakResult, LoadtestError> {
     let http = http_client(Duration::from_secs(30))?;
+    let urls = surfaces::Urls::new(write_url, read_base);
+    let metrics_url = format!(
+        "{}/metrics",
+        write_url.strip_suffix("/api/v1/push").unwrap_or(write_url)
+    );
+    let mut surfaces = Surfaces::default();
     let job = format!("soak-{}", now_ms() / 1000);
     let started = Instant::now();
     let mut acked: Acked = BTreeMap::new();
@@ -408,7 +463,7 @@ async fn soak_against(
         }
         let elapsed = started.elapsed();
         if elapsed >= next_sample {
-            if let Some(s) = sample(pid, dirs, elapsed) {
+            if let Some(s) = sample(&http, &metrics_url, pid, dirs, elapsed).await {
                 if progress {
                     eprintln!(
                         "soak {:>5.0}s round {round}: open files {} ({} deleted), rss {} MiB, threads {}, disk {} MiB, bucket {} MiB, errors {errors}",
@@ -428,7 +483,8 @@ async fn soak_against(
         let ts = now_ms();
         let slots = cfg.active_slots(due);
         last_slot = last_slot.max(slots.end);
-        let pushes = slots.map(|slot| {
+        let surfaces_due = cfg.surfaces_every > 0 && round.is_multiple_of(cfg.surfaces_every);
+        let pushes = slots.clone().map(|slot| {
             let (http, tenant) = (http.clone(), cfg.tenant(slot));
             let req = request(cfg, &job, &tenant, round, ts);
             async move {
@@ -449,6 +505,22 @@ async fn soak_against(
                 }
             }
         }
+        if surfaces_due {
+            // After the float pushes, so that a PromQL count sees the round's series.
+            let (urls, surfaces_ref) = (&urls, &mut surfaces);
+            let mut per_tenant = Vec::new();
+            for slot in slots {
+                let (http, tenant, job) = (http.clone(), cfg.tenant(slot), job.clone());
+                per_tenant.push(async move {
+                    let mut mine = Surfaces::default();
+                    surfaces::exercise(&http, urls, cfg, (&tenant, &job), (round, ts), &mut mine).await;
+                    mine
+                });
+            }
+            for mine in futures::future::join_all(per_tenant).await {
+                surfaces_ref.absorb(mine);
+            }
+        }
         round += 1;
     }
     // Let the last heads go idle and close, so the end state includes closing and reading from the bucket.
@@ -456,7 +528,7 @@ async fn soak_against(
     let settle_end = started.elapsed() + settle;
     while started.elapsed() < settle_end {
         tokio::time::sleep(cfg.sample_every).await;
-        if let Some(s) = sample(pid, dirs, started.elapsed()) {
+        if let Some(s) = sample(&http, &metrics_url, pid, dirs, started.elapsed()).await {
             samples.push(s);
         }
     }
@@ -483,6 +555,9 @@ async fn soak_against(
         threads: trend(&samples, w, |s| s.threads as f64),
         disk_bytes: trend(&samples, w, |s| s.disk_bytes as f64),
         bucket_bytes: trend(&samples, w, |s| s.bucket_bytes as f64),
+        metrics_bytes: trend(&samples, w, |s| s.metrics_bytes as f64),
+        metrics_series: trend(&samples, w, |s| s.metrics_series as f64),
+        surfaces,
         samples,
     })
 }
@@ -548,6 +623,7 @@ mod tests {
             sample_every: Duration::from_secs(5),
             close_idle: Duration::from_secs(5),
             warmup: 0.25,
+            surfaces_every: 5,
         }
     }
 
@@ -595,6 +671,8 @@ mod tests {
             threads: 0,
             disk_bytes: 0,
             bucket_bytes: 0,
+            metrics_bytes: 0,
+            metrics_series: 0,
         }
     }
 

@@ -1,7 +1,8 @@
 //! The soak scenario in two minutes against the real heddle binary: tenants come and go for 75 s with time
 //! compressed (one-minute blocks, shipping every 5 s, idle heads closed after 6 s), then everything must read
 //! back and the process must hold no more files, threads or local disk than when it started, and no deleted
-//! file may still be open. A leak of one file per tenant lifetime leaves dozens behind here.
+//! file may still be open. Beside the floats, tenants use OTLP, remote write 2.0 histograms with exemplars and
+//! the query APIs, and every answer must hold what was pushed. A leak of one file per tenant lifetime leaves dozens behind here.
 
 use heddle_testkit::{cargo_bin, run_bounded};
 use std::process::Command;
@@ -37,6 +38,18 @@ fn tenants_come_and_go_and_nothing_is_left_behind() {
     assert_eq!(r["errors"], 0, "{summary}");
     assert_eq!(r["verified"], true, "{summary}");
     assert!(r["samples_acknowledged"].as_u64().unwrap() > 10_000, "{summary}");
+    // Every few rounds each tenant also sent OTLP, remote write 2.0 histograms with exemplars, PromQL and
+    // exemplar queries: all answered, all with the pushed data.
+    for surface in ["otlp", "remote_write_2", "promql", "exemplars"] {
+        let s = &r["surfaces"][surface];
+        assert!(s["requests"].as_u64().unwrap() > 20, "{surface}: {s} {summary}");
+        assert_eq!(
+            (&s["errors"], &s["wrong"]),
+            (&0.into(), &0.into()),
+            "{surface}: {} {summary}",
+            r["surfaces"]
+        );
+    }
     // Tenants returned after going idle: more slots than names.
     assert!(r["tenant_slots"].as_u64().unwrap() > 14, "{summary}");
 
