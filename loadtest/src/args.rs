@@ -34,6 +34,18 @@ pub enum Command {
     /// Start heddle with time compressed, let tenants come and go, and report how open files, RSS, threads
     /// and disk moved; then read every acknowledged sample back.
     Soak(SoakArgs),
+    /// Send the small requests that once cost heddle gigabytes or a query slot past its timeout to each
+    /// binary in turn (default flags), and report each answer, peak RSS growth and time side by side.
+    Probe(ProbeArgs),
+}
+
+/// Flags of `probe`.
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// A heddle binary to probe (repeatable, in the order the table shows them; default: the one next to this
+    /// executable).
+    #[arg(long)]
+    pub bin: Vec<PathBuf>,
 }
 
 /// What data is generated: identical for `push` and `verify`.

@@ -34,6 +34,7 @@
 pub mod args;
 pub mod compare;
 mod error;
+pub mod probe;
 pub mod procstat;
 mod push;
 pub mod readback;

@@ -5,7 +5,7 @@
 //! 2 on unusable flags or a target that could not start.
 
 use clap::Parser;
-use heddle_loadtest::args::{Cli, Command, CompareArgs, ReadApi, RunArgs, SoakArgs};
+use heddle_loadtest::args::{Cli, Command, CompareArgs, ProbeArgs, ReadApi, RunArgs, SoakArgs};
 use heddle_loadtest::compare::{StartedRun, run_compare, run_started, text_table, write_run};
 use heddle_loadtest::readback::ReadBackend;
 use heddle_loadtest::run::{RunResult, run_scenario};
@@ -42,6 +42,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => return runtime.block_on(run_cmd(&args)),
         Command::Compare(args) => return runtime.block_on(compare_cmd(&args)),
         Command::Soak(args) => return runtime.block_on(soak_cmd(&args)),
+        Command::Probe(args) => return runtime.block_on(probe_cmd(&args)),
     };
     println!("{json}");
     Ok(exit(ok))
@@ -145,6 +146,57 @@ async fn soak_cmd(args: &SoakArgs) -> anyhow::Result<ExitCode> {
     }
     eprintln!("wrote {}/soak.json", args.out.display());
     Ok(exit(r.verified && r.errors == 0 && r.surfaces.clean()))
+}
+
+async fn probe_cmd(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
+    let bins: Vec<Option<std::path::PathBuf>> = if args.bin.is_empty() {
+        vec![None]
+    } else {
+        args.bin.iter().cloned().map(Some).collect()
+    };
+    let mut runs = Vec::new();
+    for bin in &bins {
+        let name = bin
+            .as_ref()
+            .map_or_else(|| "heddle".to_owned(), |b| b.display().to_string());
+        eprintln!("probing {name}");
+        runs.push((name, heddle_loadtest::probe::run_probes(bin.clone()).await?));
+    }
+    println!(
+        "| probe | body | {} |",
+        runs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" | ")
+    );
+    println!("|---|---|{}", "---|".repeat(runs.len()));
+    let rows = runs.iter().map(|(_, r)| r.len()).max().unwrap_or(0);
+    for i in 0..rows {
+        let first = runs.iter().find_map(|(_, r)| r.get(i));
+        let Some(first) = first else { continue };
+        let cells: Vec<String> = runs
+            .iter()
+            .map(|(_, r)| {
+                r.get(i).map_or_else(
+                    || "not run (the process died)".to_owned(),
+                    |p| {
+                        format!(
+                            "{} in {:.2} s, peak +{} MiB{}: {}",
+                            p.status,
+                            p.seconds,
+                            p.peak_growth_bytes >> 20,
+                            if p.alive { "" } else { ", process died" },
+                            p.answer.chars().take(90).collect::<String>()
+                        )
+                    },
+                )
+            })
+            .collect();
+        println!(
+            "| {} | {} KiB | {} |",
+            first.name,
+            first.body_bytes >> 10,
+            cells.join(" | ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn scale(t: &heddle_loadtest::soak::Trend, k: f64) -> heddle_loadtest::soak::Trend {

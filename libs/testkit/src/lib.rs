@@ -5,7 +5,7 @@
 //! codecs of remote write and remote read ([`codec`]) and an OTLP sender ([`otlp`]); HTTP clients for both ([`push`],
 //! [`ReadClient`]); a process's own `/metrics` ([`metrics_text`], [`metric_value`]); an independent XOR chunk
 //! reader/writer ([`xor`]) so chunks served by heddle are checked without trusting heddle's own encoder, and one of
-//! native histogram chunks ([`histogram`]); an in-memory stand-in server ([`MockReceiver`]); throwaway certificates for
+//! native histogram chunks ([`histogram`]); small bodies that cost a server much more than their size ([`hostile`]); an in-memory stand-in server ([`MockReceiver`]); throwaway certificates for
 //! TLS tests ([`TestPki`]); and proptest strategies ([`strategies`]).
 //!
 //! It does not know heddle's internals: everything here talks to the public contracts (flags, HTTP paths, wire
@@ -21,6 +21,7 @@ mod error;
 mod generate;
 mod heddle;
 pub mod histogram;
+pub mod hostile;
 mod http;
 mod metrics;
 mod mock;
