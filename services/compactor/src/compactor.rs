@@ -64,9 +64,9 @@ pub struct Compactor {
     overrides: Arc<Overrides>,
     clock: Arc<dyn Clock>,
     holder: String,
-    /// The tenant whose lock this compactor holds now: released on a graceful stop that cuts its pass short,
-    /// so a restarted pod (whose holder name may differ) does not wait out the lease.
-    locked: std::sync::Mutex<Option<TenantId>>,
+    /// The lock this compactor holds now: released on a graceful stop that cuts its pass short, so a restarted
+    /// pod (whose holder name may differ) does not wait out the lease.
+    locked: std::sync::Mutex<Option<Arc<TenantLock>>>,
     metrics: Metrics,
 }
 
@@ -155,9 +155,9 @@ impl Compactor {
     /// Releases the lock of the tenant whose pass a stop cut short (the pass's future was dropped mid-way,
     /// which the crash-safe order of its steps allows; see the module docs).
     async fn release_cut_lock(&self) {
-        let tenant = self.locked.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(tenant) = tenant {
-            let lock = TenantLock::held(&self.bucket, &tenant, &self.holder, LOCK_LEASE_MS);
+        let lock = self.locked.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(lock) = lock {
+            let tenant = lock.tenant();
             match lock.release().await {
                 Ok(()) => tracing::info!(tenant = %tenant, "stopped mid-pass; released the tenant's lock"),
                 Err(e) => {
@@ -178,9 +178,15 @@ impl Compactor {
             .await
             .map_err(bucket_err)?;
         let Some(lock) = lock else { return Ok(false) };
-        *self.locked.lock().unwrap_or_else(|p| p.into_inner()) = Some(tenant.clone());
+        let lock = Arc::new(lock);
+        *self.locked.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&lock));
         let result = self.compact_locked(tenant, &lock, report).await;
         *self.locked.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Err(CompactorError::LockLost { .. }) = &result {
+            // The lease ran out during the pass and another compactor holds the tenant now: nothing to release.
+            tracing::info!(tenant = %tenant, "lost the tenant's lock to another compactor; leaving the tenant to it");
+            return Ok(false);
+        }
         if let Err(e) = lock.release().await {
             tracing::warn!(tenant = %tenant, error = %e, "cannot release the tenant's lock; it runs out by itself");
         }
@@ -210,7 +216,11 @@ impl Compactor {
                 _ => break,
             };
             *turns -= 1;
-            lock.renew(now_ms).await.map_err(bucket_err)?;
+            if !lock.renew(now_ms).await.map_err(bucket_err)? {
+                return Err(CompactorError::LockLost {
+                    tenant: tenant.to_string(),
+                });
+            }
             self.compact_group(tenant, &plan).await.inspect_err(|_| {
                 self.metrics.compaction_failures.inc();
             })?;

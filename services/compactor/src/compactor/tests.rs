@@ -2,7 +2,6 @@
 //! retention changes and a second compactor.
 
 use super::*;
-use crate::lock::LOCK_FILENAME;
 use bytes::Bytes;
 use heddle_bucket::{Backend, BucketConfig, FilesystemConfig};
 use heddle_limits::Limits;
@@ -286,12 +285,15 @@ async fn a_locked_tenant_is_left_to_its_compactor() {
     );
     lock.release().await.unwrap();
     assert!(
-        e.bucket
-            .get_tenant_object(&e.tenant, LOCK_FILENAME)
-            .await
-            .unwrap()
-            .is_none(),
-        "the compactor released its lock; the old holder did not remove it"
+        !lock.renew(e.clock.now_ms()).await.unwrap(),
+        "the old holder cannot renew the lock it lost"
+    );
+    let other = TenantLock::acquire(&e.bucket, &e.tenant, "c2", LOCK_LEASE_MS, e.clock.now_ms())
+        .await
+        .unwrap();
+    assert!(
+        other.is_some(),
+        "c1 released the lock at the end of its pass: the tenant is free at once"
     );
 }
 
