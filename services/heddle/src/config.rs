@@ -332,7 +332,8 @@ const ADMIN_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Value,
         help: "File with the shared token of the internal ingester gRPC API: ingesters require it, distributors and \
                queriers send it (the same file on every process); required in a cluster with multitenancy or an \
-               admin token unless gRPC uses mutual TLS; empty: no token",
+               admin token unless gRPC uses mutual TLS, and needs --memberlist.cluster-key-file in a cluster; empty: \
+               no token",
     },
 ];
 
@@ -384,6 +385,7 @@ impl Config {
         self.ingester_client.grpc_client_config.validate()?;
         self.server.validate_admin_listener()?;
         self.validate_cluster_credentials()?;
+        self.validate_token_travels_signed()?;
         Ok(())
     }
 
@@ -465,6 +467,29 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Distributors and queriers send the cluster token with every call to whatever the ring calls an
+    /// ingester, and the ring is whoever gossips: without a gossip key a stranger who reaches the gossip port
+    /// joins as an ingester, receives pushes and the token with each, and can then call every real ingester.
+    /// So a clustered process with a token must sign its gossip.
+    fn validate_token_travels_signed(&self) -> Result<(), String> {
+        if !self.clustered()
+            || self.server.cluster_token_file.as_os_str().is_empty()
+            || !self.memberlist.cluster_key_file.is_empty()
+        {
+            return Ok(());
+        }
+        let target = format!("{:?}", self.target).to_lowercase();
+        Err(format!(
+            "memberlist.cluster_key_file: this --target={target} process has a cluster token \
+             (--server.cluster-token-file) but gossips without a key, so anyone who reaches the gossip port \
+             (--memberlist.bind-port) could join the ring as an ingester and receive the token with every push \
+             sent to it; set --memberlist.cluster-key-file (a shared secret of at least 16 bytes, the same file on \
+             every process)"
+        ))
+    }
+}
+
 impl ServerConfig {
     /// The address of the admin listener when admin calls have their own (`admin_grpc_listen_port` set).
     pub fn admin_listener(&self) -> Option<String> {
@@ -523,6 +548,7 @@ mod tests {
         };
         let token = |mut c: Config| {
             c.server.cluster_token_file = "/etc/cluster".into();
+            c.memberlist.cluster_key_file = "/etc/gossip-key".into();
             c
         };
         let mtls = |mut c: Config| {
@@ -605,6 +631,44 @@ mod tests {
             half.validate().is_err(),
             "optional client certificates do not authenticate every caller"
         );
+    }
+
+    #[test]
+    fn a_cluster_token_travels_only_over_signed_gossip() {
+        let cases = [
+            (Target::Ingester, vec![], true),
+            (Target::Distributor, vec![], true),
+            (Target::Querier, vec![], true),
+            (Target::All, vec!["10.0.0.1:7946".to_owned()], true),
+            // No gossip, so no stranger can join: the single process and the compactor.
+            (Target::All, vec![], false),
+            (Target::Compactor, vec![], false),
+        ];
+        for (target, join, refused) in cases {
+            let mut c = Config {
+                target,
+                ..Config::default()
+            };
+            c.memberlist.join_members = join;
+            c.server.cluster_token_file = "/etc/cluster".into();
+            let name = format!("{target:?} clustered={}", c.clustered());
+            match (c.validate(), refused) {
+                (Err(e), true) => {
+                    for flag in [
+                        "--server.cluster-token-file",
+                        "--memberlist.cluster-key-file",
+                        "--target=",
+                    ] {
+                        assert!(e.contains(flag), "{name}: {flag} missing in {e}");
+                    }
+                    assert!(e.starts_with("memberlist.cluster_key_file"), "{name}: {e}");
+                }
+                (Ok(()), false) => {}
+                (got, _) => panic!("{name}: got {got:?}, refused={refused}"),
+            }
+            c.memberlist.cluster_key_file = "/etc/gossip-key".into();
+            c.validate().unwrap_or_else(|e| panic!("{name} with a key: {e}"));
+        }
     }
 
     #[test]
