@@ -125,9 +125,14 @@ impl Compactor {
                 return report;
             }
         };
+        // Tenants whose gauges stay: passed over now, or failed (their last values stay until the next pass).
+        let mut kept = HashSet::new();
         for tenant in tenants {
             match self.compact_tenant(&tenant, &mut report).await {
-                Ok(true) => report.tenants += 1,
+                Ok(true) => {
+                    report.tenants += 1;
+                    kept.insert(tenant.to_string());
+                }
                 Ok(false) => {
                     report.skipped += 1;
                     self.metrics.skipped_tenants.inc();
@@ -135,9 +140,11 @@ impl Compactor {
                 Err(e) => {
                     tracing::warn!(tenant = %tenant, error = %e, "tenant compaction failed");
                     report.failed += 1;
+                    kept.insert(tenant.to_string());
                 }
             }
         }
+        self.metrics.keep_tenants(&kept);
         self.finish_run(started, &report);
         report
     }

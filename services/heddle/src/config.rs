@@ -80,6 +80,12 @@ pub struct ServerConfig {
     /// leaves room for many Prometheus senders and Grafana users while a connection flood cannot exhaust the
     /// process' file descriptors. 0: no limit.
     pub http_conn_limit: usize,
+    /// How long a tenant may be idle in this process (no push, no refusal, nothing counted for it) before its
+    /// series are removed from `/metrics` (received, discarded, metadata, exemplars, HA dedupes), so tenant
+    /// churn does not grow the exposition for months. Mimir's distributor forgets such a tenant after 15 m
+    /// (its ingester's `-ingester.active-series-metrics-idle-timeout` is the same idea, 10 m). 0: never.
+    #[serde(with = "heddle_config::serde_duration")]
+    pub tenant_metrics_idle_timeout: std::time::Duration,
     /// Where the Admin gRPC service listens when it has its own port; empty for every interface.
     pub admin_grpc_listen_address: String,
     /// 0 (the default) serves the Admin service on the main gRPC port.
@@ -107,6 +113,7 @@ impl Default for ServerConfig {
             http_server_read_timeout: std::time::Duration::from_secs(30),
             http_server_read_header_timeout: std::time::Duration::from_secs(10),
             http_conn_limit: 4096,
+            tenant_metrics_idle_timeout: heddle_server::DEFAULT_TENANT_METRICS_IDLE_TIMEOUT,
             admin_grpc_listen_address: String::new(),
             admin_grpc_listen_port: 0,
             admin_token_file: std::path::PathBuf::new(),
@@ -302,6 +309,13 @@ const OWN_FLAGS: &[FlagSpec] = &[
         key: "server.http_conn_limit",
         kind: FlagKind::Value,
         help: "Most HTTP connections open at once; further clients wait until one closes (0 = no limit)",
+    },
+    FlagSpec {
+        flag: "server.tenant-metrics-idle-timeout",
+        key: "server.tenant_metrics_idle_timeout",
+        kind: FlagKind::Value,
+        help: "Remove a tenant's series from /metrics once nothing of it happened in this process for this long \
+               (Mimir forgets an inactive tenant's series after 15m); 0: never",
     },
 ];
 

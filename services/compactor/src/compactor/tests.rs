@@ -330,3 +330,60 @@ async fn partial_blocks_go_after_their_delay() {
     assert!(listing.partial.is_empty(), "{:?}", listing.partial);
     assert_eq!(listing.blocks.iter().map(|b| &b.ulid).collect::<Vec<_>>(), [&kept.ulid]);
 }
+
+/// The per-tenant gauges show the tenants this compactor passed over in its last run, and nobody else: a
+/// tenant another compactor holds, or one gone from the bucket, leaves `/metrics`.
+#[tokio::test(flavor = "multi_thread")]
+async fn tenant_gauges_follow_the_tenants_of_the_last_run() {
+    let mut e = env();
+    e.upload(0, 2 * H, 1, |_| false).await;
+    let a = e.tenant.clone();
+    e.tenant = TenantId::new("team-b").unwrap();
+    e.upload(0, 2 * H, 1, |_| false).await;
+    let b = e.tenant.clone();
+    let mut registry = Registry::default();
+    let c = Compactor::new(
+        CompactorConfig {
+            data_dir: e.root.join("work-gauges"),
+            ..CompactorConfig::default()
+        },
+        e.bucket.clone(),
+        Arc::clone(&e.overrides),
+        e.clock.clone(),
+        "c1".to_owned(),
+        &mut registry,
+    );
+    let shown = |registry: &Registry| -> Vec<String> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        let mut tenants: Vec<String> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("heddle_compactor_bucket_bytes{")
+                    || l.starts_with("heddle_compactor_tenant_uncompacted_blocks{")
+            })
+            .filter_map(|l| l.split("tenant=\"").nth(1)?.split('"').next().map(str::to_owned))
+            .collect();
+        tenants.sort();
+        tenants
+    };
+    c.run_once().await;
+    assert_eq!(shown(&registry), ["team-a", "team-a", "team-b", "team-b"]);
+
+    let lock = TenantLock::acquire(&e.bucket, &b, "other", LOCK_LEASE_MS, e.clock.now_ms())
+        .await
+        .unwrap()
+        .expect("free");
+    let report = c.run_once().await;
+    assert_eq!(report.skipped, 1, "{report:?}");
+    assert_eq!(
+        shown(&registry),
+        ["team-a", "team-a"],
+        "team-b is another compactor's now"
+    );
+    lock.release().await.unwrap();
+
+    std::fs::remove_dir_all(e.root.join("bucket").join(a.as_str())).unwrap();
+    c.run_once().await;
+    assert_eq!(shown(&registry), ["team-b", "team-b"], "team-a left the bucket");
+}
