@@ -821,7 +821,13 @@ async fn a_compactor_stopped_mid_merge_releases_its_lock() {
     let s3 = S3Server::start().expect("s3s-fs starts");
     let scratch = tempfile::tempdir().unwrap();
     let Replicas { want, .. } = upload_replicas(&promtool, &s3, scratch.path()).await;
-    let lock = s3.bucket_dir().join(TENANT).join("compactor.lock");
+    // The lock is the highest numbered object of `<tenant>/compactor-lock/`; released, its lease ended at 0.
+    let lock_dir = s3.bucket_dir().join(TENANT).join("compactor-lock");
+    let lock = || -> Option<serde_json::Value> {
+        let mut names: Vec<_> = std::fs::read_dir(&lock_dir).ok()?.flatten().map(|e| e.path()).collect();
+        names.sort();
+        serde_json::from_slice(&std::fs::read(names.last()?).ok()?).ok()
+    };
     let mut opts = compactor_options(&s3, "1s", &[VERTICAL_ONLY.to_owned()]);
     opts.env = vec![("HEDDLE_FAILPOINT".into(), "compactor-mid-merge=sleep:60000".into())];
     let mut compactor = HeddleProcess::start(opts).expect("compactor starts");
@@ -832,14 +838,21 @@ async fn a_compactor_stopped_mid_merge_releases_its_lock() {
         "the compactor did not reach its merge\n{}",
         compactor.log_tail(30)
     );
-    assert!(lock.is_file(), "the tenant is locked during the merge");
+    let held = lock().expect("the tenant is locked during the merge");
+    assert!(held["expires_at_ms"].as_i64() > Some(0), "{held}");
     let (status, took) = compactor.sigterm_and_wait_within(Duration::from_secs(30)).unwrap();
     assert!(status.success(), "{status}\n{}", compactor.log_tail(30));
     assert!(
         took < Duration::from_secs(30),
         "the stop waited for the merge: {took:?}"
     );
-    assert!(!lock.exists(), "the lock was left behind\n{}", compactor.log_tail(30));
+    let left = lock().expect("a released lock stays as its newest generation");
+    assert_eq!(
+        (&left["holder"], left["expires_at_ms"].as_i64()),
+        (&held["holder"], Some(0)),
+        "the lock was left held\n{}",
+        compactor.log_tail(30)
+    );
     assert!(
         compactor.log_tail(30).contains("released the tenant's lock"),
         "{}",

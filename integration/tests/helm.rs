@@ -458,7 +458,8 @@ fn the_compactor_runs_in_its_own_deployment_or_inside_the_single_node() {
 }
 
 /// The gossip key: generated into a Secret, random per install, mounted read-only in every pod and named by
-/// `memberlist.cluster_key_file`; an existing Secret replaces it; off, or in single-node mode, none of it.
+/// `memberlist.cluster_key_file`; an existing Secret replaces it; in single-node mode none of it (turning it
+/// off in distributed mode is refused with the other invalid values).
 #[test]
 fn distributed_gossip_is_signed_with_a_generated_or_existing_key() {
     let Some(helm) = helm() else { return };
@@ -522,19 +523,12 @@ fn distributed_gossip_is_signed_with_a_generated_or_existing_key() {
     assert_eq!(volume["secret"]["secretName"], "ops-gossip");
     assert_eq!(volume["secret"]["items"][0]["key"], "cluster.key");
 
-    for (case, values, sets) in [
-        (
-            "disabled",
-            &production[..],
-            &["memberlist.clusterKey.enabled=false"][..],
-        ),
-        ("single-node", &[ci_values("single-node-values.yaml")][..], &[][..]),
-    ] {
-        let manifests = render_ok(&helm, values, sets);
-        assert!(!manifests.contains("gossip-key"), "{case}: {manifests}");
-        let (_, config) = rendered_config(&objects(&manifests));
-        assert!(lookup(&config, "memberlist.cluster_key_file").is_none(), "{case}");
-    }
+    // Single-node mode has no gossip: no key, and no cluster token to protect.
+    let manifests = render_ok(&helm, &[ci_values("single-node-values.yaml")], &[]);
+    assert!(!manifests.contains("gossip-key"), "{manifests}");
+    let (_, config) = rendered_config(&objects(&manifests));
+    assert!(lookup(&config, "memberlist.cluster_key_file").is_none());
+    assert!(lookup(&config, "server.cluster_token_file").is_none());
 }
 
 #[test]
@@ -641,6 +635,16 @@ fn schema_and_checks_refuse_bad_values_with_a_clear_message() {
             &[
                 "adminToken.existingSecret.name",
                 "ingester.prepareDownscale.enabled=false",
+            ],
+        ),
+        (
+            "distributed gossip without a key, while the cluster token travels",
+            vec![ci_values("production-3-zone-values.yaml")],
+            "memberlist.clusterKey.enabled=false",
+            &[
+                "memberlist.clusterKey.enabled=false",
+                "server.cluster_token_file",
+                "collect the token",
             ],
         ),
         (

@@ -3,7 +3,9 @@
 //!   cannot read another tenant's label values or push over the ingester gRPC API (`Unauthenticated`, counted),
 //!   while the distributor and querier, which send it, write and read as before; two `x-scope-orgid` values are
 //!   refused even with the token;
-//! - a multitenant cluster process without any credentials refuses to start and names both options;
+//! - a multitenant cluster process without any credentials refuses to start and names both options, and one
+//!   with a cluster token but no gossip key refuses too (the token would travel to any stranger that joins the
+//!   ring as an ingester);
 //! - the single process does not serve the ingester API at all; a clustered `--target=all` serves it, with the
 //!   token only.
 //!
@@ -63,6 +65,13 @@ async fn label_values(
     client.label_values(req).await.map(|r| r.into_inner().values)
 }
 
+/// A gossip key file in `dir`: a cluster token travels only over signed gossip.
+fn gossip_key(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("gossip-key");
+    std::fs::write(&path, "gossip-key-of-this-test-cluster\n").unwrap();
+    path
+}
+
 fn refusals(metrics: &str, reason: &str) -> u64 {
     let key = format!("heddle_auth_refused_requests_total{{api=\"ingester_grpc\",reason=\"{reason}\"}} ");
     metrics
@@ -84,6 +93,7 @@ async fn another_tenants_data_cannot_be_read_over_grpc_without_the_cluster_token
         args: vec![
             "--auth.multitenancy-enabled".into(),
             format!("--server.cluster-token-file={}", token_file.display()),
+            format!("--memberlist.cluster-key-file={}", gossip_key(dir.path()).display()),
         ],
         ..ClusterOptions::default()
     })
@@ -208,6 +218,51 @@ fn a_multitenant_cluster_process_without_credentials_refuses_to_start() {
     }
 }
 
+/// Distributors send the cluster token to whatever the ring calls an ingester, and without a gossip key anyone
+/// who reaches the gossip port can join the ring as one: a clustered process with a token and no key does not
+/// start, and says which flag to add. The single process (no gossip) keeps starting with a token alone.
+#[test]
+fn a_cluster_token_without_a_gossip_key_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("cluster-token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    for target in ["ingester", "distributor", "querier"] {
+        let mut cmd = Command::new(cargo_bin("heddle").unwrap());
+        cmd.args([
+            format!("--target={target}"),
+            "--auth.multitenancy-enabled".into(),
+            format!("--server.cluster-token-file={}", token_file.display()),
+            "--server.http-listen-address=127.0.0.1".into(),
+            format!("--server.http-listen-port={}", free_port().unwrap()),
+            "--server.grpc-listen-address=127.0.0.1".into(),
+            format!("--server.grpc-listen-port={}", free_port().unwrap()),
+            format!("--blocks-storage.tsdb.dir={}", dir.path().join(target).display()),
+        ]);
+        let out = run_bounded(cmd, TIMEOUT).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{target}: {}", out.stderr);
+        for text in [
+            "--server.cluster-token-file",
+            "--memberlist.cluster-key-file",
+            "receive the token",
+            &format!("--target={target}"),
+        ] {
+            assert!(
+                out.stderr.contains(text),
+                "{target}: {text:?} missing in {}",
+                out.stderr
+            );
+        }
+    }
+    let single = HeddleProcess::start(HeddleOptions {
+        multitenancy: true,
+        args: vec![format!("--server.cluster-token-file={}", token_file.display())],
+        ..HeddleOptions::default()
+    });
+    if let Err(e) = single {
+        panic!("the single process gossips with nobody, so a token alone is fine: {e}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_single_process_does_not_serve_the_ingester_api() {
     let h = HeddleProcess::start(HeddleOptions {
@@ -250,6 +305,7 @@ async fn a_clustered_single_binary_serves_the_ingester_api_with_credentials_only
             "--ingester.ring.instance-addr=127.0.0.1".into(),
             "--ingester.ring.replication-factor=1".into(),
             format!("--server.cluster-token-file={}", token_file.display()),
+            format!("--memberlist.cluster-key-file={}", gossip_key(dir.path()).display()),
         ],
         ..HeddleOptions::default()
     })

@@ -75,8 +75,8 @@ const FAMILIES: &[Family] = &[
         &["api", "reason"],
         "counter",
         "all, distributor, ingester, querier",
-        "Calls to the ingester or admin APIs refused for missing or wrong credentials, or made on a listener that \
-         does not serve them.",
+        "Calls to the ingester or admin APIs refused for missing or wrong credentials, made on a listener that \
+         does not serve them, or sent by a browser from another origin to change an admin route's state.",
     ),
     f("heddle_memberlist_dropped_datagrams", &["reason"]),
     unseen(

@@ -279,6 +279,9 @@ own estimate from the measured WAL bytes per sample lands within 20 % of it; REA
 {{- fail "storage.s3.bucketName is required when storage.backend=s3" -}}
 {{- end -}}
 {{- if include "heddle.distributed" . -}}
+{{- if not .Values.memberlist.clusterKey.enabled -}}
+{{- fail "memberlist.clusterKey.enabled=false: distributed mode gives every pod the cluster token (server.cluster_token_file), which distributors and queriers send with every call to whatever the ring calls an ingester, so gossip must be signed or anything that reaches the gossip port could join as an ingester and collect the token; heddle refuses to start that way. Keep memberlist.clusterKey.enabled=true (the generated key, or memberlist.clusterKey.existingSecret.name)" -}}
+{{- end -}}
 {{- if ne .Values.storage.backend "s3" -}}
 {{- fail (printf "storage.backend=%q: the filesystem backend is for mode=single-node demos only; distributed mode ships blocks to object storage, set storage.backend=s3 with storage.s3.bucketName (and storage.s3.endpoint unless it is AWS)" .Values.storage.backend) -}}
 {{- end -}}

@@ -238,6 +238,9 @@ catalogue! {
     /// An admin HTTP route called on the public HTTP port while admin calls have their own listener.
     ADMIN_LISTENER_ONLY = "err-heddle-admin-listener-only", 403, Request,
         "admin routes are served only on the admin listener (`server.admin_grpc_listen_address`/`_port`), not on the public HTTP port";
+    /// A browser sent a state-changing admin request from another origin.
+    ADMIN_CROSS_ORIGIN = "err-heddle-admin-cross-origin", 403, Request,
+        "a browser sent a state-changing admin request (`POST /ingester/*`, the ring page's Forget) from another origin (`Sec-Fetch-Site`, `Origin`): use the page this process serves, or a client that is not a browser";
     /// A zone-aware read has unhealthy instances in more zones than may fail.
     RING_TOO_MANY_UNHEALTHY_ZONES = "err-heddle-ring-too-many-unhealthy-zones", 503, Request,
         "a zone-aware read has unhealthy or unreachable ingesters in more zones than RF/2 (it needs every ingester of the other zones)";

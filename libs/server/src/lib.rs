@@ -2,8 +2,9 @@
 //!
 //! Owns logging and OpenTelemetry trace export setup, the metrics registry and its exposition, the HTTP
 //! scaffolding every process serves (`/ready`, `/metrics`, tenant resolution, trace context), the process
-//! metrics and open-files limit, the budget of bytes held by in-flight requests, and shutdown signalling. It knows
-//! nothing of what the roles do with requests; config loading is `heddle-config`.
+//! metrics and open-files limit, the removal of idle tenants' metric series, the budget of bytes held by
+//! in-flight requests, and shutdown signalling. It knows nothing of what the roles do with requests; config
+//! loading is `heddle-config`.
 
 mod html;
 mod http;
@@ -14,6 +15,7 @@ mod process;
 mod serve;
 mod shutdown;
 mod telemetry;
+mod tenant_metrics;
 
 pub use html::{format_age_ms, html_escape};
 pub use http::{Readiness, metrics_and_ready_routes, tenant_layer};
@@ -24,3 +26,4 @@ pub use process::{OpenFilesLimit, raise_open_files_limit, register_process_metri
 pub use serve::{HttpServerMetrics, HttpServerOptions, serve_http};
 pub use shutdown::shutdown_signal;
 pub use telemetry::{LogFormat, Telemetry, init_logging, init_telemetry};
+pub use tenant_metrics::{DEFAULT_TENANT_METRICS_IDLE_TIMEOUT, TenantFamily, TenantLabelSet, TenantMetrics};

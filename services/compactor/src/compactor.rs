@@ -64,9 +64,9 @@ pub struct Compactor {
     overrides: Arc<Overrides>,
     clock: Arc<dyn Clock>,
     holder: String,
-    /// The tenant whose lock this compactor holds now: released on a graceful stop that cuts its pass short,
-    /// so a restarted pod (whose holder name may differ) does not wait out the lease.
-    locked: std::sync::Mutex<Option<TenantId>>,
+    /// The lock this compactor holds now: released on a graceful stop that cuts its pass short, so a restarted
+    /// pod (whose holder name may differ) does not wait out the lease.
+    locked: std::sync::Mutex<Option<Arc<TenantLock>>>,
     metrics: Metrics,
 }
 
@@ -125,9 +125,14 @@ impl Compactor {
                 return report;
             }
         };
+        // Tenants whose gauges stay: passed over now, or failed (their last values stay until the next pass).
+        let mut kept = HashSet::new();
         for tenant in tenants {
             match self.compact_tenant(&tenant, &mut report).await {
-                Ok(true) => report.tenants += 1,
+                Ok(true) => {
+                    report.tenants += 1;
+                    kept.insert(tenant.to_string());
+                }
                 Ok(false) => {
                     report.skipped += 1;
                     self.metrics.skipped_tenants.inc();
@@ -135,9 +140,11 @@ impl Compactor {
                 Err(e) => {
                     tracing::warn!(tenant = %tenant, error = %e, "tenant compaction failed");
                     report.failed += 1;
+                    kept.insert(tenant.to_string());
                 }
             }
         }
+        self.metrics.keep_tenants(&kept);
         self.finish_run(started, &report);
         report
     }
@@ -155,9 +162,9 @@ impl Compactor {
     /// Releases the lock of the tenant whose pass a stop cut short (the pass's future was dropped mid-way,
     /// which the crash-safe order of its steps allows; see the module docs).
     async fn release_cut_lock(&self) {
-        let tenant = self.locked.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(tenant) = tenant {
-            let lock = TenantLock::held(&self.bucket, &tenant, &self.holder, LOCK_LEASE_MS);
+        let lock = self.locked.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(lock) = lock {
+            let tenant = lock.tenant();
             match lock.release().await {
                 Ok(()) => tracing::info!(tenant = %tenant, "stopped mid-pass; released the tenant's lock"),
                 Err(e) => {
@@ -178,9 +185,15 @@ impl Compactor {
             .await
             .map_err(bucket_err)?;
         let Some(lock) = lock else { return Ok(false) };
-        *self.locked.lock().unwrap_or_else(|p| p.into_inner()) = Some(tenant.clone());
+        let lock = Arc::new(lock);
+        *self.locked.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&lock));
         let result = self.compact_locked(tenant, &lock, report).await;
         *self.locked.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Err(CompactorError::LockLost { .. }) = &result {
+            // The lease ran out during the pass and another compactor holds the tenant now: nothing to release.
+            tracing::info!(tenant = %tenant, "lost the tenant's lock to another compactor; leaving the tenant to it");
+            return Ok(false);
+        }
         if let Err(e) = lock.release().await {
             tracing::warn!(tenant = %tenant, error = %e, "cannot release the tenant's lock; it runs out by itself");
         }
@@ -210,7 +223,11 @@ impl Compactor {
                 _ => break,
             };
             *turns -= 1;
-            lock.renew(now_ms).await.map_err(bucket_err)?;
+            if !lock.renew(now_ms).await.map_err(bucket_err)? {
+                return Err(CompactorError::LockLost {
+                    tenant: tenant.to_string(),
+                });
+            }
             self.compact_group(tenant, &plan).await.inspect_err(|_| {
                 self.metrics.compaction_failures.inc();
             })?;

@@ -30,6 +30,13 @@ pub enum CompactorError {
         #[source]
         source: std::io::Error,
     },
+    /// The tenant's lease ran out during the pass and another compactor took the lock over: the pass stops
+    /// before its next group, leaving the tenant to the new holder.
+    #[error(
+        "compactor: tenant {tenant}: the tenant's lock was taken over by another compactor after its lease ran out; \
+         the pass stopped and leaves the tenant to it"
+    )]
+    LockLost { tenant: String },
     /// A blocking task panicked or was cancelled.
     #[error("compactor: tenant {tenant}: {reason}")]
     Task { tenant: String, reason: String },

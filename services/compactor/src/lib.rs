@@ -18,4 +18,4 @@ pub mod planner;
 pub use compactor::{Compactor, RunReport};
 pub use config::{COMPACTOR_FLAGS, CompactorConfig};
 pub use error::CompactorError;
-pub use lock::LOCK_FILENAME;
+pub use lock::LOCK_DIR;

@@ -6,7 +6,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ReasonLabels {
@@ -55,6 +57,8 @@ pub(crate) struct Metrics {
     pub(crate) skipped_tenants: Counter,
     bucket_bytes: Family<TenantLabels, Gauge>,
     uncompacted: Family<TenantLabels, Gauge>,
+    /// The tenants the two gauge families have a series of.
+    shown: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Metrics {
@@ -73,6 +77,7 @@ impl Metrics {
             skipped_tenants: Counter::default(),
             bucket_bytes: Family::default(),
             uncompacted: Family::default(),
+            shown: Arc::default(),
         };
         registry.register(
             "heddle_compactor_runs_started",
@@ -160,5 +165,24 @@ impl Metrics {
         self.uncompacted
             .get_or_create(&labels)
             .set(i64::try_from(uncompacted).unwrap_or(i64::MAX));
+        self.shown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(labels.tenant);
+    }
+
+    /// Removes the gauges of every tenant but `kept` (those this compactor passed over in its last run):
+    /// a tenant gone from the bucket, or compacted by another compactor, is no longer this one's to show.
+    pub(crate) fn keep_tenants(&self, kept: &HashSet<String>) {
+        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        shown.retain(|tenant| {
+            if kept.contains(tenant) {
+                return true;
+            }
+            let labels = TenantLabels { tenant: tenant.clone() };
+            self.bucket_bytes.remove(&labels);
+            self.uncompacted.remove(&labels);
+            false
+        });
     }
 }

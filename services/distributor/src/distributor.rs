@@ -92,10 +92,9 @@ impl Distributor {
         registry: &mut Registry,
         discarded: DiscardedSamples,
     ) -> Self {
-        let ha_tracker = cfg
-            .ha_tracker
-            .enable_ha_tracker
-            .then(|| Arc::new(HaTracker::new(&cfg.ha_tracker, registry)));
+        let ha_tracker = cfg.ha_tracker.enable_ha_tracker.then(|| {
+            Arc::new(HaTracker::new(&cfg.ha_tracker, registry).with_tenant_metrics(discarded.tenant_metrics()))
+        });
         let metrics = Metrics::register(registry, discarded);
         Self {
             rate_limiter: IngestionRateLimiter::new(),

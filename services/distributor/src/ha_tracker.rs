@@ -31,6 +31,7 @@ pub use page::router as ha_tracker_router;
 
 use heddle_config::InvalidKey;
 use heddle_config::{FlagKind, FlagSpec, serde_duration};
+use heddle_server::{TenantFamily, TenantLabelSet, TenantMetrics};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -216,6 +217,12 @@ struct ClusterLabels {
     cluster: String,
 }
 
+impl TenantLabelSet for ClusterLabels {
+    fn tenant(&self) -> &str {
+        &self.tenant
+    }
+}
+
 type Elections = HashMap<String, HashMap<String, Entry>>;
 
 /// The elected replica of each (tenant, cluster).
@@ -228,8 +235,8 @@ pub struct HaTracker {
     /// Wakes the sync task when an election needs publishing at once.
     publish: Notify,
     jitter_seed: RandomState,
-    deduped: Family<ClusterLabels, Counter>,
-    elected_changes: Family<ClusterLabels, Counter>,
+    deduped: TenantFamily<ClusterLabels, Counter>,
+    elected_changes: TenantFamily<ClusterLabels, Counter>,
     /// Gossiped elections dated beyond now plus this are ignored.
     max_clock_skew_ms: AtomicI64,
     future_elections: Counter,
@@ -250,21 +257,21 @@ impl HaTracker {
             elections: Mutex::new(HashMap::new()),
             publish: Notify::new(),
             jitter_seed: RandomState::new(),
-            deduped: Family::default(),
-            elected_changes: Family::default(),
+            deduped: TenantFamily::new(&TenantMetrics::default(), Family::default()),
+            elected_changes: TenantFamily::new(&TenantMetrics::default(), Family::default()),
             max_clock_skew_ms: AtomicI64::new(ms(DEFAULT_MAX_CLOCK_SKEW)),
             future_elections: Counter::default(),
         };
         registry.register(
             "heddle_distributor_deduped_samples",
             "Samples dropped because they came from a non-elected replica of a Prometheus HA pair",
-            t.deduped.clone(),
+            t.deduped.family().clone(),
         );
         registry.register(
             "heddle_distributor_ha_elected_replica_changes",
             "Times this distributor saw another replica elected for an HA cluster, by itself or by another \
              distributor (the first election counts)",
-            t.elected_changes.clone(),
+            t.elected_changes.family().clone(),
         );
         registry.register(
             "heddle_distributor_ha_tracker_future_elections",
@@ -273,6 +280,13 @@ impl HaTracker {
             t.future_elections.clone(),
         );
         t
+    }
+
+    /// Removes the series of a tenant idle in `tenants` (the process's tracker) from the tracker's families.
+    pub fn with_tenant_metrics(mut self, tenants: &TenantMetrics) -> Self {
+        self.deduped = TenantFamily::new(tenants, self.deduped.family().clone());
+        self.elected_changes = TenantFamily::new(tenants, self.elected_changes.family().clone());
+        self
     }
 
     /// Gossiped elections (their election or last-sample time) dated more than `skew` ahead of this
@@ -294,12 +308,13 @@ impl HaTracker {
     }
 
     fn count_change(&self, tenant: &str, cluster: &str) {
-        self.elected_changes
-            .get_or_create(&ClusterLabels {
-                tenant: tenant.to_owned(),
-                cluster: cluster.to_owned(),
-            })
-            .inc();
+        let labels = ClusterLabels {
+            tenant: tenant.to_owned(),
+            cluster: cluster.to_owned(),
+        };
+        self.elected_changes.with(&labels, |c| {
+            c.inc();
+        });
     }
 
     /// Judges a request of `samples` samples from `replica` of `cluster` at `now_ms` (wall clock). At most
@@ -343,12 +358,13 @@ impl HaTracker {
             Some(e) => {
                 let elected = e.election.replica.clone();
                 drop(all);
-                self.deduped
-                    .get_or_create(&ClusterLabels {
-                        tenant: tenant.to_owned(),
-                        cluster: cluster.to_owned(),
-                    })
-                    .inc_by(samples);
+                let labels = ClusterLabels {
+                    tenant: tenant.to_owned(),
+                    cluster: cluster.to_owned(),
+                };
+                self.deduped.with(&labels, |c| {
+                    c.inc_by(samples);
+                });
                 HaDecision::Deduplicate { elected }
             }
             None if max_clusters > 0 && tracked >= max_clusters => HaDecision::TooManyClusters { limit: max_clusters },

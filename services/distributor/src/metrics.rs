@@ -1,6 +1,6 @@
 //! The distributor's metrics, registered on the registry passed to [`crate::Distributor::new`].
 
-use heddle_server::DiscardedSamples;
+use heddle_server::{DiscardedSamples, TenantFamily, TenantLabelSet};
 use http::StatusCode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -17,6 +17,18 @@ pub(crate) const REASON_EXEMPLARS_DISABLED: &str = "exemplars-disabled";
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TenantLabels {
     tenant: String,
+}
+
+impl TenantLabelSet for TenantLabels {
+    fn tenant(&self) -> &str {
+        &self.tenant
+    }
+}
+
+impl TenantLabelSet for TenantReasonLabels {
+    fn tenant(&self) -> &str {
+        &self.tenant
+    }
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,12 +67,12 @@ pub(crate) enum IngesterPushOutcome {
 /// Handles to every distributor metric.
 #[derive(Debug, Clone)]
 pub(crate) struct Metrics {
-    received_samples: Family<TenantLabels, Counter>,
+    received_samples: TenantFamily<TenantLabels, Counter>,
     pub(crate) discarded: DiscardedSamples,
-    discarded_exemplars: Family<TenantReasonLabels, Counter>,
-    discarded_metadata: Family<TenantReasonLabels, Counter>,
-    received_metadata: Family<TenantLabels, Counter>,
-    received_exemplars: Family<TenantLabels, Counter>,
+    discarded_exemplars: TenantFamily<TenantReasonLabels, Counter>,
+    discarded_metadata: TenantFamily<TenantReasonLabels, Counter>,
+    received_metadata: TenantFamily<TenantLabels, Counter>,
+    received_exemplars: TenantFamily<TenantLabels, Counter>,
     requests: Family<StatusLabels, Counter>,
     duration: Histogram,
     received_bytes: Counter,
@@ -75,15 +87,17 @@ pub(crate) struct Metrics {
 
 impl Metrics {
     /// Registers the distributor's metrics; `discarded` is the process-wide discarded-samples family (shared
-    /// with the ingester), already registered by whoever created it.
+    /// with the ingester), already registered by whoever created it. Its tenant tracker removes the series of
+    /// idle tenants from the per-tenant families here too.
     pub(crate) fn register(registry: &mut Registry, discarded: DiscardedSamples) -> Self {
+        let tenants = discarded.tenant_metrics().clone();
         let m = Self {
-            received_samples: Family::default(),
+            received_samples: TenantFamily::new(&tenants, Family::default()),
             discarded,
-            discarded_exemplars: Family::default(),
-            discarded_metadata: Family::default(),
-            received_metadata: Family::default(),
-            received_exemplars: Family::default(),
+            discarded_exemplars: TenantFamily::new(&tenants, Family::default()),
+            discarded_metadata: TenantFamily::new(&tenants, Family::default()),
+            received_metadata: TenantFamily::new(&tenants, Family::default()),
+            received_exemplars: TenantFamily::new(&tenants, Family::default()),
             requests: Family::default(),
             // 1 ms .. ~16 s.
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
@@ -126,27 +140,27 @@ impl Metrics {
         registry.register(
             "heddle_distributor_received_samples",
             "Samples that passed validation and rate limiting and were forwarded to ingesters",
-            m.received_samples.clone(),
+            m.received_samples.family().clone(),
         );
         registry.register(
             "heddle_distributor_discarded_exemplars",
             "Exemplars dropped by the distributor, by tenant and reason",
-            m.discarded_exemplars.clone(),
+            m.discarded_exemplars.family().clone(),
         );
         registry.register(
             "heddle_distributor_discarded_metadata",
             "Metric metadata entries dropped by the distributor's validation, by tenant and reason (error id)",
-            m.discarded_metadata.clone(),
+            m.discarded_metadata.family().clone(),
         );
         registry.register(
             "heddle_distributor_received_metadata",
             "Metric metadata entries that passed validation and were forwarded to ingesters",
-            m.received_metadata.clone(),
+            m.received_metadata.family().clone(),
         );
         registry.register(
             "heddle_distributor_received_exemplars",
             "Exemplars that passed validation and were forwarded to ingesters",
-            m.received_exemplars.clone(),
+            m.received_exemplars.family().clone(),
         );
         registry.register(
             "heddle_distributor_requests",
@@ -168,53 +182,68 @@ impl Metrics {
 
     pub(crate) fn received_samples(&self, tenant: &str, n: u64) {
         if n > 0 {
-            self.received_samples
-                .get_or_create(&TenantLabels {
+            self.received_samples.with(
+                &TenantLabels {
                     tenant: tenant.to_owned(),
-                })
-                .inc_by(n);
+                },
+                |c| {
+                    c.inc_by(n);
+                },
+            );
         }
     }
 
     pub(crate) fn received_metadata(&self, tenant: &str, n: u64) {
         if n > 0 {
-            self.received_metadata
-                .get_or_create(&TenantLabels {
+            self.received_metadata.with(
+                &TenantLabels {
                     tenant: tenant.to_owned(),
-                })
-                .inc_by(n);
+                },
+                |c| {
+                    c.inc_by(n);
+                },
+            );
         }
     }
 
     pub(crate) fn received_exemplars(&self, tenant: &str, n: u64) {
         if n > 0 {
-            self.received_exemplars
-                .get_or_create(&TenantLabels {
+            self.received_exemplars.with(
+                &TenantLabels {
                     tenant: tenant.to_owned(),
-                })
-                .inc_by(n);
+                },
+                |c| {
+                    c.inc_by(n);
+                },
+            );
         }
     }
 
     pub(crate) fn discarded_metadata(&self, tenant: &str, reason: &str, n: u64) {
         if n > 0 {
-            self.discarded_metadata
-                .get_or_create(&TenantReasonLabels {
+            self.discarded_metadata.with(
+                &TenantReasonLabels {
                     tenant: tenant.to_owned(),
                     reason: reason.to_owned(),
-                })
-                .inc_by(n);
+                },
+                |c| {
+                    c.inc_by(n);
+                },
+            );
         }
     }
 
     pub(crate) fn discarded_exemplars(&self, tenant: &str, reason: &str, n: u64) {
         if n > 0 {
-            self.discarded_exemplars
-                .get_or_create(&TenantReasonLabels {
+            self.discarded_exemplars.with(
+                &TenantReasonLabels {
                     tenant: tenant.to_owned(),
                     reason: reason.to_owned(),
-                })
-                .inc_by(n);
+                },
+                |c| {
+                    c.inc_by(n);
+                },
+            );
         }
     }
 

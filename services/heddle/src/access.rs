@@ -44,7 +44,8 @@ struct RefusalLabels {
 }
 
 /// `heddle_auth_refused_requests_total{api, reason}`: calls refused for missing or wrong credentials
-/// (`missing_token`, `wrong_token`) or made on a listener that does not serve them (`admin_listener_only`).
+/// (`missing_token`, `wrong_token`), made on a listener that does not serve them (`admin_listener_only`), or
+/// sent by a browser from another origin to change an admin route's state (`cross_origin`).
 #[derive(Debug, Clone, Default)]
 pub struct AuthRefusals(Family<RefusalLabels, Counter>);
 
@@ -54,8 +55,8 @@ impl AuthRefusals {
         let me = Self::default();
         registry.register(
             "heddle_auth_refused_requests",
-            "Calls to the ingester or admin APIs refused for missing or wrong credentials, or made on a listener \
-             that does not serve them",
+            "Calls to the ingester or admin APIs refused for missing or wrong credentials, made on a listener \
+             that does not serve them, or sent by a browser from another origin to change an admin route's state",
             me.0.clone(),
         );
         me

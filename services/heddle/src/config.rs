@@ -80,6 +80,12 @@ pub struct ServerConfig {
     /// leaves room for many Prometheus senders and Grafana users while a connection flood cannot exhaust the
     /// process' file descriptors. 0: no limit.
     pub http_conn_limit: usize,
+    /// How long a tenant may be idle in this process (no push, no refusal, nothing counted for it) before its
+    /// series are removed from `/metrics` (received, discarded, metadata, exemplars, HA dedupes), so tenant
+    /// churn does not grow the exposition for months. Mimir's distributor forgets such a tenant after 15 m
+    /// (its ingester's `-ingester.active-series-metrics-idle-timeout` is the same idea, 10 m). 0: never.
+    #[serde(with = "heddle_config::serde_duration")]
+    pub tenant_metrics_idle_timeout: std::time::Duration,
     /// Where the Admin gRPC service listens when it has its own port; empty for every interface.
     pub admin_grpc_listen_address: String,
     /// 0 (the default) serves the Admin service on the main gRPC port.
@@ -107,6 +113,7 @@ impl Default for ServerConfig {
             http_server_read_timeout: std::time::Duration::from_secs(30),
             http_server_read_header_timeout: std::time::Duration::from_secs(10),
             http_conn_limit: 4096,
+            tenant_metrics_idle_timeout: heddle_server::DEFAULT_TENANT_METRICS_IDLE_TIMEOUT,
             admin_grpc_listen_address: String::new(),
             admin_grpc_listen_port: 0,
             admin_token_file: std::path::PathBuf::new(),
@@ -303,6 +310,13 @@ const OWN_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Value,
         help: "Most HTTP connections open at once; further clients wait until one closes (0 = no limit)",
     },
+    FlagSpec {
+        flag: "server.tenant-metrics-idle-timeout",
+        key: "server.tenant_metrics_idle_timeout",
+        kind: FlagKind::Value,
+        help: "Remove a tenant's series from /metrics once nothing of it happened in this process for this long \
+               (Mimir forgets an inactive tenant's series after 15m); 0: never",
+    },
 ];
 
 /// Flags of the operator API's listener and credentials.
@@ -332,7 +346,8 @@ const ADMIN_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Value,
         help: "File with the shared token of the internal ingester gRPC API: ingesters require it, distributors and \
                queriers send it (the same file on every process); required in a cluster with multitenancy or an \
-               admin token unless gRPC uses mutual TLS; empty: no token",
+               admin token unless gRPC uses mutual TLS, and needs --memberlist.cluster-key-file in a cluster; empty: \
+               no token",
     },
 ];
 
@@ -384,6 +399,7 @@ impl Config {
         self.ingester_client.grpc_client_config.validate()?;
         self.server.validate_admin_listener()?;
         self.validate_cluster_credentials()?;
+        self.validate_token_travels_signed()?;
         Ok(())
     }
 
@@ -465,6 +481,29 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Distributors and queriers send the cluster token with every call to whatever the ring calls an
+    /// ingester, and the ring is whoever gossips: without a gossip key a stranger who reaches the gossip port
+    /// joins as an ingester, receives pushes and the token with each, and can then call every real ingester.
+    /// So a clustered process with a token must sign its gossip.
+    fn validate_token_travels_signed(&self) -> Result<(), String> {
+        if !self.clustered()
+            || self.server.cluster_token_file.as_os_str().is_empty()
+            || !self.memberlist.cluster_key_file.is_empty()
+        {
+            return Ok(());
+        }
+        let target = format!("{:?}", self.target).to_lowercase();
+        Err(format!(
+            "memberlist.cluster_key_file: this --target={target} process has a cluster token \
+             (--server.cluster-token-file) but gossips without a key, so anyone who reaches the gossip port \
+             (--memberlist.bind-port) could join the ring as an ingester and receive the token with every push \
+             sent to it; set --memberlist.cluster-key-file (a shared secret of at least 16 bytes, the same file on \
+             every process)"
+        ))
+    }
+}
+
 impl ServerConfig {
     /// The address of the admin listener when admin calls have their own (`admin_grpc_listen_port` set).
     pub fn admin_listener(&self) -> Option<String> {
@@ -523,6 +562,7 @@ mod tests {
         };
         let token = |mut c: Config| {
             c.server.cluster_token_file = "/etc/cluster".into();
+            c.memberlist.cluster_key_file = "/etc/gossip-key".into();
             c
         };
         let mtls = |mut c: Config| {
@@ -605,6 +645,44 @@ mod tests {
             half.validate().is_err(),
             "optional client certificates do not authenticate every caller"
         );
+    }
+
+    #[test]
+    fn a_cluster_token_travels_only_over_signed_gossip() {
+        let cases = [
+            (Target::Ingester, vec![], true),
+            (Target::Distributor, vec![], true),
+            (Target::Querier, vec![], true),
+            (Target::All, vec!["10.0.0.1:7946".to_owned()], true),
+            // No gossip, so no stranger can join: the single process and the compactor.
+            (Target::All, vec![], false),
+            (Target::Compactor, vec![], false),
+        ];
+        for (target, join, refused) in cases {
+            let mut c = Config {
+                target,
+                ..Config::default()
+            };
+            c.memberlist.join_members = join;
+            c.server.cluster_token_file = "/etc/cluster".into();
+            let name = format!("{target:?} clustered={}", c.clustered());
+            match (c.validate(), refused) {
+                (Err(e), true) => {
+                    for flag in [
+                        "--server.cluster-token-file",
+                        "--memberlist.cluster-key-file",
+                        "--target=",
+                    ] {
+                        assert!(e.contains(flag), "{name}: {flag} missing in {e}");
+                    }
+                    assert!(e.starts_with("memberlist.cluster_key_file"), "{name}: {e}");
+                }
+                (Ok(()), false) => {}
+                (got, _) => panic!("{name}: got {got:?}, refused={refused}"),
+            }
+            c.memberlist.cluster_key_file = "/etc/gossip-key".into();
+            c.validate().unwrap_or_else(|e| panic!("{name} with a key: {e}"));
+        }
     }
 
     #[test]

@@ -175,7 +175,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let cluster_token = ClusterToken::load(&cfg.server.cluster_token_file).map_err(anyhow::Error::msg)?;
     let refusals = AuthRefusals::register(&mut registry);
     heddle_server::register_process_metrics(&mut registry);
-    let discarded = DiscardedSamples::register(&mut registry);
+    // One tracker of active tenants for every per-tenant family of the process (shared through `discarded`).
+    let tenant_metrics = heddle_server::TenantMetrics::new(cfg.server.tenant_metrics_idle_timeout);
+    tokio::spawn(tenant_metrics.clone().run(stop.clone()));
+    let discarded = DiscardedSamples::register_with(&mut registry, &tenant_metrics);
     let overrides = Arc::new(Overrides::new(cfg.limits.clone()).register_metrics(&mut registry));
     if !cfg.runtime_config.file.as_os_str().is_empty() {
         // The first load must succeed: starting with limits the operator did not ask for would be worse.

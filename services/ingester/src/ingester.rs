@@ -67,7 +67,7 @@ impl Ingester {
             tenants: RwLock::new(HashMap::new()),
             opening: tokio::sync::Mutex::new(()),
             arenas: ArenaPool::new(cfg.arena_pool_size, cfg.arena_max_retained_bytes),
-            metrics: Metrics::register(registry),
+            metrics: Metrics::register(registry, discarded.tenant_metrics()),
             discarded,
             limits: Arc::new(IngesterLimits::new(cfg.instance_limits.clone(), registry)),
             bucket,

@@ -1,5 +1,6 @@
 //! Ingester metrics.
 
+use heddle_server::{TenantFamily, TenantLabelSet, TenantMetrics};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -12,6 +13,12 @@ use std::sync::atomic::AtomicU64;
 pub(crate) struct TenantReasonLabels {
     pub(crate) tenant: String,
     pub(crate) reason: String,
+}
+
+impl TenantLabelSet for TenantReasonLabels {
+    fn tenant(&self) -> &str {
+        &self.tenant
+    }
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -31,7 +38,7 @@ pub(crate) struct Metrics {
     /// Zero samples stored at series' created timestamps.
     pub(crate) created_zero_samples: Counter,
     /// Metadata entries refused by the tenant metadata limits.
-    pub(crate) discarded_metadata: Family<TenantReasonLabels, Counter>,
+    pub(crate) discarded_metadata: TenantFamily<TenantReasonLabels, Counter>,
     /// Metadata entries held, all tenants together.
     pub(crate) memory_metadata: Gauge,
     pub(crate) deduplicated_samples: Counter,
@@ -108,12 +115,13 @@ pub(crate) struct ReplayMetrics {
 }
 
 impl Metrics {
-    pub(crate) fn register(r: &mut Registry) -> Self {
+    /// Registers the ingester's metrics; `tenants` removes idle tenants' series from the per-tenant families.
+    pub(crate) fn register(r: &mut Registry, tenants: &TenantMetrics) -> Self {
         let m = Self {
             ingested_samples: Counter::default(),
             ingested_native_histograms: Counter::default(),
             created_zero_samples: Counter::default(),
-            discarded_metadata: Family::default(),
+            discarded_metadata: TenantFamily::new(tenants, Family::default()),
             exemplars_appended: Counter::default(),
             exemplars_refused: Family::default(),
             memory_metadata: Gauge::default(),
@@ -150,7 +158,7 @@ impl Metrics {
         r.register(
             "heddle_ingester_discarded_metadata",
             "Metric metadata entries refused by the tenant metadata limits, by tenant and reason (error id)",
-            m.discarded_metadata.clone(),
+            m.discarded_metadata.family().clone(),
         );
         r.register(
             "heddle_ingester_exemplars_appended",

@@ -104,6 +104,8 @@ pub(crate) async fn push(
 }
 
 fn record(tenant: &Tenant, ctx: &PushContext, outcome: &AppendOutcome) {
+    // Every push keeps its tenant's per-tenant series, whether or not this one moved any of them.
+    ctx.discarded.tenant_metrics().touch(tenant.id().as_str());
     let m = &ctx.metrics;
     m.ingested_samples.inc_by(outcome.samples_appended);
     m.ingested_native_histograms.inc_by(outcome.histograms_appended);
@@ -122,12 +124,13 @@ fn record_metadata(tenant: &Tenant, ctx: &PushContext, added: &Added) {
     let m = &ctx.metrics;
     m.memory_metadata.inc_by(added.created as i64);
     for r in &added.refused {
-        m.discarded_metadata
-            .get_or_create(&TenantReasonLabels {
-                tenant: tenant.id().to_string(),
-                reason: r.reason.to_owned(),
-            })
-            .inc_by(r.count);
+        let labels = TenantReasonLabels {
+            tenant: tenant.id().to_string(),
+            reason: r.reason.to_owned(),
+        };
+        m.discarded_metadata.with(&labels, |c| {
+            c.inc_by(r.count);
+        });
     }
 }
 

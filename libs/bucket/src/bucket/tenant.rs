@@ -208,6 +208,20 @@ impl Bucket {
         }
     }
 
+    /// The names of the objects directly under `<tenant>/<dir>/` (not their paths), in no particular order;
+    /// empty when there are none.
+    pub async fn list_tenant_dir(&self, tenant: &TenantId, dir: &str) -> Result<Vec<String>, BucketError> {
+        let prefix = tenant_object(tenant, dir);
+        let listing = self
+            .call("iter", &prefix, || self.inner.store.list_with_delimiter(Some(&prefix)))
+            .await?;
+        Ok(listing
+            .objects
+            .iter()
+            .filter_map(|o| o.location.filename().map(str::to_owned))
+            .collect())
+    }
+
     /// Deletes `<tenant>/<name>`; `false` when the store said it was not there (S3 does not say).
     pub async fn delete_tenant_object(&self, tenant: &TenantId, name: &str) -> Result<bool, BucketError> {
         self.delete_object(&tenant_object(tenant, name)).await

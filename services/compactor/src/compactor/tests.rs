@@ -2,7 +2,6 @@
 //! retention changes and a second compactor.
 
 use super::*;
-use crate::lock::LOCK_FILENAME;
 use bytes::Bytes;
 use heddle_bucket::{Backend, BucketConfig, FilesystemConfig};
 use heddle_limits::Limits;
@@ -286,12 +285,15 @@ async fn a_locked_tenant_is_left_to_its_compactor() {
     );
     lock.release().await.unwrap();
     assert!(
-        e.bucket
-            .get_tenant_object(&e.tenant, LOCK_FILENAME)
-            .await
-            .unwrap()
-            .is_none(),
-        "the compactor released its lock; the old holder did not remove it"
+        !lock.renew(e.clock.now_ms()).await.unwrap(),
+        "the old holder cannot renew the lock it lost"
+    );
+    let other = TenantLock::acquire(&e.bucket, &e.tenant, "c2", LOCK_LEASE_MS, e.clock.now_ms())
+        .await
+        .unwrap();
+    assert!(
+        other.is_some(),
+        "c1 released the lock at the end of its pass: the tenant is free at once"
     );
 }
 
@@ -327,4 +329,61 @@ async fn partial_blocks_go_after_their_delay() {
     let listing = e.listing().await;
     assert!(listing.partial.is_empty(), "{:?}", listing.partial);
     assert_eq!(listing.blocks.iter().map(|b| &b.ulid).collect::<Vec<_>>(), [&kept.ulid]);
+}
+
+/// The per-tenant gauges show the tenants this compactor passed over in its last run, and nobody else: a
+/// tenant another compactor holds, or one gone from the bucket, leaves `/metrics`.
+#[tokio::test(flavor = "multi_thread")]
+async fn tenant_gauges_follow_the_tenants_of_the_last_run() {
+    let mut e = env();
+    e.upload(0, 2 * H, 1, |_| false).await;
+    let a = e.tenant.clone();
+    e.tenant = TenantId::new("team-b").unwrap();
+    e.upload(0, 2 * H, 1, |_| false).await;
+    let b = e.tenant.clone();
+    let mut registry = Registry::default();
+    let c = Compactor::new(
+        CompactorConfig {
+            data_dir: e.root.join("work-gauges"),
+            ..CompactorConfig::default()
+        },
+        e.bucket.clone(),
+        Arc::clone(&e.overrides),
+        e.clock.clone(),
+        "c1".to_owned(),
+        &mut registry,
+    );
+    let shown = |registry: &Registry| -> Vec<String> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+        let mut tenants: Vec<String> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("heddle_compactor_bucket_bytes{")
+                    || l.starts_with("heddle_compactor_tenant_uncompacted_blocks{")
+            })
+            .filter_map(|l| l.split("tenant=\"").nth(1)?.split('"').next().map(str::to_owned))
+            .collect();
+        tenants.sort();
+        tenants
+    };
+    c.run_once().await;
+    assert_eq!(shown(&registry), ["team-a", "team-a", "team-b", "team-b"]);
+
+    let lock = TenantLock::acquire(&e.bucket, &b, "other", LOCK_LEASE_MS, e.clock.now_ms())
+        .await
+        .unwrap()
+        .expect("free");
+    let report = c.run_once().await;
+    assert_eq!(report.skipped, 1, "{report:?}");
+    assert_eq!(
+        shown(&registry),
+        ["team-a", "team-a"],
+        "team-b is another compactor's now"
+    );
+    lock.release().await.unwrap();
+
+    std::fs::remove_dir_all(e.root.join("bucket").join(a.as_str())).unwrap();
+    c.run_once().await;
+    assert_eq!(shown(&registry), ["team-b", "team-b"], "team-a left the bucket");
 }
