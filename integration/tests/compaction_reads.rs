@@ -561,9 +561,10 @@ async fn replace_blocks_under_queries(delays: &Delays) {
         "only {deleted} blocks deleted\n{}",
         compactor.log_tail(30)
     );
-    // Failing rather than answering partially is allowed, but a querier that mostly fails is no answer either.
+    // Failing rather than answering partially is allowed, but a querier that mostly fails is no answer either;
+    // and the readers kept reading all along (a few answers per cycle at the least, on a loaded machine).
     assert!(
-        complete >= 150 && failed * 20 <= complete,
+        complete >= u64::from(CYCLES) * 3 && failed * 20 <= complete,
         "{complete} complete answers, {failed} failed: {:?}",
         tally.failures.lock().unwrap()
     );
