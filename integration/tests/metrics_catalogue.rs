@@ -231,6 +231,7 @@ const FAMILIES: &[Family] = &[
     f("heddle_querier_query_samples_processed", &[]),
     f("heddle_querier_index_header_loaded_bytes", &["source"]),
     f("heddle_querier_index_header_corrupt_files", &[]),
+    f("heddle_querier_bucket_store_forced_refreshes", &["reason"]),
     f("heddle_compactor_runs_started", &[]),
     f("heddle_compactor_runs_completed", &[]),
     f("heddle_compactor_runs_failed", &[]),

@@ -247,8 +247,15 @@ async fn bucket_outage_loses_nothing() {
     let Some(promtool) = promtool() else { return };
     let mut s3 = S3Server::start().expect("s3s-fs starts");
     let g = workload(2);
-    // Blocks are hours old, so a 1 m retention makes them deletable as soon as they are shipped, not before.
-    let heddle = start_heddle(heddle_args(&s3, &["--blocks-storage.tsdb.retention-period=1m"]));
+    // Blocks are hours old, so a 1 m retention makes them deletable once they are shipped and the querier can
+    // list them (the shipped-blocks grace: the 500 ms sync interval, no bucket index to wait for), not before.
+    let heddle = start_heddle(heddle_args(
+        &s3,
+        &[
+            "--blocks-storage.tsdb.retention-period=1m",
+            "--blocks-storage.bucket-store.bucket-index.max-stale-period=0s",
+        ],
+    ));
     s3.stop().unwrap();
     push_all(&heddle, &g, 0..ROUNDS).await;
     let resp = flush(&heddle).await;

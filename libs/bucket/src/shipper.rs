@@ -129,11 +129,23 @@ impl Shipper {
     /// Deletes the local blocks that are in `shipper.json` and whose `maxTime` is before `now_ms - retention`.
     /// Returns their ULIDs. A block is first renamed to `<ULID>.tmp-delete`, so a crash mid-delete leaves
     /// nothing that looks like a block; leftovers of such crashes are removed here too.
-    #[tracing::instrument(skip_all, fields(tenant = %self.tenant))]
     pub async fn delete_expired(&self, retention: Duration, now_ms: i64) -> Result<Vec<String>, BucketError> {
+        self.delete_expired_except(retention, now_ms, &BTreeSet::new()).await
+    }
+
+    /// [`Shipper::delete_expired`], keeping the blocks named in `keep` whatever their age (the ingester's
+    /// reads still answer them: the querier may not list them yet).
+    #[tracing::instrument(skip_all, fields(tenant = %self.tenant))]
+    pub async fn delete_expired_except(
+        &self,
+        retention: Duration,
+        now_ms: i64,
+        keep: &BTreeSet<String>,
+    ) -> Result<Vec<String>, BucketError> {
         let _busy = self.busy.lock().await;
         let cutoff = now_ms.saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
-        let shipped = self.shipped();
+        let mut shipped = self.shipped();
+        shipped.retain(|u| !keep.contains(u));
         let expired: Vec<(String, PathBuf)> = self
             .local_blocks()
             .await?

@@ -223,6 +223,9 @@ catalogue! {
     /// A regular-expression matcher is longer than allowed.
     REGEX_TOO_LONG = "err-heddle-regex-too-long", 400, Request,
         "a regular-expression matcher is longer than `querier.max_regex_length`";
+    /// Ingesters no longer answer blocks that the querier's bucket blocks do not hold.
+    STORE_CONSISTENCY_CHECK_FAILED = "err-heddle-store-consistency-check-failed", 503, Request,
+        "ingesters no longer answer blocks (shipped past their grace) that the bucket blocks the querier reads do not hold, even after listing the bucket again; no partial answer is given: run ingesters and queriers with the same `blocks_storage.bucket_store.sync_interval` and `bucket_index.max_stale_period`";
     /// The ring has no instance with tokens.
     RING_EMPTY = "err-heddle-ring-empty", 503, Request,
         "the ingester ring has no instance with tokens yet";

@@ -116,6 +116,8 @@ pub struct FakeIngester {
     takes_batches: bool,
     /// `query_stream` messages the callers took from their streams (not those built and never read).
     streamed: Arc<AtomicUsize>,
+    /// ULIDs every read answer names as left to the bucket (`blocks_left_to_bucket`).
+    left_to_bucket: Vec<String>,
 }
 
 impl Default for FakeIngester {
@@ -131,6 +133,7 @@ impl Default for FakeIngester {
             calls: Mutex::new(Vec::new()),
             takes_batches: false,
             streamed: Arc::default(),
+            left_to_bucket: Vec::new(),
         }
     }
 }
@@ -159,6 +162,13 @@ impl FakeIngester {
     pub fn with_series(mut self, labels: Labels, chunks: Vec<Chunk>) -> Self {
         let at = self.series.partition_point(|(l, _)| *l < labels);
         self.series.insert(at, (labels, chunks));
+        self
+    }
+
+    /// Every read answer names `ulids` as blocks this ingester leaves to the bucket (in the first message of a
+    /// `query_stream`, sent even without series), as an ingester does for blocks shipped past its grace.
+    pub fn with_blocks_left_to_bucket(mut self, ulids: &[&str]) -> Self {
+        self.left_to_bucket = ulids.iter().map(|u| (*u).to_owned()).collect();
         self
     }
 
@@ -316,8 +326,21 @@ impl IngesterClient for FakeIngester {
         let streamed = Arc::clone(&self.streamed);
         let mut messages: Vec<Result<QueryStreamResponse, tonic::Status>> = series
             .chunks(self.series_per_message)
-            .map(|s| Ok(QueryStreamResponse { series: s.to_vec() }))
+            .map(|s| {
+                Ok(QueryStreamResponse {
+                    series: s.to_vec(),
+                    ..Default::default()
+                })
+            })
             .collect();
+        if !self.left_to_bucket.is_empty() {
+            if messages.is_empty() {
+                messages.push(Ok(QueryStreamResponse::default()));
+            }
+            if let Some(Ok(first)) = messages.first_mut() {
+                first.blocks_left_to_bucket.clone_from(&self.left_to_bucket);
+            }
+        }
         let counted = move |m| {
             streamed.fetch_add(1, Ordering::Relaxed);
             m
@@ -352,6 +375,7 @@ impl IngesterClient for FakeIngester {
             .collect();
         Ok(LabelNamesResponse {
             names: names.into_iter().collect(),
+            blocks_left_to_bucket: self.left_to_bucket.clone(),
         })
     }
 
@@ -368,6 +392,7 @@ impl IngesterClient for FakeIngester {
             .collect();
         Ok(LabelValuesResponse {
             values: values.into_iter().collect(),
+            blocks_left_to_bucket: self.left_to_bucket.clone(),
         })
     }
 
@@ -385,6 +410,7 @@ impl IngesterClient for FakeIngester {
                     labels: labels_to_proto(l),
                 })
                 .collect(),
+            blocks_left_to_bucket: self.left_to_bucket.clone(),
         })
     }
 

@@ -428,8 +428,11 @@ impl Compactor {
             source,
         };
         let listed_at = self.clock.now_ms().div_euclid(1000);
+        // Marks before blocks (`Bucket::list_deletion_marks`): queriers leave out a block marked in the index
+        // counting on the index to hold its replacement, which another compactor may be uploading meanwhile.
+        let marks = self.bucket.list_deletion_marks(tenant).await.map_err(bucket_err)?;
         let listing = self.bucket.list_tenant(tenant).await.map_err(bucket_err)?;
-        let index = BucketIndex::new(&listing.blocks, &listing.deletion_marks, listed_at);
+        let index = BucketIndex::new(&listing.blocks, &marks, listed_at);
         self.bucket
             .write_bucket_index(tenant, &index)
             .await

@@ -24,7 +24,8 @@ pub struct TenantFlush {
 }
 
 /// Compacts the tenant's head: the due block ranges of `range_ms`, or (`force`) everything it holds. The new
-/// blocks are queried from now on. Runs on a blocking thread.
+/// blocks are queried from the moment before the head lets go of their samples (reads take the head first, then
+/// the blocks: see `crate::read`), so no read finds a sample in neither. Runs on a blocking thread.
 pub(crate) async fn compact(
     tenant: &Tenant,
     range_ms: i64,
@@ -34,18 +35,21 @@ pub(crate) async fn compact(
     let head = tenant.head().clone();
     let dir = head.dir().to_path_buf();
     let t = tenant.id().clone();
+    let local = Arc::clone(tenant.blocks());
     let started = Instant::now();
     let result = tokio::task::spawn_blocking(move || {
-        let stats = head.compact(&dir, range_ms, Some(t.as_str()), force)?;
-        let mut readers = Vec::with_capacity(stats.blocks.len());
-        for meta in &stats.blocks {
-            readers.push(Arc::new(BlockReader::open_dir(&dir.join(&meta.ulid))?));
-        }
-        Ok::<_, heddle_tsdb::TsdbError>((stats, readers))
+        head.compact_then(&dir, range_ms, Some(t.as_str()), force, |written| {
+            let mut readers = Vec::with_capacity(written.len());
+            for meta in written {
+                readers.push(Arc::new(BlockReader::open_dir(&dir.join(&meta.ulid))?));
+            }
+            local.add(readers);
+            Ok(())
+        })
     })
     .await
     .map_err(|e| IngesterError::Task(e.to_string()))?;
-    let (stats, readers) = match result {
+    let stats = match result {
         Ok(r) => r,
         Err(source) => {
             metrics.compaction_failures.inc();
@@ -63,7 +67,6 @@ pub(crate) async fn compact(
         .compaction_duration_seconds
         .observe(started.elapsed().as_secs_f64());
     metrics.blocks_written.inc_by(stats.blocks.len() as u64);
-    tenant.blocks().add(readers);
     recount_pending(tenant, metrics);
     tracing::info!(
         tenant = %tenant.id(),
@@ -115,15 +118,17 @@ pub(crate) async fn flush(
 }
 
 /// Deletes the tenant's local blocks that are shipped and past `retention`; the querier reads them from the
-/// bucket (they were no longer answered here soon after they were shipped).
-pub(crate) async fn delete_expired(tenant: &Tenant, retention: Duration, metrics: &BlockMetrics) {
+/// bucket. A block shipped less than `grace` ago stays, however old its samples (a backfill, a bucket outage
+/// longer than the retention): reads still answer it here because the querier may not list it yet.
+pub(crate) async fn delete_expired(tenant: &Tenant, retention: Duration, grace: Duration, metrics: &BlockMetrics) {
     let Some(shipper) = tenant.shipper() else {
         return;
     };
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    match shipper.delete_expired(retention, now_ms).await {
+    let keep = tenant.still_answered(grace);
+    match shipper.delete_expired_except(retention, now_ms, &keep).await {
         Ok(deleted) if !deleted.is_empty() => {
             metrics.blocks_deleted.inc_by(deleted.len() as u64);
             tenant.blocks().remove(&deleted);

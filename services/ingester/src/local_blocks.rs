@@ -68,6 +68,18 @@ impl LocalBlocks {
             .collect()
     }
 
+    /// The ULIDs of the blocks overlapping `[mint, maxt]` that are named in `of`, sorted.
+    pub(crate) fn overlapping_of(&self, mint: i64, maxt: i64, of: &BTreeSet<String>) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .list()
+            .iter()
+            .filter(|b| b.meta().min_time <= maxt && b.meta().max_time > mint && of.contains(&b.meta().ulid))
+            .map(|b| b.meta().ulid.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Adds new blocks, keeping the list oldest first.
     pub(crate) fn add(&self, readers: Vec<Arc<BlockReader>>) {
         let mut list = self.list_mut();

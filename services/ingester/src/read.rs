@@ -3,6 +3,11 @@
 //! Blocks already shipped are left to the querier, which reads them from the bucket, once `grace` (the querier's
 //! block list refresh) has passed since their upload ([`Tenant::queryable_blocks`]); answering them here too
 //! would read the same block twice.
+//!
+//! Every read takes the head first and the list of local blocks after it: a head compaction adds the blocks it
+//! writes before it truncates the head (`crate::blocks::compact`), so a sample the head no longer had when it
+//! was read is in a block of the list taken after it. In the other order a read could take the list just
+//! before a new block joins it and the head just after its samples left.
 
 use crate::convert::matchers;
 use crate::error::IngesterError;
@@ -52,8 +57,10 @@ pub(crate) async fn query_stream(
         return Ok(Box::pin(futures::stream::empty()));
     };
     let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
-    let blocks = tenant.queryable_blocks(mint, maxt, grace);
     let selected = tokio::task::spawn_blocking(move || {
+        // The head before the blocks: see the module docs.
+        let head = tenant.head().select(mint, maxt, &m);
+        let (blocks, left) = tenant.queryable_blocks(mint, maxt, grace);
         let mut parts = Vec::with_capacity(blocks.len() + 1);
         for b in &blocks {
             parts.push(b.select(mint, maxt, &m).map_err(|source| IngesterError::Tsdb {
@@ -61,16 +68,21 @@ pub(crate) async fn query_stream(
                 source,
             })?);
         }
-        parts.push(tenant.head().select(mint, maxt, &m));
-        Ok::<_, IngesterError>(merge_series(parts))
+        parts.push(head);
+        Ok::<_, IngesterError>((merge_series(parts), left))
     })
     .await
     .map_err(|e| IngesterError::Task(e.to_string()))??;
-    let mut messages = Vec::with_capacity(selected.len().div_ceil(SERIES_PER_MESSAGE));
+    let (selected, mut left) = selected;
+    let mut messages = Vec::with_capacity(selected.len().div_ceil(SERIES_PER_MESSAGE).max(1));
     let mut it = selected.into_iter().peekable();
-    while it.peek().is_some() {
+    // The blocks left to the bucket go in the first message, which is sent even without series.
+    while it.peek().is_some() || !left.is_empty() {
         let series = it.by_ref().take(SERIES_PER_MESSAGE).map(chunked).collect();
-        messages.push(Ok(QueryStreamResponse { series }));
+        messages.push(Ok(QueryStreamResponse {
+            series,
+            blocks_left_to_bucket: std::mem::take(&mut left),
+        }));
     }
     Ok(Box::pin(futures::stream::iter(messages)))
 }
@@ -146,16 +158,20 @@ pub(crate) async fn label_names(
 ) -> Result<LabelNamesResponse, IngesterError> {
     let m = matchers(&req.matchers)?;
     let mut names = BTreeSet::new();
+    let mut left = Vec::new();
     if let Some(tenant) = tenant {
         let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
         names.extend(tenant.head().label_names(mint, maxt, &m));
-        for b in tenant.queryable_blocks(mint, maxt, grace) {
+        let blocks;
+        (blocks, left) = tenant.queryable_blocks(mint, maxt, grace);
+        for b in blocks {
             let m = m.clone();
             names.extend(block_call(&tenant, move || b.label_names(&m)).await?);
         }
     }
     Ok(LabelNamesResponse {
         names: names.into_iter().collect(),
+        blocks_left_to_bucket: left,
     })
 }
 
@@ -167,16 +183,20 @@ pub(crate) async fn label_values(
 ) -> Result<LabelValuesResponse, IngesterError> {
     let m = matchers(&req.matchers)?;
     let mut values = BTreeSet::new();
+    let mut left = Vec::new();
     if let Some(tenant) = tenant {
         let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
         values.extend(tenant.head().label_values(&req.name, mint, maxt, &m));
-        for b in tenant.queryable_blocks(mint, maxt, grace) {
+        let blocks;
+        (blocks, left) = tenant.queryable_blocks(mint, maxt, grace);
+        for b in blocks {
             let (name, m) = (req.name.clone(), m.clone());
             values.extend(block_call(&tenant, move || b.label_values(&name, &m)).await?);
         }
     }
     Ok(LabelValuesResponse {
         values: values.into_iter().collect(),
+        blocks_left_to_bucket: left,
     })
 }
 
@@ -187,16 +207,22 @@ pub(crate) async fn series(
     req: SeriesRequest,
 ) -> Result<SeriesResponse, IngesterError> {
     let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
-    let blocks = tenant
-        .as_ref()
-        .map(|t| t.queryable_blocks(mint, maxt, grace))
-        .unwrap_or_default();
-    // The union over selectors, de-duplicated and sorted like Prometheus' /api/v1/series.
+    let selectors = req
+        .selectors
+        .iter()
+        .map(|sel| matchers(&sel.matchers))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The union over selectors, de-duplicated and sorted like Prometheus' /api/v1/series; the head before the
+    // blocks (see the module docs).
     let mut all = BTreeSet::new();
-    for sel in &req.selectors {
-        let m = matchers(&sel.matchers)?;
-        let Some(tenant) = &tenant else { continue };
-        all.extend(tenant.head().series(mint, maxt, &m));
+    let Some(tenant) = &tenant else {
+        return Ok(SeriesResponse::default());
+    };
+    for m in &selectors {
+        all.extend(tenant.head().series(mint, maxt, m));
+    }
+    let (blocks, left) = tenant.queryable_blocks(mint, maxt, grace);
+    for m in selectors {
         for b in &blocks {
             let (b, m) = (b.clone(), m.clone());
             all.extend(block_call(tenant, move || b.series(mint, maxt, &m)).await?);
@@ -209,6 +235,7 @@ pub(crate) async fn series(
                 labels: labels_to_proto(l),
             })
             .collect(),
+        blocks_left_to_bucket: left,
     })
 }
 

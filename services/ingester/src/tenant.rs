@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct Tenant {
     id: TenantId,
     head: Arc<Head>,
-    blocks: LocalBlocks,
+    /// Shared with the head's compaction, which adds the blocks it writes before truncating the head.
+    blocks: Arc<LocalBlocks>,
     /// Where its blocks go; `None` when shipping is off.
     shipper: Option<Shipper>,
     /// The head's series lifecycle hook (kept for tests and diagnostics; the head holds it too).
@@ -68,7 +69,7 @@ impl Tenant {
         let tenant = Tenant {
             id,
             head: Arc::new(head),
-            blocks,
+            blocks: Arc::new(blocks),
             shipper,
             admission,
             rate: TenantRate::default(),
@@ -100,7 +101,7 @@ impl Tenant {
         &self.head
     }
 
-    pub(crate) fn blocks(&self) -> &LocalBlocks {
+    pub(crate) fn blocks(&self) -> &Arc<LocalBlocks> {
         &self.blocks
     }
 
@@ -125,9 +126,27 @@ impl Tenant {
     /// or reached it less than `grace` ago. A shipped block is the querier's to read from the bucket; answering
     /// it here too would read it twice. `grace` covers the querier's block list refresh: until it lists the
     /// block, the ingester still answers it, so no sample goes missing in between.
-    pub(crate) fn queryable_blocks(&self, mint: i64, maxt: i64, grace: Duration) -> Vec<Arc<BlockReader>> {
+    ///
+    /// Also returns the ULIDs of the overlapping blocks left to the bucket, sorted: the read's answer names
+    /// them, so the querier can check that it read each of them (or a block compacted from it) from the bucket
+    /// instead of trusting that its list caught up within `grace`.
+    pub(crate) fn queryable_blocks(
+        &self,
+        mint: i64,
+        maxt: i64,
+        grace: Duration,
+    ) -> (Vec<Arc<BlockReader>>, Vec<String>) {
+        let skip = self.left_to_bucket(grace);
+        (
+            self.blocks.overlapping(mint, maxt, &skip),
+            self.blocks.overlapping_of(mint, maxt, &skip),
+        )
+    }
+
+    /// The shipped blocks that reached the bucket at least `grace` ago: reads leave them to the querier.
+    fn left_to_bucket(&self, grace: Duration) -> BTreeSet<String> {
         let Some(shipper) = &self.shipper else {
-            return self.blocks.overlapping(mint, maxt, &BTreeSet::new());
+            return BTreeSet::new();
         };
         let mut skip = shipper.shipped();
         if !grace.is_zero() {
@@ -144,7 +163,18 @@ impl Tenant {
                 now.saturating_duration_since(since) >= grace
             });
         }
-        self.blocks.overlapping(mint, maxt, &skip)
+        skip
+    }
+
+    /// The shipped blocks that reads still answer here (reached the bucket less than `grace` ago): the local
+    /// retention keeps them even when they are past it, so no block leaves this ingester before a querier's
+    /// list can hold it.
+    pub(crate) fn still_answered(&self, grace: Duration) -> BTreeSet<String> {
+        let Some(shipper) = &self.shipper else {
+            return BTreeSet::new();
+        };
+        let left = self.left_to_bucket(grace);
+        shipper.shipped().into_iter().filter(|u| !left.contains(u)).collect()
     }
 
     /// Notes that `ulids` reached the bucket now (see [`Tenant::queryable_blocks`]); a block a read already

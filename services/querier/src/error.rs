@@ -63,6 +63,19 @@ pub enum QuerierError {
     /// Blocks in the bucket could not be listed or read; the answer would miss older data, so none is given.
     #[error("reading blocks from the bucket failed (tenant={tenant}): {reason}")]
     Store { tenant: String, reason: String },
+    /// Ingesters left blocks to the bucket (no longer answer them) that the bucket blocks read do not hold,
+    /// even after listing the bucket again: the answer would miss their samples (Mimir's store consistency
+    /// check).
+    #[error(
+        "err-heddle-store-consistency-check-failed: ingesters no longer answer blocks {blocks} (tenant={tenant}), \
+         and the bucket blocks this querier reads do not hold them, even after listing the bucket again; the \
+         answer would miss their samples, so none is given. Ingesters answer a shipped block for \
+         `blocks_storage.bucket_store.sync_interval` + `blocks_storage.bucket_store.bucket_index.max_stale_period` \
+         after its upload: give ingesters and queriers the same values \
+         (--blocks-storage.bucket-store.sync-interval, --blocks-storage.bucket-store.bucket-index.max-stale-period), \
+         and keep the compactor's retention longer than `blocks_storage.tsdb.retention_period`"
+    )]
+    StoreConsistency { tenant: String, blocks: String },
     /// A fault of the querier itself (a task that panicked).
     #[error("internal querier error: {0}")]
     Internal(String),
@@ -163,7 +176,7 @@ impl QuerierError {
             },
             QuerierError::Ring(_) => StatusCode::SERVICE_UNAVAILABLE,
             QuerierError::InvalidIngesterData(_) | QuerierError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            QuerierError::Store { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            QuerierError::Store { .. } | QuerierError::StoreConsistency { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 

@@ -8,9 +8,10 @@ use futures::{FutureExt, StreamExt};
 use heddle_model::TenantId;
 use heddle_proto::IngesterClient;
 use heddle_proto::ingester::{
-    ExemplarQueryRequest, LabelNamesRequest, LabelValuesRequest, MetricsMetadataRequest, SeriesRequest,
+    ExemplarQueryRequest, LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse,
+    MetricsMetadataRequest, SeriesRequest, SeriesResponse,
 };
-use heddle_proto::prometheus::{Labels as ProtoLabels, MetricMetadata, TimeSeries};
+use heddle_proto::prometheus::{MetricMetadata, TimeSeries};
 use heddle_ring::{InstanceId, ReadSet, ReadTracker};
 use std::future::Future;
 use std::sync::Arc;
@@ -151,41 +152,41 @@ where
     Ok(ok)
 }
 
-/// The label sets of matching series, one `Vec` per answering ingester.
+/// The label sets of matching series, one answer per answering ingester (with the blocks it left to the bucket).
 pub(crate) async fn series(
     set: &IngesterSet,
     tenant: &TenantId,
     req: &SeriesRequest,
-) -> Result<Vec<Vec<ProtoLabels>>, QuerierError> {
+) -> Result<Vec<SeriesResponse>, QuerierError> {
     fan_out(set, |client| {
         let req = req.clone();
-        async move { client.series(tenant, req).await.map(|r| r.series) }
+        async move { client.series(tenant, req).await }
     })
     .await
 }
 
-/// Label names, one `Vec` per answering ingester.
+/// Label names, one answer per answering ingester (with the blocks it left to the bucket).
 pub(crate) async fn label_names(
     set: &IngesterSet,
     tenant: &TenantId,
     req: &LabelNamesRequest,
-) -> Result<Vec<Vec<String>>, QuerierError> {
+) -> Result<Vec<LabelNamesResponse>, QuerierError> {
     fan_out(set, |client| {
         let req = req.clone();
-        async move { client.label_names(tenant, req).await.map(|r| r.names) }
+        async move { client.label_names(tenant, req).await }
     })
     .await
 }
 
-/// Values of one label, one `Vec` per answering ingester.
+/// Values of one label, one answer per answering ingester (with the blocks it left to the bucket).
 pub(crate) async fn label_values(
     set: &IngesterSet,
     tenant: &TenantId,
     req: &LabelValuesRequest,
-) -> Result<Vec<Vec<String>>, QuerierError> {
+) -> Result<Vec<LabelValuesResponse>, QuerierError> {
     fan_out(set, |client| {
         let req = req.clone();
-        async move { client.label_values(tenant, req).await.map(|r| r.values) }
+        async move { client.label_values(tenant, req).await }
     })
     .await
 }

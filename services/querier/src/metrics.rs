@@ -264,3 +264,57 @@ impl IndexHeaderMetrics {
         self.bytes.get_or_create(&SourceLabels { source }).inc_by(bytes);
     }
 }
+
+/// Why a tenant's block list was refreshed before its `sync_interval` ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RefreshReason {
+    /// An ingester named a block it leaves to the bucket that the list did not hold.
+    BlockLeftByIngester,
+    /// A listed block was gone from the bucket when read (deleted by the compactor).
+    BlockGone,
+}
+
+impl RefreshReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            RefreshReason::BlockLeftByIngester => "block_left_by_ingester",
+            RefreshReason::BlockGone => "block_gone",
+        }
+    }
+}
+
+/// `heddle_querier_bucket_store_forced_refreshes_total{reason}`: block lists listed again at once because a
+/// query found them behind the bucket. Steadily rising with `block_left_by_ingester`, the querier's
+/// `sync_interval` or `bucket_index.max_stale_period` is longer than the ingesters' (which derive their
+/// shipped-blocks grace from them); with `block_gone`, `compactor.deletion_delay` is too short.
+#[derive(Debug, Clone)]
+pub(crate) struct ForcedRefreshes(Family<ReasonLabels, Counter>);
+
+impl ForcedRefreshes {
+    pub(crate) fn new(registry: &mut Registry) -> Self {
+        let family = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "heddle_querier_bucket_store_forced_refreshes",
+            "Tenant block lists refreshed before blocks_storage.bucket_store.sync_interval because a query found them \
+             behind the bucket, by reason: block_left_by_ingester (an ingester no longer answers a block the list \
+             did not hold) or block_gone (a listed block was deleted)",
+            family.clone(),
+        );
+        for reason in [RefreshReason::BlockLeftByIngester, RefreshReason::BlockGone] {
+            family
+                .get_or_create(&ReasonLabels {
+                    reason: reason.as_str(),
+                })
+                .inc_by(0);
+        }
+        Self(family)
+    }
+
+    pub(crate) fn inc(&self, reason: RefreshReason) {
+        self.0
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+}

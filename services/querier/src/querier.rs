@@ -9,12 +9,15 @@ use crate::limits::QueryLimiter;
 use crate::merge::merge_samples;
 use crate::metrics::Metrics;
 use crate::select::{Bounds, Merge, SelectedSeries, timeout_error};
-use crate::store::BucketStore;
+use crate::store::{BlockCoverage, BucketStore, StoreAnswer};
 use futures::future::try_join_all;
 use heddle_limits::{Limits, Overrides};
 use heddle_model::{Clock, HistogramSample, Labels, Matcher, Sample, SystemClock, TenantId};
 use heddle_proto::IngesterClient;
-use heddle_proto::ingester::{LabelNamesRequest, LabelValuesRequest, QueryRequest, Selector, SeriesRequest};
+use heddle_proto::ingester::{
+    LabelNamesRequest, LabelNamesResponse, LabelValuesRequest, LabelValuesResponse, QueryRequest, Selector,
+    SeriesRequest,
+};
 use heddle_proto::prometheus::LabelMatcher;
 use heddle_ring::Replicas;
 use prometheus_client::registry::Registry;
@@ -160,6 +163,47 @@ impl Querier {
         }
     }
 
+    /// The bucket and the end of the part of a query it answers, when it is asked.
+    fn store_range(&self, sources: Sources) -> Option<(&BucketStore, i64)> {
+        self.store.as_deref().zip(sources.store_end)
+    }
+
+    /// The store consistency check (Mimir's, for Heddle's hand-over): every block the answering ingesters
+    /// left to the bucket (`left`: shipped past their grace, no longer answered by them) must be held by the
+    /// bucket blocks read, as shipped or inside a block compacted from it. When one is not, the querier's list
+    /// is behind the ingesters' grace (another `sync_interval` or index staleness than theirs, a refresh
+    /// that failed): the list is refreshed at once and `read_more` reads what the blocks read so far do not
+    /// hold. Still missing after that, the query fails rather than answer without those samples.
+    async fn check_store<T, F, Fut>(
+        &self,
+        tenant: &TenantId,
+        left: &BTreeSet<String>,
+        store_asked: bool,
+        mut answer: StoreAnswer<T>,
+        read_more: F,
+    ) -> Result<StoreAnswer<T>, QuerierError>
+    where
+        F: FnOnce(BlockCoverage) -> Fut,
+        Fut: Future<Output = Result<StoreAnswer<T>, QuerierError>>,
+    {
+        let missing = answer.coverage.missing(left);
+        if missing.is_empty() {
+            return Ok(answer);
+        }
+        if let (true, Some(store)) = (store_asked, &self.store) {
+            tracing::info!(tenant = %tenant, blocks = ?missing, "ingesters left blocks to the bucket that the block list lacks; listing again");
+            store.refresh_now(tenant).await?;
+            let more = read_more(answer.coverage.clone()).await?;
+            answer.parts.extend(more.parts);
+            answer.coverage.extend(more.coverage);
+        }
+        let missing = answer.coverage.missing(left);
+        if missing.is_empty() {
+            return Ok(answer);
+        }
+        Err(store_consistency_error(tenant, &missing))
+    }
+
     async fn with_timeout<T>(
         &self,
         tenant: &TenantId,
@@ -184,19 +228,31 @@ impl Querier {
         let deadline = tokio::time::Instant::now() + self.cfg.query_timeout;
         let sources = self.sources(start, end);
         let set = self.read_set_for(sources)?;
-        let blocks = async {
-            match (&self.store, sources.store_end) {
-                // Blocks and ingesters may both hold a range (an ingester answers a shipped block until the
-                // querier's list can have found it): the merge treats each block as one more replica and
-                // de-duplicates.
-                (Some(store), Some(store_end)) => store.query(tenant, start, store_end, matchers, limiter).await,
-                _ => Ok(Vec::new()),
+        let store = self.store_range(sources);
+        // Blocks and ingesters may both hold a range (an ingester answers a shipped block until the querier's
+        // list can have found it): the merge treats each block as one more replica and de-duplicates.
+        let read_store = |read: BlockCoverage| async move {
+            match store {
+                Some((store, store_end)) => store.query(tenant, (start, store_end), matchers, limiter, &read).await,
+                None => Ok(StoreAnswer::default()),
             }
         };
         let opening = async {
-            let (ingesters, blocks) =
-                futures::future::try_join(Merge::open_ingesters(&set, tenant, &req), blocks).await?;
-            Ok(Merge::new(ingesters, blocks, Arc::clone(limiter)))
+            let (ingesters, blocks) = futures::future::try_join(
+                Merge::open_ingesters(&set, tenant, &req),
+                read_store(BlockCoverage::default()),
+            )
+            .await?;
+            let left = ingesters.left_to_bucket();
+            let blocks = self
+                .check_store(tenant, &left, store.is_some(), blocks, read_store)
+                .await?;
+            Ok(Merge::new(
+                ingesters,
+                blocks.parts,
+                blocks.coverage,
+                Arc::clone(limiter),
+            ))
         };
         let merge = match tokio::time::timeout_at(deadline, opening).await {
             Ok(merge) => merge?,
@@ -302,21 +358,31 @@ impl Querier {
         };
         let limiter = self.limiter(tenant);
         let sources = self.sources(start, end);
+        let store = self.store_range(sources);
         self.with_timeout(tenant, async {
             let set = self.read_set_for(sources)?;
             let mut out = BTreeSet::new();
+            let answers = fetch::series(&set, tenant, &req).await?;
+            let left = left_to_bucket(answers.iter().map(|a| &a.blocks_left_to_bucket));
             // Each answer is counted as it is taken, before it is merged into the result.
-            for answer in fetch::series(&set, tenant, &req).await? {
-                limiter.add(FetchLimit::Series, answer.len())?;
-                for labels in answer {
+            for answer in answers {
+                limiter.add(FetchLimit::Series, answer.series.len())?;
+                for labels in answer.series {
                     out.insert(labels_from_proto(&labels.labels)?);
                 }
             }
-            if let (Some(store), Some(store_end)) = (&self.store, sources.store_end) {
-                for matchers in selectors {
-                    let stored = store.series(tenant, start, store_end, matchers).await?;
-                    limiter.add(FetchLimit::Series, stored.len())?;
-                    out.extend(stored);
+            for matchers in selectors {
+                let read = |read: BlockCoverage| async move {
+                    match store {
+                        Some((store, store_end)) => store.series(tenant, (start, store_end), matchers, &read).await,
+                        None => Ok(StoreAnswer::default()),
+                    }
+                };
+                let first = read(BlockCoverage::default()).await?;
+                let stored = self.check_store(tenant, &left, store.is_some(), first, read).await?;
+                for part in stored.parts {
+                    limiter.add(FetchLimit::Series, part.len())?;
+                    out.extend(part);
                 }
             }
             Ok(out.into_iter().collect())
@@ -340,19 +406,32 @@ impl Querier {
             end_timestamp_ms: end,
             matchers,
         });
+        let store = self.store_range(sources);
         self.with_timeout(tenant, async {
-            let answers = try_join_all(requests.map(|req| {
+            let answers: Vec<LabelNamesResponse> = try_join_all(requests.map(|req| {
                 let set = &set;
                 async move { fetch::label_names(set, tenant, &req).await }
             }))
-            .await?;
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+            let left = left_to_bucket(answers.iter().map(|a| &a.blocks_left_to_bucket));
             let mut stored = Vec::new();
-            if let (Some(store), Some(store_end)) = (&self.store, sources.store_end) {
-                for matchers in selectors_or_all(selectors) {
-                    stored.extend(store.label_names(tenant, start, store_end, matchers).await?);
-                }
+            for matchers in selectors_or_all(selectors) {
+                let read = |read: BlockCoverage| async move {
+                    match store {
+                        Some((store, store_end)) => {
+                            store.label_names(tenant, (start, store_end), matchers, &read).await
+                        }
+                        None => Ok(StoreAnswer::default()),
+                    }
+                };
+                let first = read(BlockCoverage::default()).await?;
+                let answer = self.check_store(tenant, &left, store.is_some(), first, read).await?;
+                stored.extend(answer.parts.into_iter().flatten());
             }
-            Ok(sorted_union(answers.into_iter().flatten().flatten().chain(stored)))
+            Ok(sorted_union(answers.into_iter().flat_map(|a| a.names).chain(stored)))
         })
         .await
     }
@@ -375,19 +454,34 @@ impl Querier {
             end_timestamp_ms: end,
             matchers,
         });
+        let store = self.store_range(sources);
         self.with_timeout(tenant, async {
-            let answers = try_join_all(requests.map(|req| {
+            let answers: Vec<LabelValuesResponse> = try_join_all(requests.map(|req| {
                 let set = &set;
                 async move { fetch::label_values(set, tenant, &req).await }
             }))
-            .await?;
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+            let left = left_to_bucket(answers.iter().map(|a| &a.blocks_left_to_bucket));
             let mut stored = Vec::new();
-            if let (Some(store), Some(store_end)) = (&self.store, sources.store_end) {
-                for matchers in selectors_or_all(selectors) {
-                    stored.extend(store.label_values(tenant, name, start, store_end, matchers).await?);
-                }
+            for matchers in selectors_or_all(selectors) {
+                let read = |read: BlockCoverage| async move {
+                    match store {
+                        Some((store, store_end)) => {
+                            store
+                                .label_values(tenant, name, (start, store_end), matchers, &read)
+                                .await
+                        }
+                        None => Ok(StoreAnswer::default()),
+                    }
+                };
+                let first = read(BlockCoverage::default()).await?;
+                let answer = self.check_store(tenant, &left, store.is_some(), first, read).await?;
+                stored.extend(answer.parts.into_iter().flatten());
             }
-            Ok(sorted_union(answers.into_iter().flatten().flatten().chain(stored)))
+            Ok(sorted_union(answers.into_iter().flat_map(|a| a.values).chain(stored)))
         })
         .await
     }
@@ -422,6 +516,24 @@ pub(crate) fn split_by_time(
     Sources {
         ingesters,
         store_end: (store_end >= start).then_some(store_end),
+    }
+}
+
+/// The blocks a set of ingester answers left to the bucket, together.
+pub(crate) fn left_to_bucket<'a>(lists: impl IntoIterator<Item = &'a Vec<String>>) -> BTreeSet<String> {
+    lists.into_iter().flatten().cloned().collect()
+}
+
+/// The consistency check's failure, naming the first few blocks missing.
+pub(crate) fn store_consistency_error(tenant: &TenantId, missing: &[String]) -> QuerierError {
+    const NAMED: usize = 5;
+    let mut blocks = missing.iter().take(NAMED).cloned().collect::<Vec<_>>().join(",");
+    if missing.len() > NAMED {
+        blocks.push_str(&format!(" and {} more", missing.len() - NAMED));
+    }
+    QuerierError::StoreConsistency {
+        tenant: tenant.to_string(),
+        blocks,
     }
 }
 

@@ -20,12 +20,14 @@ use crate::error::{FetchLimit, QuerierError};
 use crate::fetch::{FanOut, IngesterSet};
 use crate::limits::QueryLimiter;
 use crate::merge::merge_chunks;
+use crate::store::BlockCoverage;
 use futures::StreamExt;
 use heddle_model::{Labels, TenantId};
 use heddle_proto::QueryStream;
 use heddle_proto::ingester::{QueryRequest, QueryStreamResponse};
 use heddle_proto::prometheus::ChunkedSeries;
 use heddle_tsdb::SeriesChunks;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -108,12 +110,25 @@ pub(crate) struct Merge {
     position: Option<Labels>,
     /// The request's fetch budget.
     limiter: Arc<QueryLimiter>,
+    /// What the bucket blocks merged hold: a reserve that joins must have left no other block to the bucket.
+    coverage: BlockCoverage,
 }
 
 /// The ingesters' streams once enough of them answered, and the others in reserve.
 pub(crate) struct IngesterStreams {
     opened: Vec<(usize, Opened)>,
     reserve: FanOut<'static, Opened>,
+}
+
+impl IngesterStreams {
+    /// The blocks the opened ingesters left to the bucket (named in their first messages).
+    pub(crate) fn left_to_bucket(&self) -> BTreeSet<String> {
+        crate::querier::left_to_bucket(
+            self.opened
+                .iter()
+                .filter_map(|(_, (first, _))| first.as_ref().map(|m| &m.blocks_left_to_bucket)),
+        )
+    }
 }
 
 impl Merge {
@@ -142,8 +157,13 @@ impl Merge {
     }
 
     /// The merge of the opened ingester streams and `blocks`, the bucket's answers (one sorted list per block,
-    /// oldest block first), counting what it fetches and yields against `limiter`.
-    pub(crate) fn new(ingesters: IngesterStreams, blocks: Vec<Vec<SeriesChunks>>, limiter: Arc<QueryLimiter>) -> Self {
+    /// oldest block first) whose blocks hold `coverage`, counting what it fetches and yields against `limiter`.
+    pub(crate) fn new(
+        ingesters: IngesterStreams,
+        blocks: Vec<Vec<SeriesChunks>>,
+        coverage: BlockCoverage,
+        limiter: Arc<QueryLimiter>,
+    ) -> Self {
         let mut slots: Vec<Slot> = ingesters
             .opened
             .into_iter()
@@ -160,6 +180,7 @@ impl Merge {
             reserve: ingesters.reserve,
             position: None,
             limiter,
+            coverage,
         }
     }
 
@@ -196,6 +217,17 @@ impl Merge {
                     while !self.reserve.complete()
                         && let Some((index, opened)) = self.reserve.next().await?
                     {
+                        // The bucket blocks were read for the ingesters opened first; one that joins now
+                        // must not leave the bucket a block they do not hold.
+                        let left = opened
+                            .0
+                            .as_ref()
+                            .map(|m| m.blocks_left_to_bucket.as_slice())
+                            .unwrap_or_default();
+                        let missing = self.coverage.missing(left);
+                        if !missing.is_empty() {
+                            return Err(crate::querier::store_consistency_error(self.limiter.tenant(), &missing));
+                        }
                         let source = Source::ingester(index, opened);
                         let at = self.slots.partition_point(|s| s.source.rank() < source.rank());
                         self.slots.insert(at, Slot::new(source, true));

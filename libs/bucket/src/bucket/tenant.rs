@@ -86,6 +86,45 @@ impl Bucket {
         Ok(out)
     }
 
+    /// The tenant's deletion marks alone (one listing, then the marks found), sorted by ULID.
+    ///
+    /// A reader that wants marks and blocks consistent takes the marks first and the blocks
+    /// ([`Bucket::list_tenant`]) after: a compactor uploads a merged block before it marks the sources, so every
+    /// mark seen by the first listing has its replacement complete before the second one starts. One listing of
+    /// both can see a mark and miss its replacement on a store whose listing is not a snapshot and not in key
+    /// order (the filesystem backend walks directories in the order the OS gives).
+    pub async fn list_deletion_marks(&self, tenant: &TenantId) -> Result<Vec<DeletionMark>, BucketError> {
+        let prefix = object_path(tenant.as_str());
+        let objects = self
+            .call("iter", &prefix, || {
+                self.inner.store.list(Some(&prefix)).try_collect::<Vec<_>>()
+            })
+            .await?;
+        let marks: Vec<(String, ObjectPath)> = objects
+            .iter()
+            .filter_map(|o| {
+                let parts: Vec<_> = o.location.parts().collect();
+                let ulid = parts.get(1)?.as_ref();
+                (parts.len() == 3 && parts[2].as_ref() == DELETION_MARK_FILENAME && is_ulid(ulid))
+                    .then(|| (ulid.to_owned(), o.location.clone()))
+            })
+            .collect();
+        let fetched: Vec<Option<DeletionMark>> = futures::stream::iter(marks)
+            .map(|(ulid, key)| async move { self.fetch_mark(&ulid, &key).await })
+            .buffer_unordered(META_FETCH_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut out: Vec<DeletionMark> = fetched.into_iter().flatten().collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// The `meta.json` of block `ulid`, `None` when the block is not (or no longer) complete in the bucket.
+    pub async fn read_block_meta(&self, tenant: &TenantId, ulid: &str) -> Result<Option<BlockMeta>, BucketError> {
+        super::check_ulid(ulid)?;
+        self.fetch_meta(&object_key(tenant, ulid, META_FILENAME)).await
+    }
+
     async fn fetch_mark(&self, ulid: &str, key: &ObjectPath) -> Result<Option<DeletionMark>, BucketError> {
         let bytes = match self.get_bytes(key).await {
             Ok(b) => b,

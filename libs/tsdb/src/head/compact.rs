@@ -55,6 +55,21 @@ impl Head {
         tenant: Option<&str>,
         force: bool,
     ) -> Result<CompactStats, TsdbError> {
+        self.compact_then(parent, range_ms, tenant, force, |_| Ok(()))
+    }
+
+    /// [`Head::compact`] that hands the blocks written to `publish` before the head is truncated, so a reader
+    /// of the head and its blocks (read in that order) finds every sample in one of them at every moment:
+    /// before the truncation in the head, after it in a block `publish` has made readable. When `publish`
+    /// fails the head is not truncated (its samples stay readable there) and the error is returned.
+    pub fn compact_then(
+        &self,
+        parent: &Path,
+        range_ms: i64,
+        tenant: Option<&str>,
+        force: bool,
+        publish: impl FnOnce(&[BlockMeta]) -> Result<(), TsdbError>,
+    ) -> Result<CompactStats, TsdbError> {
         let _one_at_a_time = lock(&self.compacting);
         if lock(&self.appender).wal.is_none() {
             return Err(TsdbError::Closed);
@@ -84,6 +99,7 @@ impl Head {
             truncate_at = Some(maxt);
         }
         if let Some(t) = truncate_at {
+            publish(&out.blocks)?;
             out.truncate = Some(self.truncate(t)?);
         }
         Ok(out)

@@ -118,6 +118,45 @@ fn due_range_becomes_a_block_and_leaves_the_head() {
     assert_eq!(head.compactable_range(H2), None, "nothing else is due");
 }
 
+/// `compact_then` hands over the blocks while the head still holds their samples, so a reader of the head and
+/// then of the blocks published finds every sample at every moment; when the hand-over fails, the head keeps
+/// them.
+#[test]
+fn blocks_are_published_before_the_head_lets_go_of_their_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, _) = Head::open(dir.path(), opts()).unwrap();
+    fill(&head, 0, H2 + H2 / 2);
+    let before = all_samples(&head);
+
+    let err = head
+        .compact_then(dir.path(), H2, None, true, |_| Err(TsdbError::Closed))
+        .unwrap_err();
+    assert!(matches!(err, TsdbError::Closed), "{err:?}");
+    assert_eq!(all_samples(&head), before, "a failed hand-over truncates nothing");
+
+    // Past the failed turn's minimum valid time, a forced compaction of what is left.
+    fill(&head, 2 * H2, 2 * H2 + 10 * STEP);
+    let before = all_samples(&head);
+    let mut seen = None;
+    let out = head
+        .compact_then(dir.path(), H2, None, true, |written| {
+            seen = Some((
+                written.iter().map(|m| m.ulid.clone()).collect::<Vec<_>>(),
+                all_samples(&head),
+            ));
+            Ok(())
+        })
+        .unwrap();
+    let (published, head_then) = seen.expect("the blocks were handed over");
+    assert_eq!(
+        published,
+        out.blocks.iter().map(|m| m.ulid.clone()).collect::<Vec<_>>(),
+        "every block written is handed over"
+    );
+    assert_eq!(head_then, before, "the head still held every sample when they were");
+    assert!(all_samples(&head).is_empty(), "and lets go of them after");
+}
+
 #[test]
 fn forced_compaction_empties_the_head_and_refuses_older_samples() {
     let dir = tempfile::tempdir().unwrap();

@@ -454,3 +454,106 @@ async fn without_shipping_a_tenant_with_blocks_is_not_closed() {
     assert_eq!(query_all(&ing).await.len(), 2, "its blocks are still served");
     ing.close().await;
 }
+
+/// Reads name the shipped blocks they leave to the bucket (the querier checks that it read each of them there),
+/// and only those overlapping the read; a block still answered here is not named, and the local retention keeps
+/// it however old its samples, since the querier may not list it yet.
+#[tokio::test]
+async fn reads_name_the_blocks_left_to_the_bucket_and_retention_waits_for_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket_dir = tempfile::tempdir().unwrap();
+    let ing = ingester(dir.path(), bucket_dir.path());
+    ing.open_existing().await.unwrap();
+    push(&ing, 0, 2 * H2).await;
+    assert_eq!(ing.compact_tenant(&tenant(), false).await.unwrap().len(), 1);
+    let shipped = ing.ship_tenant(&tenant()).await.unwrap().unwrap().uploaded;
+    assert_eq!(shipped.len(), 1);
+    let query = |from: i64, to: i64| QueryRequest {
+        start_timestamp_ms: from,
+        end_timestamp_ms: to,
+        matchers: vec![LabelMatcher {
+            r#type: 0,
+            name: "__name__".into(),
+            value: "m".into(),
+        }],
+    };
+    let left = |ing: Arc<Ingester>, from: i64, to: i64| async move {
+        let mut stream = ing.query_stream(&tenant(), query(from, to)).await.unwrap();
+        let first = stream.next().await.map(|m| m.unwrap()).unwrap_or_default();
+        let mut later = Vec::new();
+        while let Some(m) = stream.next().await {
+            later.extend(m.unwrap().blocks_left_to_bucket);
+        }
+        assert!(later.is_empty(), "named after the first message: {later:?}");
+        first.blocks_left_to_bucket
+    };
+
+    ing.set_shipped_blocks_grace(std::time::Duration::from_secs(3600));
+    assert!(
+        left(ing.clone(), 0, 2 * H2).await.is_empty(),
+        "within the grace it is answered here"
+    );
+    let t = ing.tenant(&tenant()).unwrap();
+    let metrics = crate::metrics::BlockMetrics::default();
+    // Its samples are hours older than a 1 ms retention, but reads still answer it.
+    crate::blocks::delete_expired(
+        &t,
+        std::time::Duration::from_millis(1),
+        std::time::Duration::from_secs(3600),
+        &metrics,
+    )
+    .await;
+    assert_eq!(t.blocks().len(), 1, "kept while still answered here");
+
+    ing.set_shipped_blocks_grace(std::time::Duration::ZERO);
+    assert_eq!(left(ing.clone(), 0, 2 * H2).await, shipped, "left to the bucket: named");
+    // Named in the first message even without series there: the block holds the range, the head not.
+    assert_eq!(left(ing.clone(), 0, H2 - STEP).await, shipped, "named without series");
+    assert!(
+        left(ing.clone(), H2, 2 * H2).await.is_empty(),
+        "a range the block does not hold"
+    );
+    let series = SeriesRequest {
+        start_timestamp_ms: 0,
+        end_timestamp_ms: 2 * H2,
+        selectors: vec![heddle_proto::ingester::Selector {
+            matchers: query(0, 0).matchers,
+        }],
+    };
+    assert_eq!(
+        ing.series(&tenant(), series).await.unwrap().blocks_left_to_bucket,
+        shipped
+    );
+    let names = LabelNamesRequest {
+        start_timestamp_ms: 0,
+        end_timestamp_ms: 2 * H2,
+        matchers: Vec::new(),
+    };
+    assert_eq!(
+        ing.label_names(&tenant(), names).await.unwrap().blocks_left_to_bucket,
+        shipped
+    );
+    let values = LabelValuesRequest {
+        name: "id".into(),
+        start_timestamp_ms: 0,
+        end_timestamp_ms: 2 * H2,
+        matchers: Vec::new(),
+    };
+    assert_eq!(
+        ing.label_values(&tenant(), values).await.unwrap().blocks_left_to_bucket,
+        shipped
+    );
+
+    crate::blocks::delete_expired(
+        &t,
+        std::time::Duration::from_millis(1),
+        std::time::Duration::ZERO,
+        &metrics,
+    )
+    .await;
+    assert_eq!(
+        t.blocks().len(),
+        0,
+        "past the retention and left to the bucket: deleted"
+    );
+}

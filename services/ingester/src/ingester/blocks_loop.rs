@@ -50,7 +50,7 @@ impl Ingester {
                         if let Err(e) = crate::blocks::ship(&tenant, metrics).await {
                             tracing::warn!(tenant = %tenant.id(), error = %e, "shipping blocks failed; retrying on the next tick");
                         }
-                        crate::blocks::delete_expired(&tenant, self.tsdb.retention_period, metrics).await;
+                        crate::blocks::delete_expired(&tenant, self.tsdb.retention_period, self.shipped_blocks_grace(), metrics).await;
                     }
                 }
             }

@@ -61,7 +61,12 @@ async fn merge(set: &IngesterSet, blocks: Vec<Vec<SeriesChunks>>) -> Result<Vec<
         0,
         crate::metrics::Metrics::new(&mut prometheus_client::registry::Registry::default()),
     );
-    let mut m = Merge::new(ingesters, blocks, std::sync::Arc::new(limiter));
+    let mut m = Merge::new(
+        ingesters,
+        blocks,
+        BlockCoverage::default(),
+        std::sync::Arc::new(limiter),
+    );
     let mut out = Vec::new();
     while let Some(s) = m.next().await? {
         out.push(s);

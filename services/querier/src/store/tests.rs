@@ -48,9 +48,11 @@ pub(super) async fn upload(bucket: &Bucket, scratch: &Path, min_time: i64, max_t
 pub(super) async fn jobs(store: &BucketStore, mint: i64, maxt: i64) -> Result<Vec<String>, QuerierError> {
     let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
     let mut out: Vec<String> = store
-        .series(&tenant(), mint, maxt, &m)
+        .series(&tenant(), (mint, maxt), &m, &BlockCoverage::default())
         .await?
+        .parts
         .iter()
+        .flatten()
         .map(|l| l.get("job").unwrap_or_default().to_owned())
         .collect();
     out.sort();
@@ -184,7 +186,10 @@ async fn blocks_are_weighed_against_the_fetch_limits_before_their_chunks_are_rea
         max_fetched_chunks_per_query: 2,
         ..heddle_limits::Limits::default()
     });
-    let err = store.query(&tenant(), 0, 5000, &m, &two_chunks).await.unwrap_err();
+    let err = store
+        .query(&tenant(), (0, 5000), &m, &two_chunks, &BlockCoverage::default())
+        .await
+        .unwrap_err();
     assert!(err.to_string().starts_with("err-heddle-max-chunks-per-query"), "{err}");
     assert!(
         two_chunks.fetched(FetchLimit::ChunkBytes) > 0,
@@ -197,7 +202,10 @@ async fn blocks_are_weighed_against_the_fetch_limits_before_their_chunks_are_rea
         ..heddle_limits::Limits::default()
     });
     one_series.add(FetchLimit::Series, 1).unwrap();
-    let err = store.query(&tenant(), 0, 999, &m, &one_series).await.unwrap_err();
+    let err = store
+        .query(&tenant(), (0, 999), &m, &one_series, &BlockCoverage::default())
+        .await
+        .unwrap_err();
     assert!(err.to_string().starts_with("err-heddle-max-series-per-query"), "{err}");
     assert_eq!(
         one_series.fetched(FetchLimit::ChunkBytes),
@@ -212,7 +220,15 @@ async fn blocks_are_weighed_against_the_fetch_limits_before_their_chunks_are_rea
 
     // Within the limits every block answers.
     let open = limiter(heddle_limits::Limits::default());
-    assert_eq!(store.query(&tenant(), 0, 5000, &m, &open).await.unwrap().len(), 3);
+    assert_eq!(
+        store
+            .query(&tenant(), (0, 5000), &m, &open, &BlockCoverage::default())
+            .await
+            .unwrap()
+            .parts
+            .len(),
+        3
+    );
     assert_eq!(open.fetched(FetchLimit::Chunks), 3);
 }
 
@@ -269,9 +285,15 @@ async fn a_blocks_chunks_are_read_in_few_gets_whose_bytes_count_before_they_are_
     let m = [Matcher::new(heddle_model::MatchType::Equal, "__name__", "up").unwrap()];
 
     // The index reads of a selection (postings, series entries), with the block opened first.
-    store.series(&tenant(), 0, 1000, &m).await.unwrap();
+    store
+        .series(&tenant(), (0, 1000), &m, &BlockCoverage::default())
+        .await
+        .unwrap();
     let before = ranged_gets(&registry);
-    store.series(&tenant(), 0, 1000, &m).await.unwrap();
+    store
+        .series(&tenant(), (0, 1000), &m, &BlockCoverage::default())
+        .await
+        .unwrap();
     let index_gets = ranged_gets(&registry) - before;
 
     // A byte limit below what the chunk reads would fetch: refused with no chunk read.
@@ -280,7 +302,10 @@ async fn a_blocks_chunks_are_read_in_few_gets_whose_bytes_count_before_they_are_
         ..heddle_limits::Limits::default()
     });
     let before = ranged_gets(&registry);
-    let err = store.query(&tenant(), 0, 1000, &m, &small).await.unwrap_err();
+    let err = store
+        .query(&tenant(), (0, 1000), &m, &small, &BlockCoverage::default())
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().starts_with("err-heddle-max-chunks-bytes-per-query"),
         "{err}"
@@ -290,9 +315,12 @@ async fn a_blocks_chunks_are_read_in_few_gets_whose_bytes_count_before_they_are_
     // Within the limit: 300 chunks in a couple of GETs (the segment header, one run), counted with their gaps.
     let open = limiter(heddle_limits::Limits::default());
     let before = ranged_gets(&registry);
-    let got = store.query(&tenant(), 0, 1000, &m, &open).await.unwrap();
+    let got = store
+        .query(&tenant(), (0, 1000), &m, &open, &BlockCoverage::default())
+        .await
+        .unwrap();
     let chunk_gets = ranged_gets(&registry) - before - index_gets;
-    assert_eq!(got[0].len(), 300);
+    assert_eq!(got.parts[0].len(), 300);
     assert!(chunk_gets <= 2, "{chunk_gets} GETs for 300 chunks");
     let counted = open.fetched(FetchLimit::ChunkBytes);
     assert!(
