@@ -149,6 +149,8 @@ impl SoakConfig {
                 (idle / 2).max(1)
             ),
             format!("--blocks-storage.tsdb.close-idle-tsdb-timeout={idle}s"),
+            // Per-tenant series leave /metrics on the same clock as the heads.
+            format!("--server.tenant-metrics-idle-timeout={idle}s"),
             "--blocks-storage.tsdb.ship-interval=5s".into(),
             "--blocks-storage.tsdb.retention-period=1m".into(),
             "--blocks-storage.tsdb.wal-segment-size-bytes=65536".into(),
