@@ -13,6 +13,11 @@
 //! `partial_success` counts the data points refused (by the translation, such as delta sums, or by validation
 //! and ingesters, one per Prometheus sample) and says why; otherwise 400 (malformed body), 413, 415, 429 or 5xx
 //! with a `google.rpc.Status` whose message names what was wrong.
+//!
+//! A small body can decode and translate into gigabytes (empty points, labels copied onto every bucket's
+//! series), so each stage reserves what it will allocate in the in-flight budget before allocating it: the
+//! inflated body step by step, the decoded request by [`measure`]'s walk of its bytes, the translation by
+//! [`translate::bound`], the encoded translation by its length. Those stages run on a blocking thread.
 
 #[cfg(test)]
 mod arbitrary;

@@ -521,7 +521,11 @@ async fn a_request_whose_translation_would_pass_the_inflight_budget_is_refused()
 
     let (status, _, answer) = post(&s.app, &headers, gzip(&export_request(vec![histogram(20)]))).await;
     assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&answer));
-    assert_eq!(s.fake.pushed_series().len(), 20 + 2 + 1, "buckets, +Inf, count and target_info");
+    assert_eq!(
+        s.fake.pushed_series().len(),
+        20 + 2 + 1,
+        "buckets, +Inf, count and target_info"
+    );
 }
 
 /// OTLP JSON as a sender writes it by hand, with proto3's JSON mapping: 64-bit integers as strings or numbers,

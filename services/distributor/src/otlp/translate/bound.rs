@@ -26,9 +26,9 @@ use std::mem::size_of;
 /// One node of a `BTreeMap<String, String>`, its largest kind (an internal node: eleven keys and values and
 /// twelve edges, with its header).
 const MAP_NODE: usize = 11 * 2 * size_of::<String>() + 12 * size_of::<usize>() + 16;
-/// A refusal message: its template and a quoted name of at most `QUOTED_CHARS` characters, each escaped
-/// to at most ten bytes.
-const MESSAGE: usize = 2048;
+/// A refusal message, as `format!` grows it: its template and at most two quoted names (a metric's and an
+/// attribute's) of at most `QUOTED_CHARS` characters each, each character escaped to at most ten bytes.
+const MESSAGE: usize = 8192;
 /// What naming one metric holds for a while, per byte of its name and unit (a word of each character
 /// between separators, in a list of owned strings) and in all.
 const NAMING_PER_BYTE: usize = 128;

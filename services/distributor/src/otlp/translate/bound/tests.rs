@@ -130,6 +130,56 @@ fn promoted_attributes_are_counted_on_every_series() {
     assert!(sizes.bytes < 2 * peak, "bound {} for a peak of {peak}", sizes.bytes);
 }
 
+/// Refusal messages quote names: long ones, full of characters that escape to ten bytes, are cut before
+/// they are quoted, and what the messages take stays within the bound.
+#[test]
+fn refusal_messages_are_bounded() {
+    use opentelemetry_proto::tonic::metrics::v1::{Sum, number_data_point::Value};
+    let point = |key: String| NumberDataPoint {
+        attributes: vec![kv(&key, "v")],
+        value: Some(Value::AsDouble(1.0)),
+        ..NumberDataPoint::default()
+    };
+    let metrics = (0..20).map(|i| {
+        let data = if i % 2 == 0 {
+            // Refused for its temporality: the message quotes the OTLP name.
+            Data::Sum(Sum {
+                data_points: vec![point("k".into())],
+                aggregation_temporality: 1,
+                is_monotonic: true,
+            })
+        } else {
+            // Refused for an attribute that escapes to underscores: the message quotes the name and the key.
+            Data::Gauge(Gauge {
+                data_points: vec![point(".".repeat(3000 + i))],
+            })
+        };
+        Metric {
+            name: format!("{i}{}", if i % 2 == 0 { "\u{e0001}" } else { "a" }.repeat(5000)),
+            data: Some(data),
+            ..Metric::default()
+        }
+    });
+    let req = ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            scope_metrics: vec![ScopeMetrics {
+                metrics: metrics.collect(),
+                ..ScopeMetrics::default()
+            }],
+            ..ResourceMetrics::default()
+        }],
+    };
+    check(&req, DEFAULT).unwrap();
+    let t = translate(&req, DEFAULT, &bound(&req, DEFAULT), usize::MAX);
+    assert_eq!(t.refused_points, 20);
+    assert_eq!(t.messages.len(), MAX_REFUSAL_MESSAGES);
+    assert!(
+        t.messages.iter().all(|m| m.len() < MESSAGE / 2),
+        "{:?}",
+        t.messages.iter().map(String::len).collect::<Vec<_>>()
+    );
+}
+
 fn strategy() -> impl Strategy<Value = OtelTranslationStrategy> {
     prop_oneof![
         Just(OtelTranslationStrategy::UnderscoreEscapingWithSuffixes),
