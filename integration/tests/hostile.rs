@@ -14,6 +14,8 @@
 mod admin;
 #[path = "hostile/case.rs"]
 mod case;
+#[path = "hostile/otlp.rs"]
+mod otlp;
 #[path = "hostile/push.rs"]
 mod push;
 #[path = "hostile/read.rs"]
@@ -40,6 +42,7 @@ fn all_cases(now: i64) -> Vec<Case> {
         push::cases(now),
         read::cases(now),
         admin::cases(now),
+        otlp::cases(now),
     ]
     .into_iter()
     .flatten()
