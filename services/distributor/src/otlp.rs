@@ -199,7 +199,10 @@ fn prepare(job: Job) -> Result<Prepared, PushError> {
             let created = &translated.created;
             encode_write_request_created(&translated.request, |i| created[i])
         } else {
-            translated.request.encode_to_vec()
+            // `encode_to_vec` without measuring the request a second time.
+            let mut encoded = Vec::with_capacity(len);
+            translated.request.encode_raw(&mut encoded);
+            encoded
         }
     };
     // The translation goes once it is encoded: only one copy of the series is held during the push.

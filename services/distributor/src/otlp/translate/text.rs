@@ -35,7 +35,11 @@ pub(super) fn exact(write: impl Fn(&mut dyn fmt::Write)) -> String {
 /// An attribute value as Prometheus' translator writes it: strings as they are, numbers and booleans in
 /// their usual text, bytes in base64, arrays and maps as JSON.
 pub(super) fn value_string(v: Option<&AnyValue>) -> String {
-    exact(|out| write_value(v.and_then(|v| v.value.as_ref()), false, out))
+    match v.and_then(|v| v.value.as_ref()) {
+        // The common case, copied at its length.
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        v => exact(|out| write_value(v, false, out)),
+    }
 }
 
 /// The length of [`value_string`]`(v)`.
