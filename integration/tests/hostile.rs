@@ -16,6 +16,8 @@ mod admin;
 mod case;
 #[path = "hostile/doors.rs"]
 mod doors;
+#[path = "hostile/otlp.rs"]
+mod otlp;
 #[path = "hostile/push.rs"]
 mod push;
 #[path = "hostile/read.rs"]
@@ -43,6 +45,7 @@ fn all_cases(now: i64) -> Vec<Case> {
         read::cases(now),
         admin::cases(now),
         doors::cases(now),
+        otlp::cases(now),
     ]
     .into_iter()
     .flatten()

@@ -42,9 +42,10 @@ macro_rules! catalogue {
 }
 
 catalogue! {
-    /// The body is larger than `distributor.max_recv_msg_size`.
+    /// The body is larger than `distributor.max_recv_msg_size`, or an OTLP request would take more than the
+    /// whole in-flight budget once decoded or translated.
     REQUEST_TOO_LARGE = "err-heddle-request-too-large", 413, Request,
-        "the request body is over `distributor.max_recv_msg_size`: send smaller batches or raise the limit";
+        "the request body is over `distributor.max_recv_msg_size`: send smaller batches or raise the limit; or an OTLP request that, decoded or translated into series (labels copied onto every series), would take more than the whole in-flight budget (`distributor.instance_limits.max_inflight_push_requests_bytes`)";
     /// The snappy header declares more than `distributor.max_decompressed_size`.
     DECOMPRESSED_TOO_LARGE = "err-heddle-decompressed-too-large", 400, Request,
         "the snappy body declares more decompressed bytes than `distributor.max_decompressed_size` (for remote write 2.0: or its series, with labels resolved from its symbol table, would)";

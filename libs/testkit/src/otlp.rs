@@ -93,6 +93,20 @@ pub fn encode_otlp_request(req: &WriteRequest) -> Result<Vec<u8>, TestkitError> 
         })
 }
 
+/// Gzip of what `write` writes, compressed as it is written: a body of many megabytes that compresses well
+/// (a hostile one) is never held whole.
+pub fn gzip_stream(
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<Vec<u8>, TestkitError> {
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    write(&mut gz)
+        .and_then(|()| gz.finish())
+        .map_err(|e| TestkitError::Encode {
+            what: "gzip",
+            detail: e.to_string(),
+        })
+}
+
 /// Posts a gzip-compressed protobuf export request (as [`encode_otlp_request`] makes) to `url`
 /// (`.../otlp/v1/metrics`), with `X-Scope-OrgID` when `tenant` is set. A 200 whose `partial_success` refused
 /// points keeps status 200 and carries `rejected N data points: <message>` as its body; a full success has an

@@ -63,6 +63,14 @@ pub enum PushError {
          (`distributor.instance_limits.max_inflight_push_requests_bytes`); send smaller batches"
     )]
     OtlpDecodedTooLarge { bound: usize, limit: usize },
+    #[error(
+        "err-heddle-request-too-large: the OTLP request's translation into Prometheus series (each resource and \
+         point label copied onto every series of the point) may take up to {bound} bytes, which with the request \
+         is more than the distributor's in-flight limit of {limit} bytes for all requests \
+         (`distributor.instance_limits.max_inflight_push_requests_bytes`); send smaller batches, or fewer \
+         attributes or histogram buckets per point"
+    )]
+    OtlpTranslationTooLarge { bound: usize, limit: usize },
     #[error("err-heddle-invalid-otlp: request body is not a valid OTLP ExportMetricsServiceRequest: {detail}")]
     InvalidOtlp { detail: String },
     #[error(
@@ -152,7 +160,9 @@ impl PushError {
     /// The stable id that starts the message.
     pub fn id(&self) -> &'static str {
         match self {
-            PushError::BodyTooLarge { .. } | PushError::OtlpDecodedTooLarge { .. } => error_id::REQUEST_TOO_LARGE,
+            PushError::BodyTooLarge { .. }
+            | PushError::OtlpDecodedTooLarge { .. }
+            | PushError::OtlpTranslationTooLarge { .. } => error_id::REQUEST_TOO_LARGE,
             PushError::UnsupportedContentEncoding { .. } => error_id::UNSUPPORTED_CONTENT_ENCODING,
             PushError::UnsupportedContentType { .. } => error_id::UNSUPPORTED_CONTENT_TYPE,
             PushError::DecompressedTooLarge { .. } | PushError::ExpandedTooLarge { .. } => {
@@ -179,7 +189,9 @@ impl PushError {
     /// HTTP status for the remote-write response.
     pub fn status(&self) -> StatusCode {
         match self {
-            PushError::BodyTooLarge { .. } | PushError::OtlpDecodedTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            PushError::BodyTooLarge { .. }
+            | PushError::OtlpDecodedTooLarge { .. }
+            | PushError::OtlpTranslationTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             // 5xx, not 408: Prometheus drops a batch refused with a 4xx, and a slow body is the network's doing.
             PushError::BodyReadTimeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             // As Mimir: the distributor protects itself, the sender backs off and retries.
@@ -208,9 +220,10 @@ impl PushError {
     /// gRPC code for callers that speak gRPC (same meaning as [`PushError::status`]).
     pub fn grpc_code(&self) -> tonic::Code {
         match self {
-            PushError::BodyTooLarge { .. } | PushError::OtlpDecodedTooLarge { .. } | PushError::RateLimited { .. } => {
-                tonic::Code::ResourceExhausted
-            }
+            PushError::BodyTooLarge { .. }
+            | PushError::OtlpDecodedTooLarge { .. }
+            | PushError::OtlpTranslationTooLarge { .. }
+            | PushError::RateLimited { .. } => tonic::Code::ResourceExhausted,
             PushError::NoTenant => tonic::Code::Internal,
             PushError::BodyReadTimeout { .. } | PushError::InflightBytes { .. } => tonic::Code::Unavailable,
             _ => tonic::Code::InvalidArgument,

@@ -13,8 +13,17 @@
 //! `partial_success` counts the data points refused (by the translation, such as delta sums, or by validation
 //! and ingesters, one per Prometheus sample) and says why; otherwise 400 (malformed body), 413, 415, 429 or 5xx
 //! with a `google.rpc.Status` whose message names what was wrong.
+//!
+//! A small body can decode and translate into gigabytes (empty points, labels copied onto every bucket's
+//! series), so each stage reserves what it will allocate in the in-flight budget before allocating it: the
+//! inflated body step by step, the decoded request by [`measure`]'s walk of its bytes, the translation by
+//! [`translate::bound`], the encoded translation by its length. Those stages run on a blocking thread.
 
+#[cfg(test)]
+mod arbitrary;
 mod measure;
+#[cfg(test)]
+mod peak;
 mod translate;
 
 use crate::distributor::{Distributor, Framing, RemoteWriteVersion};
@@ -25,10 +34,11 @@ use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use heddle_limits::Limits;
 use heddle_model::TenantId;
 use heddle_model::error_id::Scope;
 use heddle_proto::encode_write_request_created;
-use heddle_server::Reservation;
+use heddle_server::{InflightBytes, Reservation};
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
@@ -68,28 +78,40 @@ pub(crate) async fn otlp_handler(
         Ok(checked) => checked,
         Err(e) => return early_refusal(&d, e, start, answer_in),
     };
-    let cfg = d.config();
     let mut reservation = d.inflight().reserve();
     let body = match read_push_body(&d, &headers, body, &mut reservation).await {
         Ok(body) => body,
         Err(e) => return early_refusal(&d, e, start, encoding),
     };
-    let limits = DecodeLimits {
-        decompressed: cfg.max_decompressed_size,
-        inflight: d.inflight().limit(),
+    let job = Job {
+        body,
+        encoding,
+        compression,
+        max_decompressed: d.config().max_decompressed_size,
+        budget: Arc::clone(d.inflight()),
+        // Read per request, so a runtime override of the tenant's strategy or promoted attributes applies to
+        // the next request without a restart.
+        limits: d.limits(&tenant),
+        reservation,
     };
-    let request = match decode(&body, encoding, compression, limits, &mut reservation) {
-        Ok(request) => request,
+    // Inflating, decoding, translating and encoding take CPU and memory in proportion to the body: they run
+    // on a blocking thread, the bytes they hold reserved for as long as they hold them.
+    let prepared = match tokio::task::spawn_blocking(move || prepare(job)).await {
+        Ok(prepared) => prepared,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The runtime is shutting down.
+        Err(_) => return StatusCode::SERVICE_UNAVAILABLE.into_response(),
+    };
+    match prepared {
+        // Refused after the body was read in full: the connection stays usable.
         Err(e) => {
-            // Refused after the body was read in full: the connection stays usable.
             d.record_early_refusal(&e, start);
-            return refusal(&e, encoding);
+            refusal(&e, encoding)
         }
-    };
-    drop(body);
-    export(&d, &tenant, request, encoding, reservation, start)
-        .await
-        .unwrap_or_else(|e| refusal(&e, encoding))
+        Ok(prepared) => export(&d, &tenant, prepared, encoding, start)
+            .await
+            .unwrap_or_else(|e| refusal(&e, encoding)),
+    }
 }
 
 /// A refusal before the body was read in full: counted, and the connection closed so the rest of the body is
@@ -102,43 +124,121 @@ fn early_refusal(d: &Distributor, e: PushError, start: tokio::time::Instant, enc
     r
 }
 
-/// Decodes, translates and pushes one export request; the refusals of the translation and of the write path
-/// make up `partial_success`.
-async fn export(
-    d: &Distributor,
-    tenant: &TenantId,
-    request: ExportMetricsServiceRequest,
+/// What [`prepare`] works on: the body as read, held in `reservation`.
+struct Job {
+    body: Vec<u8>,
     encoding: Encoding,
+    compression: Compression,
+    max_decompressed: usize,
+    budget: Arc<InflightBytes>,
+    limits: Arc<Limits>,
     reservation: Reservation,
-    start: tokio::time::Instant,
-) -> Result<Response, PushError> {
-    let limit = d.config().max_decompressed_size;
-    // Read per request, so a runtime override of the tenant's strategy or promoted attributes applies to the
-    // next request without a restart.
-    let limits = d.limits(tenant);
+}
+
+/// An export request translated and encoded as a remote write 1.0 `WriteRequest`, ready to push.
+struct Prepared {
+    /// The encoded translation; empty when no point translated to a sample.
+    encoded: Vec<u8>,
+    /// OTLP data points the translation refused, and why.
+    refused_points: i64,
+    messages: Vec<String>,
+    /// Holds the body's bytes and the encoded translation's.
+    reservation: Reservation,
+}
+
+/// Decodes the body and translates it, each stage's memory reserved before it is allocated and given back
+/// once it is freed: the inflated body until it is decoded, the decoded request until it is translated, the
+/// translation until it is encoded. A stage that could never fit in the whole budget beside what the
+/// request already holds is refused for good (413); one that does not fit now, for a retry (503).
+fn prepare(job: Job) -> Result<Prepared, PushError> {
+    let Job {
+        body,
+        encoding,
+        compression,
+        max_decompressed,
+        budget,
+        limits,
+        mut reservation,
+    } = job;
+    let inflight = budget.limit();
+    let decode_limits = DecodeLimits {
+        decompressed: max_decompressed,
+        inflight,
+    };
+    let (request, decoded) = decode(&body, encoding, compression, decode_limits, &budget, reservation.held())?;
+    drop(body);
     let settings = translate::Settings {
         strategy: limits.otel_translation_strategy,
         promote: &limits.promote_otel_resource_attributes,
     };
-    let translated = translate::translate(&request, settings, limit);
-    drop(request);
-    if translated.too_large() {
-        return Err(PushError::OtlpTooLarge { limit });
+    let sizes = translate::bound(&request, settings);
+    let held = reservation.held().saturating_add(decoded.held());
+    if inflight > 0 && held.saturating_add(sizes.bytes) > inflight {
+        return Err(PushError::OtlpTranslationTooLarge {
+            bound: sizes.bytes,
+            limit: inflight,
+        });
     }
-    let mut rejected = translated.refused_points;
-    let mut messages = translated.messages;
-    if translated.request.timeseries.is_empty() {
-        // Nothing to push (an empty request, or every point refused): counted here; `push_framed` counts the rest.
-        d.record_answered_early(StatusCode::OK, start);
+    let mut translating = budget.reserve();
+    translating.grow(sizes.bytes)?;
+    let translated = translate::translate(&request, settings, &sizes, max_decompressed);
+    drop(request);
+    drop(decoded);
+    if translated.too_large() {
+        return Err(PushError::OtlpTooLarge {
+            limit: max_decompressed,
+        });
+    }
+    let encoded = if translated.request.timeseries.is_empty() {
+        Vec::new()
     } else {
-        // The translation goes once it is encoded: only one copy of the series is held during the push.
-        let encoded = if d.limits(tenant).otel_created_timestamp_zero_ingestion_enabled {
+        // Either encoder allocates once, at most this much.
+        let len = translated.request.encoded_len() + 12 * translated.request.timeseries.len();
+        reservation.grow(len)?;
+        if limits.otel_created_timestamp_zero_ingestion_enabled {
             let created = &translated.created;
             encode_write_request_created(&translated.request, |i| created[i])
         } else {
-            translated.request.encode_to_vec()
-        };
-        drop(translated.request);
+            // `encode_to_vec` without measuring the request a second time.
+            let mut encoded = Vec::with_capacity(len);
+            translated.request.encode_raw(&mut encoded);
+            encoded
+        }
+    };
+    // The translation goes once it is encoded: only one copy of the series is held during the push.
+    let translate::Translated {
+        refused_points,
+        messages,
+        ..
+    } = translated;
+    drop(translating);
+    Ok(Prepared {
+        encoded,
+        refused_points,
+        messages,
+        reservation,
+    })
+}
+
+/// Pushes a prepared export request; the refusals of the translation and of the write path make up
+/// `partial_success`.
+async fn export(
+    d: &Distributor,
+    tenant: &TenantId,
+    prepared: Prepared,
+    encoding: Encoding,
+    start: tokio::time::Instant,
+) -> Result<Response, PushError> {
+    let Prepared {
+        encoded,
+        refused_points: mut rejected,
+        mut messages,
+        reservation,
+    } = prepared;
+    if encoded.is_empty() {
+        // Nothing to push (an empty request, or every point refused): counted here; `push_framed` counts the rest.
+        d.record_answered_early(StatusCode::OK, start);
+    } else {
         let outcome = d
             .push_framed(tenant, RemoteWriteVersion::V1, &encoded, Framing::Plain, reservation)
             .await?;
@@ -294,9 +394,6 @@ fn check_headers(headers: &HeaderMap, max_recv: usize) -> Result<(Encoding, Comp
     Ok((encoding, compression))
 }
 
-/// The export request in `body`: inflated first when gzip, at most `max_decompressed` bytes, each step of
-/// the inflated copy reserved before it is allocated, and a bound of the decoded request's memory reserved
-/// before it is decoded ([`measure`]).
 /// What bounds the decoding of one request.
 #[derive(Debug, Clone, Copy)]
 struct DecodeLimits {
@@ -307,44 +404,55 @@ struct DecodeLimits {
     inflight: usize,
 }
 
+/// The export request in `body`, and the reservation that holds what it takes: inflated first when gzip
+/// (at most `max_decompressed` bytes, each step of the inflated copy reserved before it is allocated, and
+/// given back once decoded), and a bound of the decoded request's memory reserved before it is decoded
+/// ([`measure`]). `held` is what the request already holds (its body).
 fn decode(
     body: &[u8],
     encoding: Encoding,
     compression: Compression,
     limits: DecodeLimits,
-    reservation: &mut Reservation,
-) -> Result<ExportMetricsServiceRequest, PushError> {
+    budget: &Arc<InflightBytes>,
+    held: usize,
+) -> Result<(ExportMetricsServiceRequest, Reservation), PushError> {
+    let mut inflating = budget.reserve();
     let inflated;
     let raw = match compression {
         Compression::None => body,
         Compression::Gzip => {
-            inflated = gunzip(body, limits.decompressed, reservation)?;
+            inflated = gunzip(body, limits.decompressed, &mut inflating)?;
             &inflated[..]
         }
     };
-    // Decoded OTLP can be many times its wire size: what it may take is held in the budget before decoding.
+    // Decoded OTLP can be many times its wire size: what it may take is held in the budget before decoding,
+    // and what the walk cannot read is refused before the decoder sees it.
     let bound = match encoding {
-        Encoding::Protobuf => measure::decoded_bound(raw),
-        Encoding::Json => measure::json_bound(raw),
-    };
-    if limits.inflight > 0 && bound > limits.inflight {
+        Encoding::Protobuf => measure::decoded_bound(raw).map_err(|m| m.to_string()),
+        Encoding::Json => measure::json_bound(raw).map_err(|m| m.in_text(raw)),
+    }
+    .map_err(|detail| PushError::InvalidOtlp { detail })?;
+    let needs = held.saturating_add(inflating.held()).saturating_add(bound);
+    if limits.inflight > 0 && needs > limits.inflight {
         return Err(PushError::OtlpDecodedTooLarge {
             bound,
             limit: limits.inflight,
         });
     }
-    reservation.grow(bound)?;
-    match encoding {
+    let mut decoded = budget.reserve();
+    decoded.grow(bound)?;
+    let request = match encoding {
         Encoding::Protobuf => {
-            ExportMetricsServiceRequest::decode(raw).map_err(|e| PushError::InvalidOtlp { detail: e.to_string() })
+            ExportMetricsServiceRequest::decode(raw).map_err(|e| PushError::InvalidOtlp { detail: e.to_string() })?
         }
         // serde_json stops at 128 levels of nesting, so a deeply nested body is an error, not a stack overflow.
         Encoding::Json => {
             let request = serde_json::from_slice(raw).map_err(|e| PushError::InvalidOtlp { detail: e.to_string() })?;
             check_json_oneofs(&request)?;
-            Ok(request)
+            request
         }
-    }
+    };
+    Ok((request, decoded))
 }
 
 /// The serde mapping reads a oneof (a metric's data, a number point's value) as a flattened `Option`, which

@@ -476,6 +476,58 @@ async fn a_request_that_would_decode_past_the_inflight_budget_is_refused() {
     assert_eq!(s.fake.pushed_series().len(), 2);
 }
 
+/// A histogram point of many buckets and attributes copies every label onto each bucket's series: its
+/// translation, tens of times the body, is counted before it is built. Past the whole in-flight budget it
+/// is refused for good (413) and nothing is pushed; the budget is whole again afterwards, and a smaller
+/// histogram under the same budget is stored.
+#[tokio::test]
+async fn a_request_whose_translation_would_pass_the_inflight_budget_is_refused() {
+    let inflight = 512 * 1024;
+    let histogram = |buckets: u32| {
+        let attributes = (0..12).map(|i| kv(&format!("a{i}"), &format!("value{i}"))).collect();
+        metric(
+            "h",
+            "s",
+            Data::Histogram(Histogram {
+                data_points: vec![HistogramDataPoint {
+                    attributes,
+                    time_unix_nano: NOW_NS,
+                    explicit_bounds: (0..buckets).map(f64::from).collect(),
+                    bucket_counts: vec![0; buckets as usize + 1],
+                    ..HistogramDataPoint::default()
+                }],
+                aggregation_temporality: AggregationTemporality::Cumulative as i32,
+            }),
+        )
+    };
+    let s = setup_with_inflight(Behavior::Accept, limits(), inflight);
+    let headers = [PROTOBUF, ("content-encoding", "gzip")];
+    let body = export_request(vec![histogram(400)]);
+    assert!(body.len() < MAX_DECOMPRESSED);
+    let (status, _, answer) = post(&s.app, &headers, gzip(&body)).await;
+    let (_, message) = rpc_status(&answer, false);
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{message}");
+    assert!(
+        message.starts_with("err-heddle-request-too-large: the OTLP request's translation into Prometheus series")
+            && message.contains(&format!("in-flight limit of {inflight} bytes"))
+            && message.contains("histogram buckets per point"),
+        "{message}"
+    );
+    assert!(s.fake.pushed_series().is_empty());
+    assert!(
+        exposition(&s.registry).contains("heddle_distributor_inflight_push_requests_bytes 0"),
+        "every reservation given back"
+    );
+
+    let (status, _, answer) = post(&s.app, &headers, gzip(&export_request(vec![histogram(20)]))).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&answer));
+    assert_eq!(
+        s.fake.pushed_series().len(),
+        20 + 2 + 1,
+        "buckets, +Inf, count and target_info"
+    );
+}
+
 /// OTLP JSON as a sender writes it by hand, with proto3's JSON mapping: 64-bit integers as strings or numbers,
 /// enums as integers, unknown fields ignored. It is stored exactly as the same request in protobuf.
 #[tokio::test]

@@ -39,22 +39,32 @@
 //!
 //! Each Prometheus sample is its own series entry in the produced `WriteRequest`, so a series the write path
 //! refuses is exactly one refused sample.
+//!
+//! The labels of a resource and of a point are copied onto every series the point makes (a histogram of a
+//! thousand buckets makes a thousand copies), so a small request can translate into gigabytes. [`bound`]
+//! counts, without allocating, what [`translate`] will allocate at its peak, and the endpoint holds that in
+//! the in-flight budget before translating. For the count to be exact, every string the translation keeps
+//! is built at its final capacity (see [`text`]), and the series and metadata lists are allocated once at
+//! the sizes [`bound`] counted.
 
 use heddle_limits::OtelTranslationStrategy;
 use heddle_model::{EXEMPLAR_MAX_LABEL_SET_LENGTH, MetricType, STALE_NAN_BITS};
 use heddle_proto::prometheus::{Exemplar, Label, MetricMetadata, Sample, TimeSeries, WriteRequest};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::metrics::v1::{
     AggregationTemporality, DataPointFlags, Exemplar as OtlpExemplar, HistogramDataPoint, NumberDataPoint,
     SummaryDataPoint, exemplar, metric::Data, number_data_point,
 };
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use text::{exact, float_text, value_string};
 
+mod bound;
 mod exponential;
 mod names;
+mod text;
 
+pub(crate) use bound::{Bound, bound};
 pub(crate) use names::{Kind, label_name, metric_name, prometheus_unit};
 
 const SERVICE_NAME: &str = "service.name";
@@ -63,6 +73,9 @@ const SERVICE_INSTANCE_ID: &str = "service.instance.id";
 
 /// Most distinct refusal messages kept for `partial_success.error_message`; the rest are only counted.
 const MAX_REFUSAL_MESSAGES: usize = 8;
+/// Characters of a name or key a refusal message quotes; a longer one is cut (its start names it well
+/// enough, and the message stays small).
+const QUOTED_CHARS: usize = 128;
 
 /// The translation of one export request.
 #[derive(Debug, Default)]
@@ -84,8 +97,14 @@ pub(crate) struct Translated {
 }
 
 impl Translated {
-    fn new(limit: usize) -> Self {
+    /// An empty translation with room for `series` series and `metadata` entries, stopping past `limit`.
+    fn new(limit: usize, series: usize, metadata: usize) -> Self {
         Self {
+            request: WriteRequest {
+                timeseries: Vec::with_capacity(series),
+                metadata: Vec::with_capacity(metadata),
+            },
+            created: Vec::with_capacity(series),
             limit,
             ..Self::default()
         }
@@ -114,17 +133,22 @@ impl Translated {
         self.bytes = self
             .bytes
             .saturating_add(text(&series.labels) + 24 + exemplars + histograms);
+        debug_assert!(
+            self.request.timeseries.len() < self.request.timeseries.capacity(),
+            "more series than bound::bound counted"
+        );
         self.request.timeseries.push(series);
         self.created.push(self.start);
     }
 
-    fn push_metadata(&mut self, family: String, kind: MetricType, help: &str, unit: &str) {
+    fn push_metadata(&mut self, family: String, kind: MetricType, help: &str, unit: String) {
         self.bytes = self.bytes.saturating_add(family.len() + help.len() + unit.len() + 24);
+        debug_assert!(self.request.metadata.len() < self.request.metadata.capacity());
         self.request.metadata.push(MetricMetadata {
             r#type: kind.wire(),
             metric_family_name: family,
             help: help.to_owned(),
-            unit: unit.to_owned(),
+            unit,
         });
     }
 
@@ -145,11 +169,16 @@ pub(crate) struct Settings<'a> {
     pub(crate) promote: &'a [String],
 }
 
-/// Translates `req` under `settings`. Stops once the series take more than `limit` bytes
-/// ([`Translated::too_large`]).
-pub(crate) fn translate(req: &ExportMetricsServiceRequest, settings: Settings<'_>, limit: usize) -> Translated {
+/// Translates `req` under `settings`, with `sizes` from [`bound`]`(req, settings)`. Stops once the series take
+/// more than `limit` bytes ([`Translated::too_large`]).
+pub(crate) fn translate(
+    req: &ExportMetricsServiceRequest,
+    settings: Settings<'_>,
+    sizes: &Bound,
+    limit: usize,
+) -> Translated {
     let strategy = settings.strategy;
-    let mut out = Translated::new(limit);
+    let mut out = Translated::new(limit, sizes.series, sizes.metadata);
     for rm in &req.resource_metrics {
         let resource: &[KeyValue] = rm.resource.as_ref().map_or(&[], |r| &r.attributes);
         let metrics = rm.scope_metrics.iter().flat_map(|sm| &sm.metrics);
@@ -178,7 +207,7 @@ pub(crate) fn translate(req: &ExportMetricsServiceRequest, settings: Settings<'_
             .max();
         let Some(ts) = latest else { continue };
         match target_info_labels(resource, strategy) {
-            Ok(Some(labels)) => out.push(one_sample(labels, ts, 1.0)),
+            Ok(Some(labels)) => out.push(one_sample(into_labels(labels), ts, 1.0)),
             Ok(None) => {}
             // No data point is lost: only the resource's `target_info` is not written.
             Err(e) => out.refuse(0, format!("target_info of a resource is not written: its {e}")),
@@ -203,7 +232,9 @@ fn resource_labels(
     };
     if let Some(name) = get(SERVICE_NAME) {
         let job = match get(SERVICE_NAMESPACE) {
-            Some(ns) => format!("{ns}/{name}"),
+            Some(ns) => exact(|out| {
+                let _ = write!(out, "{ns}/{name}");
+            }),
             None => name,
         };
         labels.insert("job".to_owned(), job);
@@ -248,7 +279,7 @@ fn attribute_labels<'a>(
             return Err(format!(
                 "attribute {:?} has no character a label name can keep (escaping leaves only underscores); \
                  rename it, or use a UTF-8 translation strategy (`limits.otel_translation_strategy`)",
-                kv.key
+                quoted(&kv.key)
             ));
         };
         let value = value_string(kv.value.as_ref());
@@ -260,112 +291,38 @@ fn attribute_labels<'a>(
             })
             .or_insert(value);
     }
+    // Joined values grew by doubling; the series keep them at their length, as `bound` counts them.
+    for v in labels.values_mut() {
+        if v.capacity() > v.len() {
+            v.shrink_to_fit();
+        }
+    }
     Ok(labels)
 }
 
-/// An attribute value as Prometheus' translator writes it: strings as they are, numbers and booleans in
-/// their usual text, bytes in base64, arrays and maps as JSON.
-fn value_string(v: Option<&AnyValue>) -> String {
-    let mut out = String::new();
-    write_value(v.and_then(|v| v.value.as_ref()), false, &mut out);
-    out
-}
-
-fn write_value(v: Option<&any_value::Value>, json: bool, out: &mut String) {
-    use any_value::Value;
-    match v {
-        None => {
-            if json {
-                out.push_str("null");
-            }
-        }
-        Some(Value::StringValue(s)) if json => json_string(s, out),
-        Some(Value::StringValue(s)) => out.push_str(s),
-        Some(Value::BoolValue(b)) => out.push_str(if *b { "true" } else { "false" }),
-        Some(Value::IntValue(i)) => {
-            let _ = write!(out, "{i}");
-        }
-        Some(Value::DoubleValue(f)) if json && !f.is_finite() => json_string(&float_text(*f), out),
-        Some(Value::DoubleValue(f)) => out.push_str(&float_text(*f)),
-        Some(Value::BytesValue(b)) if json => json_string(&base64(b), out),
-        Some(Value::BytesValue(b)) => out.push_str(&base64(b)),
-        Some(Value::ArrayValue(a)) => {
-            out.push('[');
-            for (i, item) in a.values.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_value(item.value.as_ref(), true, out);
-            }
-            out.push(']');
-        }
-        Some(Value::KvlistValue(kvs)) => {
-            out.push('{');
-            for (i, kv) in kvs.values.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                json_string(&kv.key, out);
-                out.push(':');
-                write_value(kv.value.as_ref().and_then(|v| v.value.as_ref()), true, out);
-            }
-            out.push('}');
-        }
-        // Dictionary references belong to the profiles signal; a metrics sender has no dictionary to resolve.
-        Some(Value::StringValueStrindex(i)) => {
-            let _ = write!(out, "{i}");
-        }
+/// `s` as a refusal message quotes it: at most [`QUOTED_CHARS`] characters.
+fn quoted(s: &str) -> &str {
+    match s.char_indices().nth(QUOTED_CHARS) {
+        Some((cut, _)) => &s[..cut],
+        None => s,
     }
 }
 
-fn json_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// Go's `strconv.FormatFloat(f, 'f', -1, 64)`, which Prometheus uses for `le`, `quantile` and attribute
-/// values: the shortest decimal that reads back the same, never an exponent; `+Inf`, `-Inf`, `NaN`.
-fn float_text(f: f64) -> String {
-    if f.is_nan() {
-        "NaN".to_owned()
-    } else if f == f64::INFINITY {
-        "+Inf".to_owned()
-    } else if f == f64::NEG_INFINITY {
-        "-Inf".to_owned()
-    } else {
-        format!("{f}")
+/// What a metric's data becomes: its naming kind and Prometheus type, or, for delta temporality (which
+/// Prometheus has no type for), what the refusal calls it.
+fn metric_kind(data: &Data) -> Result<(Kind, MetricType), &'static str> {
+    let cumulative = |t: i32| t == AggregationTemporality::Cumulative as i32;
+    match data {
+        Data::Gauge(_) => Ok((Kind::Gauge, MetricType::Gauge)),
+        Data::Sum(s) if s.is_monotonic && !cumulative(s.aggregation_temporality) => Err("a monotonic sum"),
+        Data::Sum(s) if s.is_monotonic => Ok((Kind::Counter, MetricType::Counter)),
+        // A non-monotonic sum is a gauge whatever its temporality: each point is the current value.
+        Data::Sum(_) => Ok((Kind::UpDownCounter, MetricType::Gauge)),
+        Data::Histogram(h) if !cumulative(h.aggregation_temporality) => Err("a histogram"),
+        Data::Histogram(_) => Ok((Kind::Histogram, MetricType::Histogram)),
+        Data::ExponentialHistogram(h) if !cumulative(h.aggregation_temporality) => Err("an exponential histogram"),
+        Data::ExponentialHistogram(_) => Ok((Kind::Histogram, MetricType::Histogram)),
+        Data::Summary(_) => Ok((Kind::Summary, MetricType::Summary)),
     }
 }
 
@@ -378,49 +335,45 @@ fn translate_metric(
     let Some(data) = &metric.data else {
         return;
     };
-    let cumulative = |t: i32| t == AggregationTemporality::Cumulative as i32;
-    let delta = |out: &mut Translated, points: usize, what: &str| {
-        out.refuse(
-            points,
-            format!(
-                "metric {:?}: {what} with delta temporality is not supported (Prometheus has no delta type); \
-                 send cumulative temporality (OTel SDK: temporality preference cumulative; Collector: the \
-                 deltatocumulative processor)",
-                metric.name
-            ),
-        );
-    };
     if metric.name.is_empty() {
         out.refuse(data_points(data), "a metric has an empty name".to_owned());
         return;
     }
-    let name_of = |out: &mut Translated, kind: Kind| {
-        let name = metric_name(&metric.name, &metric.unit, kind, strategy);
-        if name.is_none() {
+    let (kind, prometheus_kind) = match metric_kind(data) {
+        Ok(kinds) => kinds,
+        Err(what) => {
             out.refuse(
                 data_points(data),
                 format!(
-                    "metric {:?}: escaping leaves no usable metric name (only underscores); rename it, or use a \
-                     UTF-8 translation strategy (`limits.otel_translation_strategy`)",
-                    metric.name
+                    "metric {:?}: {what} with delta temporality is not supported (Prometheus has no delta type); \
+                     send cumulative temporality (OTel SDK: temporality preference cumulative; Collector: the \
+                     deltatocumulative processor)",
+                    quoted(&metric.name)
                 ),
             );
+            return;
         }
-        name
     };
-    let metadata = |out: &mut Translated, name: &str, kind: MetricType| {
-        out.push_metadata(
-            name.to_owned(),
-            kind,
-            &metric.description,
-            &prometheus_unit(&metric.unit, strategy.escapes()),
+    let Some(name) = metric_name(&metric.name, &metric.unit, kind, strategy) else {
+        out.refuse(
+            data_points(data),
+            format!(
+                "metric {:?}: escaping leaves no usable metric name (only underscores); rename it, or use a \
+                 UTF-8 translation strategy (`limits.otel_translation_strategy`)",
+                quoted(&metric.name)
+            ),
         );
+        return;
     };
+    out.push_metadata(
+        name.clone(),
+        prometheus_kind,
+        &metric.description,
+        prometheus_unit(&metric.unit, strategy.escapes()),
+    );
     let ctx = PointContext { base, strategy };
     match data {
         Data::Gauge(g) => {
-            let Some(name) = name_of(out, Kind::Gauge) else { return };
-            metadata(out, &name, MetricType::Gauge);
             for p in &g.data_points {
                 if out.too_large() {
                     return;
@@ -428,23 +381,7 @@ fn translate_metric(
                 number_point(&name, p, ctx, out);
             }
         }
-        Data::Sum(s) if s.is_monotonic && !cumulative(s.aggregation_temporality) => {
-            delta(out, s.data_points.len(), "a monotonic sum");
-        }
         Data::Sum(s) => {
-            // A non-monotonic sum is a gauge whatever its temporality: each point is the current value.
-            let kind = if s.is_monotonic {
-                Kind::Counter
-            } else {
-                Kind::UpDownCounter
-            };
-            let Some(name) = name_of(out, kind) else { return };
-            let prometheus_kind = if s.is_monotonic {
-                MetricType::Counter
-            } else {
-                MetricType::Gauge
-            };
-            metadata(out, &name, prometheus_kind);
             for p in &s.data_points {
                 if out.too_large() {
                     return;
@@ -455,14 +392,7 @@ fn translate_metric(
                 number_point(&name, p, ctx, out);
             }
         }
-        Data::Histogram(h) if !cumulative(h.aggregation_temporality) => {
-            delta(out, h.data_points.len(), "a histogram");
-        }
         Data::Histogram(h) => {
-            let Some(name) = name_of(out, Kind::Histogram) else {
-                return;
-            };
-            metadata(out, &name, MetricType::Histogram);
             for p in &h.data_points {
                 if out.too_large() {
                     return;
@@ -471,14 +401,7 @@ fn translate_metric(
                 histogram_point(&metric.name, &name, p, ctx, out);
             }
         }
-        Data::ExponentialHistogram(h) if !cumulative(h.aggregation_temporality) => {
-            delta(out, h.data_points.len(), "an exponential histogram");
-        }
         Data::ExponentialHistogram(h) => {
-            let Some(name) = name_of(out, Kind::Histogram) else {
-                return;
-            };
-            metadata(out, &name, MetricType::Histogram);
             for p in &h.data_points {
                 if out.too_large() {
                     return;
@@ -488,10 +411,6 @@ fn translate_metric(
             }
         }
         Data::Summary(s) => {
-            let Some(name) = name_of(out, Kind::Summary) else {
-                return;
-            };
-            metadata(out, &name, MetricType::Summary);
             for p in &s.data_points {
                 if out.too_large() {
                     return;
@@ -521,25 +440,27 @@ struct PointContext<'a> {
     strategy: OtelTranslationStrategy,
 }
 
-/// The labels of a data point's series: its attributes under the resource's labels (which win, as `job` and
-/// `instance` do in Prometheus), and the metric name. When an attribute has no usable label name, the point
-/// is refused (as Prometheus drops it) and `None` returned.
-fn point_labels(
-    name: &str,
-    attrs: &[KeyValue],
-    ctx: PointContext<'_>,
-    out: &mut Translated,
-) -> Option<BTreeMap<String, String>> {
+/// The labels of a data point's series, sorted by name: its attributes under the resource's labels (which
+/// win, as `job` and `instance` do in Prometheus), and the metric name. When an attribute has no usable
+/// label name, the point is refused (as Prometheus drops it) and `None` returned.
+fn point_labels(name: &str, attrs: &[KeyValue], ctx: PointContext<'_>, out: &mut Translated) -> Option<Vec<Label>> {
     let mut labels = match attribute_labels(attrs.iter(), ctx.strategy) {
         Ok(labels) => labels,
         Err(e) => {
-            out.refuse(1, format!("metric {name:?}: a data point's {e}"));
+            out.refuse(1, format!("metric {:?}: a data point's {e}", quoted(name)));
             return None;
         }
     };
     labels.extend(ctx.base.iter().map(|(k, v)| (k.clone(), v.clone())));
-    labels.insert("__name__".to_owned(), name.to_owned());
-    Some(labels)
+    labels.insert(METRIC_NAME.to_owned(), name.to_owned());
+    Some(into_labels(labels))
+}
+
+const METRIC_NAME: &str = "__name__";
+
+/// Sorted labels from a map of them, in a list of exactly their number.
+fn into_labels(labels: BTreeMap<String, String>) -> Vec<Label> {
+    labels.into_iter().map(|(name, value)| Label { name, value }).collect()
 }
 
 fn stale(flags: u32) -> bool {
@@ -564,7 +485,7 @@ fn number_point(name: &str, p: &NumberDataPoint, ctx: PointContext<'_>, out: &mu
         Some(number_data_point::Value::AsInt(i)) => i as f64,
         None if stale(p.flags) => 0.0,
         None => {
-            out.refuse(1, format!("metric {name:?}: a data point has no value"));
+            out.refuse(1, format!("metric {:?}: a data point has no value", quoted(name)));
             return;
         }
     };
@@ -580,24 +501,17 @@ fn number_point(name: &str, p: &NumberDataPoint, ctx: PointContext<'_>, out: &mu
 /// filtered attributes, left out whole if they would take the labels past
 /// [`EXEMPLAR_MAX_LABEL_SET_LENGTH`] characters.
 fn exemplar(e: &OtlpExemplar) -> Exemplar {
-    let value = match e.value {
-        Some(exemplar::Value::AsDouble(d)) => d,
-        Some(exemplar::Value::AsInt(i)) => i as f64,
-        None => 0.0,
-    };
-    let hex = |bytes: &[u8]| {
-        bytes.iter().fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-    };
     let mut labels = Vec::with_capacity(2 + e.filtered_attributes.len());
     // An all-zero id is OTLP's "not set".
     for (name, id) in [("trace_id", &e.trace_id), ("span_id", &e.span_id)] {
         if id.iter().any(|&b| b != 0) {
             labels.push(Label {
                 name: name.to_owned(),
-                value: hex(id),
+                value: exact(|out| {
+                    for b in id.iter() {
+                        let _ = write!(out, "{b:02x}");
+                    }
+                }),
             });
         }
     }
@@ -622,9 +536,35 @@ fn exemplar(e: &OtlpExemplar) -> Exemplar {
     }
     Exemplar {
         labels,
-        value,
+        value: exemplar_value(e),
         timestamp: millis(e.time_unix_nano),
     }
+}
+
+fn exemplar_value(e: &OtlpExemplar) -> f64 {
+    match e.value {
+        Some(exemplar::Value::AsDouble(d)) => d,
+        Some(exemplar::Value::AsInt(i)) => i as f64,
+        None => 0.0,
+    }
+}
+
+/// The bucket of `bounds` each of `values` goes to: the first whose bound holds it (`value <= bound`), or
+/// `bounds.len()` (the `+Inf` bucket) when none does; a NaN goes to none (`None`), as no bound holds it.
+///
+/// O(N + E log N): the running maximum of the bounds is non-decreasing and reaches `value` first at the
+/// first bound that holds it, so a binary search on it finds that bucket whatever order the bounds are in.
+fn buckets_of(bounds: &[f64], values: impl Iterator<Item = f64>) -> Vec<Option<usize>> {
+    // NaN until the first bound that is a number: a NaN bound holds nothing, and `f64::max` ignores it.
+    let mut running = Vec::with_capacity(bounds.len());
+    let mut max = f64::NAN;
+    for &b in bounds {
+        max = if max.is_nan() { b } else { max.max(b) };
+        running.push(max);
+    }
+    values
+        .map(|v| (!v.is_nan()).then(|| running.partition_point(|&m| m.partial_cmp(&v).is_none_or(|o| o.is_lt()))))
+        .collect()
 }
 
 fn histogram_point(otel_name: &str, name: &str, p: &HistogramDataPoint, ctx: PointContext<'_>, out: &mut Translated) {
@@ -632,8 +572,9 @@ fn histogram_point(otel_name: &str, name: &str, p: &HistogramDataPoint, ctx: Poi
         out.refuse(
             1,
             format!(
-                "metric {otel_name:?}: a histogram point has {} bucket counts for {} bounds; it must have one more \
+                "metric {:?}: a histogram point has {} bucket counts for {} bounds; it must have one more \
                  count than bounds",
+                quoted(otel_name),
                 p.bucket_counts.len(),
                 p.explicit_bounds.len()
             ),
@@ -647,32 +588,38 @@ fn histogram_point(otel_name: &str, name: &str, p: &HistogramDataPoint, ctx: Poi
     let series = |suffix: &str, extra: Option<(&str, String)>, v: f64| {
         component(name, &labels, suffix, extra, ts, value_or_stale(p.flags, v))
     };
-    // Each exemplar goes to the first bucket whose bound holds its value (the +Inf bucket holds every value).
-    let mut exemplars: Vec<(f64, Exemplar)> = p
-        .exemplars
+    // Each exemplar goes to the first bucket whose bound holds its value (the +Inf bucket holds every value
+    // but NaN), in the order they were sent: sorted by bucket (a stable sort), each bucket takes its run.
+    let buckets = p.explicit_bounds.len().min(p.bucket_counts.len());
+    let places = buckets_of(&p.explicit_bounds[..buckets], p.exemplars.iter().map(exemplar_value));
+    let mut placed: Vec<(usize, &OtlpExemplar)> = places
         .iter()
-        .map(|e| {
-            let e = exemplar(e);
-            (e.value, e)
-        })
+        .zip(&p.exemplars)
+        .filter_map(|(place, e)| place.map(|b| (b.min(buckets), e)))
         .collect();
-    let mut take = |bound: f64| -> Vec<Exemplar> {
-        let (mine, rest): (Vec<_>, Vec<_>) = exemplars.drain(..).partition(|(v, _)| *v <= bound);
-        exemplars = rest;
-        mine.into_iter().map(|(_, e)| e).collect()
+    placed.sort_by_key(|(bucket, _)| *bucket);
+    let mut next = placed.iter().peekable();
+    let mut take = |bucket: usize| -> Vec<Exemplar> {
+        let mut run = 0;
+        while next.peek().is_some_and(|(b, _)| *b == bucket) {
+            next.next();
+            run += 1;
+        }
+        let start = placed.len() - next.len() - run;
+        placed[start..start + run].iter().map(|(_, e)| exemplar(e)).collect()
     };
     let mut cumulative = 0u64;
-    for (bound, count) in p.explicit_bounds.iter().zip(&p.bucket_counts) {
+    for (i, (bound, count)) in p.explicit_bounds.iter().zip(&p.bucket_counts).enumerate() {
         if out.too_large() {
             return;
         }
         cumulative = cumulative.saturating_add(*count);
         let mut bucket = series("_bucket", Some(("le", float_text(*bound))), cumulative as f64);
-        bucket.exemplars = take(*bound);
+        bucket.exemplars = take(i);
         out.push(bucket);
     }
     let mut inf = series("_bucket", Some(("le", "+Inf".to_owned())), p.count as f64);
-    inf.exemplars = take(f64::INFINITY);
+    inf.exemplars = take(buckets);
     out.push(inf);
     if let Some(sum) = p.sum {
         out.push(series("_sum", None, sum));
@@ -698,28 +645,60 @@ fn summary_point(name: &str, p: &SummaryDataPoint, ctx: PointContext<'_>, out: &
     out.push(series("_count", None, p.count as f64));
 }
 
-/// A series of one sample; `labels` is sorted by name (a `BTreeMap`), as the write path requires.
 /// One series of a histogram or summary point: `name` with `suffix` (`_bucket`, `_sum`...), the point's
-/// `labels` plus `extra` (`le`, `quantile`).
-fn component(
-    name: &str,
-    labels: &BTreeMap<String, String>,
-    suffix: &str,
-    extra: Option<(&str, String)>,
-    ts: i64,
-    v: f64,
-) -> TimeSeries {
-    let mut l = labels.clone();
-    l.insert("__name__".to_owned(), format!("{name}{suffix}"));
-    if let Some((k, val)) = extra {
-        l.insert(k.to_owned(), val);
+/// sorted `labels` plus `extra` (`le`, `quantile`, which replaces a point label of that name), every string
+/// copied at its length into a list of exactly the labels' number.
+fn component(name: &str, labels: &[Label], suffix: &str, extra: Option<(&str, String)>, ts: i64, v: f64) -> TimeSeries {
+    let metric = exact(|out| {
+        let _ = out.write_str(name);
+        let _ = out.write_str(suffix);
+    });
+    let extra_name = extra.as_ref().map(|(k, _)| *k);
+    let replaced = extra_name.is_some_and(|k| labels.iter().any(|l| l.name == k));
+    let mut out = Vec::with_capacity(labels.len() + usize::from(extra.is_some() && !replaced));
+    let mut extra = extra;
+    let mut metric = Some(metric);
+    for l in labels {
+        if let Some((k, _)) = &extra
+            && *k < l.name.as_str()
+            && let Some((k, value)) = extra.take()
+        {
+            out.push(Label {
+                name: k.to_owned(),
+                value,
+            });
+        }
+        if l.name == METRIC_NAME {
+            out.push(Label {
+                name: METRIC_NAME.to_owned(),
+                value: metric.take().unwrap_or_default(),
+            });
+        } else if extra_name == Some(l.name.as_str()) {
+            // The point's own label of the extra's name gives way to it.
+            if let Some((k, value)) = extra.take() {
+                out.push(Label {
+                    name: k.to_owned(),
+                    value,
+                });
+            }
+        } else {
+            out.push(l.clone());
+        }
     }
-    one_sample(l, ts, v)
+    if let Some((k, value)) = extra {
+        out.push(Label {
+            name: k.to_owned(),
+            value,
+        });
+    }
+    debug_assert!(out.windows(2).all(|w| w[0].name < w[1].name), "labels sorted");
+    one_sample(out, ts, v)
 }
 
-fn one_sample(labels: BTreeMap<String, String>, timestamp: i64, value: f64) -> TimeSeries {
+/// A series of one sample; `labels` is sorted by name, as the write path requires.
+fn one_sample(labels: Vec<Label>, timestamp: i64, value: f64) -> TimeSeries {
     TimeSeries {
-        labels: labels.into_iter().map(|(name, value)| Label { name, value }).collect(),
+        labels,
         samples: vec![Sample { value, timestamp }],
         ..TimeSeries::default()
     }

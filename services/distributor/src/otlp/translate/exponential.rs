@@ -14,7 +14,7 @@
 
 use super::{PointContext, Translated, exemplar, millis, point_labels, stale};
 use heddle_model::STALE_NAN_BITS;
-use heddle_proto::prometheus::{BucketSpan, Histogram, Label, TimeSeries, histogram};
+use heddle_proto::prometheus::{BucketSpan, Histogram, TimeSeries, histogram};
 use opentelemetry_proto::tonic::metrics::v1::ExponentialHistogramDataPoint;
 use opentelemetry_proto::tonic::metrics::v1::exponential_histogram_data_point::Buckets;
 
@@ -49,7 +49,7 @@ pub(super) fn exponential_point(
         return;
     };
     out.push(TimeSeries {
-        labels: labels.into_iter().map(|(name, value)| Label { name, value }).collect(),
+        labels,
         exemplars: p.exemplars.iter().map(exemplar).collect(),
         histograms: vec![h],
         ..TimeSeries::default()

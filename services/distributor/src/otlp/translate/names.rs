@@ -130,22 +130,30 @@ fn trim_suffix_and_separator(name: &mut String, suffix: &str) {
 
 /// A label name from an attribute key under `strategy`; `None` when escaping leaves only underscores from
 /// characters that were not (Prometheus refuses the point then). The UTF-8 strategies keep the key.
+///
+/// The name's capacity is at most [`LABEL_NAME_GROWTH`] bytes past the key's length, which the translation's
+/// bound counts on: escaping turns each character into one byte, and the prefix adds at most four.
 pub(crate) fn label_name(key: &str, strategy: OtelTranslationStrategy) -> Option<String> {
     if !strategy.escapes() {
         return (!key.is_empty()).then(|| key.to_owned());
     }
-    let mut name: String = key
+    let mut name = String::with_capacity(key.len() + LABEL_NAME_GROWTH);
+    let escaped = key
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
-        .collect();
-    if name.starts_with(|c: char| c.is_ascii_digit()) {
-        name.insert_str(0, "key_");
-    } else if name.starts_with('_') && !name.starts_with("__") {
-        name.insert_str(0, "key");
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' });
+    if key.starts_with(|c: char| c.is_ascii_digit()) {
+        name.push_str("key_");
+    } else if key.starts_with(|c: char| !(c.is_ascii_alphanumeric())) && !escaped.clone().take(2).eq(['_', '_']) {
+        name.push_str("key");
     }
+    name.extend(escaped);
+    debug_assert!(name.capacity() <= key.len() + LABEL_NAME_GROWTH);
     let only_underscores = name != key && name.bytes().all(|b| b == b'_');
     (!name.is_empty() && !only_underscores).then_some(name)
 }
+
+/// Bytes a label name escaped from an attribute key may take beyond the key (the `key_` prefix).
+pub(crate) const LABEL_NAME_GROWTH: usize = 4;
 
 /// The Prometheus unit of an OTLP unit: its suffix words as the metric name gets them (`s` -> `seconds`,
 /// `By/s` -> `bytes_per_second`), empty for `1` and annotations; cleaned to `[a-zA-Z0-9:_]` when `escape`.

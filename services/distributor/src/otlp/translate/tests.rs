@@ -1,12 +1,20 @@
 //! Translation tests: each rule of Prometheus' OTLP translation, with the exact series expected.
 
+use super::text::{base64, float_text};
 use super::*;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
 use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValueList};
 use opentelemetry_proto::tonic::metrics::v1::{
     ExponentialHistogram, ExponentialHistogramDataPoint, Gauge, Histogram, Metric, ResourceMetrics, ScopeMetrics, Sum,
     Summary, exponential_histogram_data_point, summary_data_point::ValueAtQuantile,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
+use proptest::prelude::*;
+
+/// The translation as the endpoint runs it: sized by its bound first.
+fn translate(req: &ExportMetricsServiceRequest, settings: Settings<'_>, limit: usize) -> Translated {
+    super::translate(req, settings, &bound(req, settings), limit)
+}
 
 /// Prometheus' default strategy, nothing promoted.
 const DEFAULT: Settings<'static> = Settings {
@@ -850,6 +858,75 @@ fn exemplars_carry_trace_and_span_ids() {
             ),
             ("__name__=h_bucket,le=2".to_owned(), vec![format!("{ids} 1.5@{T_MS}")]),
             ("__name__=h_bucket,le=+Inf".to_owned(), vec![format!("{ids} 9@{T_MS}")]),
+        ]
+    );
+}
+
+/// The first bucket whose bound holds each value, the way the translation did it before (a scan of the
+/// bounds per exemplar), against the binary search over the running maximum: the same answer whatever the
+/// bounds' order, NaNs and infinities included.
+fn first_holding(bounds: &[f64], v: f64) -> Option<usize> {
+    if v.is_nan() {
+        return None;
+    }
+    Some(bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len()))
+}
+
+proptest! {
+    #[test]
+    fn exemplars_go_to_the_first_bucket_that_holds_them(
+        bounds in prop::collection::vec(prop_oneof![-5.0..5.0, Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY)], 0..12),
+        values in prop::collection::vec(prop_oneof![-6.0..6.0, Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY)], 0..12),
+    ) {
+        let got = buckets_of(&bounds, values.iter().copied());
+        let want: Vec<Option<usize>> = values.iter().map(|v| first_holding(&bounds, *v)).collect();
+        prop_assert_eq!(got, want, "bounds {:?}", bounds);
+    }
+}
+
+/// Exemplars keep the order they were sent in within their bucket, and each lands on its bucket's series.
+#[test]
+fn exemplars_of_a_bucket_keep_their_order() {
+    use opentelemetry_proto::tonic::metrics::v1::{Exemplar as OtlpExemplar, exemplar::Value as ExemplarValue};
+    let e = |v: f64, t: u64| OtlpExemplar {
+        value: Some(ExemplarValue::AsDouble(v)),
+        time_unix_nano: t * 1_000_000,
+        ..OtlpExemplar::default()
+    };
+    let point = HistogramDataPoint {
+        explicit_bounds: vec![1.0, 2.0],
+        bucket_counts: vec![1, 1, 1],
+        count: 3,
+        exemplars: vec![e(5.0, 1), e(0.5, 2), e(1.5, 3), e(0.1, 4), e(f64::NAN, 5), e(9.0, 6)],
+        ..HistogramDataPoint::default()
+    };
+    let req = request(
+        vec![],
+        vec![metric(
+            "h",
+            "",
+            Data::Histogram(Histogram {
+                data_points: vec![point],
+                aggregation_temporality: AggregationTemporality::Cumulative as i32,
+            }),
+        )],
+    );
+    let t = translate(&req, DEFAULT, usize::MAX);
+    let by_le: Vec<(String, Vec<i64>)> = t
+        .request
+        .timeseries
+        .iter()
+        .filter_map(|s| {
+            let le = s.labels.iter().find(|l| l.name == "le")?;
+            Some((le.value.clone(), s.exemplars.iter().map(|e| e.timestamp).collect()))
+        })
+        .collect();
+    assert_eq!(
+        by_le,
+        vec![
+            ("1".to_owned(), vec![2, 4]),
+            ("2".to_owned(), vec![3]),
+            ("+Inf".to_owned(), vec![1, 6]),
         ]
     );
 }
