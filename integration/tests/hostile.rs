@@ -14,6 +14,8 @@
 mod admin;
 #[path = "hostile/case.rs"]
 mod case;
+#[path = "hostile/histograms.rs"]
+mod histograms;
 #[path = "hostile/push.rs"]
 mod push;
 #[path = "hostile/read.rs"]
@@ -40,6 +42,7 @@ fn all_cases(now: i64) -> Vec<Case> {
         push::cases(now),
         read::cases(now),
         admin::cases(now),
+        histograms::cases(now),
     ]
     .into_iter()
     .flatten()
@@ -122,12 +125,18 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
     let dir = tempfile::tempdir().expect("tempdir");
     let token_file = dir.path().join("admin-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
+    let runtime_config = dir.path().join("runtime.yaml");
+    std::fs::write(&runtime_config, histograms::runtime_config()).expect("runtime config");
     let opts = HeddleOptions {
         multitenancy: true,
         args: vec![
             format!("--server.admin-token-file={}", token_file.display()),
             // Small enough that fifty copies of one full scan of the attacker's few series exceed it.
             format!("--querier.max-fetched-series-per-query={MAX_SERIES}"),
+            // Per-tenant histogram limits of the histogram cases' own tenants, and a fetch sample limit that
+            // 30 histograms of the ceiling's size pass by weight (every other case reads a few hundred samples).
+            format!("--runtime-config.file={}", runtime_config.display()),
+            format!("--querier.max-samples-per-query={}", histograms::MAX_SAMPLES_PER_QUERY),
         ],
         ..HeddleOptions::default()
     };
