@@ -18,6 +18,8 @@ mod case;
 mod doors;
 #[path = "hostile/otlp.rs"]
 mod otlp;
+#[path = "hostile/histograms.rs"]
+mod histograms;
 #[path = "hostile/push.rs"]
 mod push;
 #[path = "hostile/read.rs"]
@@ -46,6 +48,7 @@ fn all_cases(now: i64) -> Vec<Case> {
         admin::cases(now),
         doors::cases(now),
         otlp::cases(now),
+        histograms::cases(now),
     ]
     .into_iter()
     .flatten()
@@ -128,12 +131,18 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
     let dir = tempfile::tempdir().expect("tempdir");
     let token_file = dir.path().join("admin-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
+    let runtime_config = dir.path().join("runtime.yaml");
+    std::fs::write(&runtime_config, histograms::runtime_config()).expect("runtime config");
     let opts = HeddleOptions {
         multitenancy: true,
         args: vec![
             format!("--server.admin-token-file={}", token_file.display()),
             // Small enough that fifty copies of one full scan of the attacker's few series exceed it.
             format!("--querier.max-fetched-series-per-query={MAX_SERIES}"),
+            // Per-tenant histogram limits of the histogram cases' own tenants, and a fetch sample limit that
+            // 30 histograms of the ceiling's size pass by weight (every other case reads a few hundred samples).
+            format!("--runtime-config.file={}", runtime_config.display()),
+            format!("--querier.max-samples-per-query={}", histograms::MAX_SAMPLES_PER_QUERY),
         ],
         ..HeddleOptions::default()
     };

@@ -13,6 +13,6 @@ mod names;
 mod overrides;
 
 pub use error::RuntimeConfigError;
-pub use limits::{LIMITS_FLAGS, Limits};
+pub use limits::{LIMITS_FLAGS, Limits, MAX_NATIVE_HISTOGRAM_BUCKETS_CEILING};
 pub use names::{NameValidationScheme, OtelTranslationStrategy};
 pub use overrides::{Overrides, RUNTIME_CONFIG_FLAGS, RuntimeConfigConfig};

@@ -10,6 +10,10 @@ use heddle_config::{FlagKind, FlagSpec, serde_duration};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// The hard ceiling on `max_native_histogram_buckets`: the most buckets any native histogram may have
+/// (`heddle_model::histogram::MAX_BUCKETS_CEILING`, whose docs say why it is this value).
+pub const MAX_NATIVE_HISTOGRAM_BUCKETS_CEILING: usize = heddle_model::histogram::MAX_BUCKETS_CEILING;
+
 /// Per-tenant limits (`limits:` in YAML; the defaults of every tenant). A tenant's values can be overridden
 /// in the runtime config file ([`crate::Overrides`]). The ingestion rate is enforced per distributor process
 /// (Mimir's "local" strategy): with N distributors a tenant may send up to N times the rate. The series
@@ -50,8 +54,13 @@ pub struct Limits {
     /// tighter, earlier refusal.
     #[serde(with = "serde_duration")]
     pub past_grace_period: Duration,
-    /// Most buckets (positive and negative together) a native histogram sample may have (0 = no limit),
-    /// Mimir's `max_native_histogram_buckets`.
+    /// Most buckets (positive and negative together) a native histogram sample may have, Mimir's
+    /// `max_native_histogram_buckets`. 0 means no limit of the tenant's own, leaving the hard ceiling
+    /// ([`MAX_NATIVE_HISTOGRAM_BUCKETS_CEILING`], 16,384), which no value raises: `validate` refuses a
+    /// larger one. Mimir's default is 0 (unlimited); Heddle's, 160, is what Mimir's documentation recommends
+    /// and Grafana Cloud applies: the OpenTelemetry SDK's default size of an exponential histogram, and more
+    /// than a Prometheus client's native histogram has over the range of a latency. A histogram over it loses
+    /// resolution rather than being refused (`reduce_native_histogram_over_max_buckets`).
     pub max_native_histogram_buckets: usize,
     /// A native histogram over `max_native_histogram_buckets` gets its resolution halved (neighbouring buckets
     /// merged) until it fits, instead of being refused; one that cannot fit even at the lowest schema (-4), or
@@ -131,7 +140,7 @@ impl Default for Limits {
             promote_otel_resource_attributes: Vec::new(),
             creation_grace_period: Duration::from_secs(600),
             past_grace_period: Duration::ZERO,
-            max_native_histogram_buckets: 0,
+            max_native_histogram_buckets: 160,
             reduce_native_histogram_over_max_buckets: true,
             max_global_series_per_user: 150_000,
             max_global_series_per_metric: 0,
@@ -181,6 +190,17 @@ impl Limits {
                     reason: "must be greater than 0".into(),
                 });
             }
+        }
+        if self.max_native_histogram_buckets > MAX_NATIVE_HISTOGRAM_BUCKETS_CEILING {
+            return Err(InvalidKey {
+                key: "limits.max_native_histogram_buckets",
+                reason: format!(
+                    "{} is above the hard ceiling of {MAX_NATIVE_HISTOGRAM_BUCKETS_CEILING} buckets per native \
+                     histogram, which no configuration raises (0 means the ceiling); histograms wider than it are \
+                     refused whatever the limit",
+                    self.max_native_histogram_buckets
+                ),
+            });
         }
         if !self.otel_translation_strategy.escapes() && self.name_validation_scheme == NameValidationScheme::Legacy {
             return Err(InvalidKey {
@@ -292,7 +312,7 @@ pub const LIMITS_FLAGS: &[FlagSpec] = &[
         flag: "validation.max-native-histogram-buckets",
         key: "limits.max_native_histogram_buckets",
         kind: FlagKind::Value,
-        help: "Most buckets a native histogram sample may have (0 = no limit)",
+        help: "Most buckets a native histogram sample may have; more are reduced or refused (0 = the hard ceiling, 16384, which no value raises)",
     },
     FlagSpec {
         flag: "validation.reduce-native-histogram-over-max-buckets",
@@ -421,7 +441,17 @@ mod tests {
         assert_eq!(l.ingestion_burst_size, 200_000);
         assert_eq!(l.creation_grace_period, Duration::from_secs(600));
         assert_eq!(l.past_grace_period, Duration::ZERO, "Mimir's default: disabled");
+        assert_eq!(
+            l.max_native_histogram_buckets, 160,
+            "Mimir's recommended value, not its 0"
+        );
         l.validate().unwrap();
+        Limits {
+            max_native_histogram_buckets: MAX_NATIVE_HISTOGRAM_BUCKETS_CEILING,
+            ..Limits::default()
+        }
+        .validate()
+        .expect("the ceiling itself is a valid limit");
     }
 
     #[test]
@@ -498,6 +528,14 @@ mod tests {
                     ..Limits::default()
                 },
                 "limits.otel_translation_strategy",
+            ),
+            (
+                "histogram bucket limit above the ceiling",
+                Limits {
+                    max_native_histogram_buckets: MAX_NATIVE_HISTOGRAM_BUCKETS_CEILING + 1,
+                    ..Limits::default()
+                },
+                "limits.max_native_histogram_buckets",
             ),
             (
                 "empty promoted attribute",

@@ -145,6 +145,9 @@ catalogue! {
     /// A native histogram with more buckets than `limits.max_native_histogram_buckets`.
     MAX_NATIVE_HISTOGRAM_BUCKETS = "err-heddle-max-native-histogram-buckets", 400, Series,
         "a native histogram sample has more buckets than `limits.max_native_histogram_buckets` and its resolution could not (or, with `limits.reduce_native_histogram_over_max_buckets` off, may not) be lowered to fit";
+    /// A native histogram over the hard ceiling (`heddle_model::histogram::MAX_BUCKETS_CEILING`).
+    NATIVE_HISTOGRAM_TOO_LARGE = "err-heddle-native-histogram-too-large", 400, Series,
+        "a native histogram sample has more than 16384 buckets, or more than 16384 spans and custom bounds: the hard ceiling, which no limit raises, refused before the histogram is decoded and never reduced (at an ingester's gRPC port the whole push is refused); lower the sender's resolution";
     /// A native histogram breaks Prometheus' invariants.
     NATIVE_HISTOGRAM_INVALID = "err-heddle-native-histogram-invalid", 400, Series,
         "a native histogram breaks Prometheus' invariants: at the distributor, those without an id of their own (bucket counts overflowing 64 bits, custom bounds not increasing or not covering the buckets, a zero bucket or negative buckets with custom buckets); at the ingester, any of them: fix the sender";

@@ -25,6 +25,18 @@ pub const EXPONENTIAL_SCHEMA_MAX: i32 = 8;
 pub const EXPONENTIAL_SCHEMA_MAX_RESERVED: i32 = 52;
 /// Schema of native histograms with custom bucket bounds (NHCB).
 pub const CUSTOM_BUCKETS_SCHEMA: i32 = -53;
+/// The hard ceiling on a native histogram's size: the most buckets (positive and negative together), and
+/// the most spans and custom bounds together, that any histogram may have, whatever a tenant's
+/// `max_native_histogram_buckets` says (no configuration raises it). A histogram over it is refused before
+/// it is decoded (see [`HistogramSize`]), so decoding, validating, reducing, storing and querying one
+/// histogram costs a bounded amount of memory (at most 8 bytes a bucket decoded, 32 in a head chunk's
+/// appender state).
+///
+/// 16,384 buckets at the finest resolution (schema 8, 256 buckets per power of two) cover 64 powers of two:
+/// observations from a nanosecond to 584 years, or a ratio of 1.8e19 between the smallest and the largest.
+/// No measured quantity spans more, so only a sender mis-encoding or attacking fills more; real instruments
+/// stay far below (the OpenTelemetry SDK's default is 160 buckets a side, Mimir's recommended limit 160).
+pub const MAX_BUCKETS_CEILING: usize = 16_384;
 
 /// Whether `schema` is a standard exponential schema.
 pub fn is_exponential_schema(schema: i32) -> bool {
@@ -208,17 +220,25 @@ impl Histogram {
 
     /// Lowers the resolution to `target` (a lower exponential schema) by merging each group of 2^(schema -
     /// target) neighbouring buckets into one, as Prometheus' `ReduceResolution`. Mimir uses this to keep a
-    /// histogram under a bucket limit.
+    /// histogram under a bucket limit. Works in place: it allocates nothing, whatever the bucket count.
     pub fn reduce_resolution(&mut self, target: i32) -> Result<(), HistogramError> {
         check_reduce(self.schema, target)?;
-        let (spans, counts) = buckets::reduce(&self.positive_spans, &self.positive_counts(), self.schema, target);
-        self.positive_spans = spans;
-        self.positive_buckets = deltas_from_absolute(&counts);
-        let (spans, counts) = buckets::reduce(&self.negative_spans, &self.negative_counts(), self.schema, target);
-        self.negative_spans = spans;
-        self.negative_buckets = deltas_from_absolute(&counts);
+        for (spans, deltas) in [
+            (&mut self.positive_spans, &mut self.positive_buckets),
+            (&mut self.negative_spans, &mut self.negative_buckets),
+        ] {
+            buckets::reduce_in_place(spans, deltas, self.schema, target, buckets::Stored::Deltas);
+        }
         self.schema = target;
         Ok(())
+    }
+
+    /// Its buckets, spans and custom bounds.
+    pub fn size(&self) -> HistogramSize {
+        HistogramSize {
+            buckets: self.positive_buckets.len() + self.negative_buckets.len(),
+            layout: self.positive_spans.len() + self.negative_spans.len() + self.custom_values.len(),
+        }
     }
 
     /// The positive buckets (of custom-bucket histograms: all buckets), lowest first, with their bounds.
@@ -436,10 +456,41 @@ impl HistogramValue {
 
     /// Populated (listed) buckets, both sides together.
     pub fn bucket_count(&self) -> usize {
+        self.size().buckets
+    }
+
+    /// What the histogram holds per bucket, span and bound.
+    pub fn size(&self) -> HistogramSize {
         match self {
-            HistogramValue::Int(h) => h.positive_buckets.len() + h.negative_buckets.len(),
-            HistogramValue::Float(h) => h.positive_buckets.len() + h.negative_buckets.len(),
+            HistogramValue::Int(h) => h.size(),
+            HistogramValue::Float(h) => h.size(),
         }
+    }
+}
+
+/// The parts of a native histogram that grow with it: what [`MAX_BUCKETS_CEILING`] bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HistogramSize {
+    /// Buckets, positive and negative together (what `max_native_histogram_buckets` limits).
+    pub buckets: usize,
+    /// Spans, positive and negative together, and custom bounds.
+    pub layout: usize,
+}
+
+impl HistogramSize {
+    /// Whether the histogram is over [`MAX_BUCKETS_CEILING`], in buckets or in spans and bounds.
+    pub fn over_ceiling(&self) -> bool {
+        self.buckets > MAX_BUCKETS_CEILING || self.layout > MAX_BUCKETS_CEILING
+    }
+}
+
+impl std::fmt::Display for HistogramSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} buckets and {} spans and custom bounds",
+            self.buckets, self.layout
+        )
     }
 }
 

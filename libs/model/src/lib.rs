@@ -21,7 +21,7 @@ pub use batch::{BatchFull, SeriesBatch};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use hash::{FNV32A_OFFSET, fnv32a_add, series_token, series_token_seeded, tenant_token_seed};
 pub use histogram::{
-    CounterResetHint, FloatHistogram, Histogram, HistogramError, HistogramSample, HistogramValue, Span,
+    CounterResetHint, FloatHistogram, Histogram, HistogramError, HistogramSample, HistogramSize, HistogramValue, Span,
 };
 pub use labels::{
     Label, LabelRef, Labels, LabelsError, METRIC_NAME, is_valid_label_name, is_valid_metric_name, quoted, series_text,

@@ -139,6 +139,22 @@ pub enum DecodeError {
         offset: usize,
         reason: &'static str,
     },
+    /// A native histogram over [`heddle_model::histogram::MAX_BUCKETS_CEILING`]: refused before it is decoded.
+    #[error(
+        "{id}: native histogram ({what}) at byte offset {offset} (timestamp {t} ms) has {buckets} buckets and \
+         {layout} spans and custom bounds; no histogram may have more than {ceiling} of either (a hard ceiling, \
+         which no limit raises): lower the sender's resolution (a smaller schema, or a bucket limit such as the \
+         scrape config's native_histogram_bucket_limit)"
+    )]
+    HistogramTooLarge {
+        id: &'static str,
+        what: &'static str,
+        offset: usize,
+        t: i64,
+        buckets: usize,
+        layout: usize,
+        ceiling: usize,
+    },
     /// Groups nested deeper than [`crate::arena::MAX_GROUP_DEPTH`].
     #[error("groups nested deeper than {limit} at byte offset {offset} in {message}")]
     GroupTooDeep {

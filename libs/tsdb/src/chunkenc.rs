@@ -19,7 +19,7 @@ pub use float_histogram::{FloatHistogramChunk, FloatHistogramIter, decode_float_
 pub use histogram::{Appendable, HistogramAppend, HistogramChunk, HistogramIter, decode_histograms};
 pub use histogram_meta::{
     CounterResetHeader, HISTOGRAM_CHUNK_MIN_SAMPLES, HISTOGRAM_CHUNK_TARGET_BYTES, HISTOGRAM_HEADER_LEN,
-    HistogramChunkCutter,
+    HistogramChunkCutter, histogram_chunk_size,
 };
 pub use xor::{XOR_HEADER_LEN, XorChunk, XorIter, decode_xor};
 

@@ -277,6 +277,13 @@ pub enum InvalidSeries {
         reduced: bool,
         timestamp_ms: i64,
     },
+    /// A native histogram over the hard ceiling, refused before it was decoded.
+    #[error("native histogram sample at {timestamp_ms} ms has {size}, more than {ceiling}")]
+    HistogramTooLarge {
+        size: heddle_model::HistogramSize,
+        ceiling: usize,
+        timestamp_ms: i64,
+    },
     #[error("{count} samples have timestamps too far in the future (first: {timestamp_ms} ms)")]
     TooFarInFuture {
         count: usize,
@@ -317,6 +324,7 @@ impl InvalidSeries {
             InvalidSeries::LabelsNotSorted { .. } => error_id::LABELS_NOT_SORTED,
             InvalidSeries::InvalidHistogram { id, .. } => id,
             InvalidSeries::TooManyHistogramBuckets { .. } => error_id::MAX_NATIVE_HISTOGRAM_BUCKETS,
+            InvalidSeries::HistogramTooLarge { .. } => error_id::NATIVE_HISTOGRAM_TOO_LARGE,
             InvalidSeries::TooFarInFuture { .. } => error_id::TOO_FAR_IN_FUTURE,
             InvalidSeries::TooFarInPast { .. } => error_id::SAMPLE_TOO_FAR_IN_PAST,
         }
@@ -347,16 +355,25 @@ impl InvalidSeries {
             InvalidSeries::InvalidHistogram { .. } => {
                 "the histogram sample is dropped; this is a bug in the sender's histogram encoding".into()
             }
-            InvalidSeries::TooManyHistogramBuckets { reduced, .. } => format!(
-                "the sample is dropped{}; raise `limits.max_native_histogram_buckets` \
-                 (--validation.max-native-histogram-buckets), or lower the sender's resolution \
-                 (native_histogram_bucket_limit in the scrape config)",
+            InvalidSeries::TooManyHistogramBuckets { reduced, limit, .. } => format!(
+                "the sample is dropped{}; {}",
                 if *reduced {
                     " (it has that many even at the lowest resolution, or custom buckets, which cannot be merged)"
                 } else {
                     " (`limits.reduce_native_histogram_over_max_buckets` is off)"
+                },
+                if *limit >= heddle_model::histogram::MAX_BUCKETS_CEILING {
+                    "the limit is the hard ceiling, which no configuration raises: lower the sender's resolution \
+                     (native_histogram_bucket_limit in the scrape config)"
+                } else {
+                    "raise `limits.max_native_histogram_buckets` (--validation.max-native-histogram-buckets), or \
+                     lower the sender's resolution (native_histogram_bucket_limit in the scrape config)"
                 }
             ),
+            InvalidSeries::HistogramTooLarge { .. } => "the sample is dropped undecoded and is not reduced: this \
+                 is the hard ceiling of every native histogram, which no limit raises; lower the sender's \
+                 resolution (a smaller schema, or native_histogram_bucket_limit in the scrape config)"
+                .into(),
             InvalidSeries::TooFarInFuture { max_ms, .. } => format!(
                 "the newest accepted timestamp is {max_ms} ms (now + grace period); fix the sender's clock or \
                  raise `limits.creation_grace_period` (--validation.create-grace-period)"

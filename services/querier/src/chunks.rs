@@ -2,11 +2,21 @@
 //! native histograms) into samples and encoding samples back into chunks of their kind. Nothing else in the
 //! crate touches the codecs, so no chunk is ever decoded by another encoding than its own. Chunks are the
 //! model's [`ChunkData`] (wire encodings are checked where chunks enter, in `convert`).
+//!
+//! A chunk is weighed before it is decoded ([`weight`]): the query sample limits count a native histogram by
+//! its size, as Prometheus 3's engine does, and every sample of a histogram chunk has the chunk's layout, which
+//! its header gives without decoding. Callers check the weight against the request's budget first, then
+//! decode, off the async runtime when the weight is large ([`off_runtime`]).
 
 use crate::error::QuerierError;
-use heddle_model::{HistogramSample, HistogramValue, Sample};
+use heddle_model::{HistogramSample, HistogramSize, HistogramValue, Sample};
 use heddle_tsdb::ChunkData;
 use heddle_tsdb::chunk_samples::{ChunkSample, ChunkValue, decode_chunk, encode_chunks};
+use heddle_tsdb::chunkenc::{Encoding, histogram_chunk_size};
+
+/// The most a chunk decode may weigh ([`weight`]) on the async runtime: about 8,000 float samples decode in
+/// tens of microseconds; more, or histograms of that size, go to a blocking thread.
+pub(crate) const INLINE_DECODE_WEIGHT: usize = 8_192;
 
 /// Samples per re-encoded chunk: Prometheus' target chunk size, small enough to stay near 1 KiB.
 pub(crate) const SAMPLES_PER_CHUNK: usize = 120;
@@ -23,6 +33,59 @@ pub(crate) fn num_samples(chunk: &ChunkData) -> Result<usize, QuerierError> {
             chunk.data.len()
         ))),
     }
+}
+
+/// What a native histogram counts for against the sample limits: one sample per 16 bytes of its size (168
+/// bytes, plus 8 per bucket, span and custom bound, Prometheus 3's `FloatHistogram.Size`), rounded, as
+/// `heddle_promql` counts it against `querier.max_samples`: 11 for the smallest.
+pub(crate) fn histogram_weight(size: HistogramSize) -> usize {
+    let bytes = 8usize
+        .saturating_mul(size.buckets.saturating_add(size.layout))
+        .saturating_add(168);
+    bytes.saturating_add(8) / 16
+}
+
+/// What a chunk counts for against the sample limits, read from its header and (for histograms) its layout,
+/// without decoding a sample: one per float sample, [`histogram_weight`] per histogram. An upper bound of
+/// what its samples inside a query range count for.
+pub(crate) fn weight(chunk: &ChunkData) -> Result<usize, QuerierError> {
+    let n = num_samples(chunk)?;
+    match chunk.encoding {
+        Encoding::Xor | Encoding::None => Ok(n),
+        Encoding::Histogram | Encoding::FloatHistogram => histogram_chunk_size(&chunk.data)
+            .map(|size| n.saturating_mul(histogram_weight(size)))
+            .ok_or_else(|| {
+                QuerierError::InvalidIngesterData(format!(
+                    "histogram chunk [{}, {}] is {} bytes long, too short for its layout",
+                    chunk.min_time,
+                    chunk.max_time,
+                    chunk.data.len()
+                ))
+            }),
+    }
+}
+
+/// What a decoded sample counts for against the sample limits (see [`weight`]).
+pub(crate) fn sample_weight(s: &ChunkSample) -> usize {
+    match &s.value {
+        ChunkValue::Float(_) => 1,
+        ChunkValue::Histogram(h) => histogram_weight(h.size()),
+        ChunkValue::FloatHistogram(h) => histogram_weight(h.size()),
+    }
+}
+
+/// Runs `decode`, work of `weight` ([`weight`]), inline when that is small and on a blocking thread otherwise,
+/// so decoding a long range or big histograms never holds a runtime thread.
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    weight: usize,
+    decode: impl FnOnce() -> Result<T, QuerierError> + Send + 'static,
+) -> Result<T, QuerierError> {
+    if weight <= INLINE_DECODE_WEIGHT {
+        return decode();
+    }
+    tokio::task::spawn_blocking(decode)
+        .await
+        .map_err(|e| QuerierError::Internal(format!("decoding chunks failed: {e}")))?
 }
 
 /// Every sample of a chunk, decoded by its encoding, in time order.

@@ -142,13 +142,14 @@ impl Querier {
             Err(_) => return Err(timed_out()),
         };
         let evaluating = tokio::time::Instant::now();
-        let fetched: Vec<Vec<Series>> = fetched
-            .into_iter()
-            .map(|selection| selection.into_iter().map(series).collect())
-            .collect();
-        // Evaluation is CPU work as long as the query is big: off the runtime, bounded by the engine's deadline.
+        // Evaluation, and converting the histograms for it (a copy of every bucket), is CPU work as long as
+        // the query is big: off the runtime, bounded by the engine's deadline.
         let result = tokio::task::spawn_blocking(move || {
             let _slot = slot;
+            let fetched: Vec<Vec<Series>> = fetched
+                .into_iter()
+                .map(|selection| selection.into_iter().map(series).collect())
+                .collect();
             query.evaluate(fetched, &opts)
         })
         .await

@@ -281,3 +281,73 @@ async fn promql_reads_histograms_from_the_chunks() {
         assert!(r.get("value").is_none(), "{name}: a histogram, not a float: {r}");
     }
 }
+
+/// A histogram counts by its size against `querier.max_samples_per_query`, before it is decoded: 100
+/// histograms of 1,000 buckets weigh 100 x 511 samples (Prometheus 3's count: 168 bytes plus 8 per bucket and
+/// span, one sample per 16), over a limit of 50,000 that 100 samples by count would pass, in every response
+/// type and in PromQL; under a limit of 60,000 the same reads succeed.
+#[tokio::test]
+async fn histograms_count_by_size_against_the_sample_limit() {
+    use heddle_model::histogram::deltas_from_absolute;
+    let wide = |k: u64| Histogram {
+        schema: 8,
+        count: 1000 * k,
+        sum: k as f64,
+        positive_spans: vec![Span::new(0, 1000)],
+        positive_buckets: deltas_from_absolute(&vec![k as i64; 1000]),
+        ..Histogram::default()
+    };
+    assert_eq!(crate::chunks::histogram_weight(wide(1).size()), 511);
+    assert_eq!(
+        crate::chunks::histogram_weight(wide(1).size()),
+        (wide(1).to_float().size_bytes() + 8) / 16,
+        "as heddle_promql counts it"
+    );
+    let samples: Vec<ChunkSample> = (1..=100)
+        .map(|k| ChunkSample {
+            t: k as i64 * 10,
+            value: ChunkValue::Histogram(wide(k)),
+        })
+        .collect();
+    let chunks: Vec<Chunk> = encode_chunks(&samples, 120)
+        .unwrap()
+        .iter()
+        .map(crate::convert::chunk_to_proto)
+        .collect();
+    let ingester = || -> Arc<dyn IngesterClient> {
+        Arc::new(FakeIngester::new().with_series(
+            Labels::from_sorted([("__name__", "wide"), ("job", "h")]).unwrap(),
+            chunks.clone(),
+        ))
+    };
+    let promql = || {
+        let params = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs([("query", "wide[1m]"), ("time", "1.0")])
+            .finish();
+        crate::tests::get(&format!("/prometheus/api/v1/query?{params}"))
+    };
+    let q = || query(0, 1000, vec![matcher(Type::Eq, "__name__", "wide")]);
+    for (limit, want) in [(50_000, 422), (60_000, 200)] {
+        let cfg = QuerierConfig {
+            max_samples_per_query: limit,
+            ..QuerierConfig::default()
+        };
+        let h = harness(cfg, vec![ingester()], 0);
+        for (name, req) in [
+            ("samples", read_request(vec![q()], &[ResponseType::Samples])),
+            ("chunks", read_request(vec![q()], &[ResponseType::StreamedXorChunks])),
+            ("promql", promql()),
+        ] {
+            let a = send(&h.app, req).await;
+            let body = String::from_utf8_lossy(&a.body).into_owned();
+            assert_eq!(a.status.as_u16(), want, "{name} under {limit}: {body}");
+            if want == 422 {
+                assert!(
+                    body.contains("err-heddle-max-samples-per-query")
+                        && body.contains("51100 fetched so far and the limit is 50000"),
+                    "{name}: {body}"
+                );
+            }
+        }
+    }
+}

@@ -39,6 +39,24 @@ pub(crate) fn merge_samples(chunks: &[ChunkData], start: i64, end: i64) -> Resul
     Ok(out)
 }
 
+/// What merging one series' chunks inside `[start, end]` decodes at most, by the sample limits' count
+/// ([`chunks::weight`]): the chunks that reach into the range, byte-identical replicas once (merging keeps
+/// those undecoded). Read from the chunks' headers, so the request's budget can refuse a series before any of
+/// it is decoded.
+pub(crate) fn weigh(chunks: &[ChunkData], start: i64, end: i64) -> Result<usize, QuerierError> {
+    let mut in_range: Vec<&ChunkData> = chunks
+        .iter()
+        .filter(|c| c.max_time >= start && c.min_time <= end)
+        .collect();
+    in_range.sort_by_key(|c| (c.min_time, c.max_time));
+    in_range.dedup();
+    let mut total = 0usize;
+    for c in in_range {
+        total = total.saturating_add(chunks::weight(c)?);
+    }
+    Ok(total)
+}
+
 /// One series' chunks from every replica, reduced to chunks that are sorted by time, do not overlap, and hold
 /// only samples inside `[start, end]`. Chunks that need none of that are passed through without decoding.
 pub(crate) fn merge_chunks(mut chunks: Vec<ChunkData>, start: i64, end: i64) -> Result<Vec<ChunkData>, QuerierError> {

@@ -6,7 +6,6 @@ use crate::convert::{labels_from_proto, matcher_to_proto};
 use crate::error::{FetchLimit, QuerierError};
 use crate::fetch::{self, IngesterSet};
 use crate::limits::QueryLimiter;
-use crate::merge::merge_samples;
 use crate::metrics::Metrics;
 use crate::select::{Bounds, Merge, SelectedSeries, timeout_error};
 use crate::store::{BlockCoverage, BucketStore, StoreAnswer};
@@ -317,14 +316,12 @@ impl Querier {
         matchers: &[Matcher],
     ) -> Result<Vec<SeriesSamples>, QuerierError> {
         let mut selected = self.open(limiter, start, end, matchers).await?;
-        let (start, end) = selected.range();
         let mut out = Vec::new();
         while let Some(raw) = selected.next_raw().await? {
-            let merged = merge_samples(&raw.chunks, start, end)?;
+            let merged = selected.merged_samples(raw.chunks).await?;
             if merged.is_empty() {
                 continue;
             }
-            selected.count(merged.len())?;
             let (samples, histograms) = crate::chunks::split(merged);
             out.push(SeriesSamples {
                 labels: raw.labels,

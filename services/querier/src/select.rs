@@ -19,14 +19,15 @@ use crate::convert::series_from_proto;
 use crate::error::{FetchLimit, QuerierError};
 use crate::fetch::{FanOut, IngesterSet};
 use crate::limits::QueryLimiter;
-use crate::merge::merge_chunks;
+use crate::merge::{merge_chunks, merge_samples, weigh};
 use crate::store::BlockCoverage;
 use futures::StreamExt;
 use heddle_model::{Labels, TenantId};
 use heddle_proto::QueryStream;
 use heddle_proto::ingester::{QueryRequest, QueryStreamResponse};
 use heddle_proto::prometheus::ChunkedSeries;
-use heddle_tsdb::SeriesChunks;
+use heddle_tsdb::chunk_samples::ChunkSample;
+use heddle_tsdb::{ChunkData, SeriesChunks};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -315,16 +316,20 @@ impl SelectedSeries {
     }
 
     /// The next series with its chunks sorted, disjoint and trimmed to the query range; series without
-    /// samples in the range are skipped. `None` at the end.
+    /// samples in the range are skipped. `None` at the end. What merging may decode is checked against the
+    /// request's sample budget first ([`weigh`]); what the chunks hold is then counted, histograms by size.
     pub async fn next(&mut self) -> Result<Option<SeriesChunks>, QuerierError> {
         while let Some(raw) = self.next_raw().await? {
-            let chunks = merge_chunks(raw.chunks, self.start, self.end)?;
+            let (start, end) = (self.start, self.end);
+            let most = weigh(&raw.chunks, start, end)?;
+            self.merge.limiter.check_room(FetchLimit::Samples, most)?;
+            let chunks = chunks::off_runtime(most, move || merge_chunks(raw.chunks, start, end)).await?;
             if chunks.is_empty() {
                 continue;
             }
-            let mut n = 0;
+            let mut n = 0usize;
             for c in &chunks {
-                n += chunks::num_samples(c)?;
+                n = n.saturating_add(chunks::weight(c)?);
             }
             self.count(n)?;
             return Ok(Some(SeriesChunks {
@@ -333,6 +338,18 @@ impl SelectedSeries {
             }));
         }
         Ok(None)
+    }
+
+    /// The samples of one series' chunks (from [`Self::next_raw`]) inside the query range, replicas merged, each
+    /// counted against the request's sample budget (histograms by size). What decoding may produce is checked
+    /// against the budget before a chunk is decoded, and a large decode runs off the async runtime.
+    pub(crate) async fn merged_samples(&mut self, raw: Vec<ChunkData>) -> Result<Vec<ChunkSample>, QuerierError> {
+        let (start, end) = (self.start, self.end);
+        let most = weigh(&raw, start, end)?;
+        self.merge.limiter.check_room(FetchLimit::Samples, most)?;
+        let merged = chunks::off_runtime(most, move || merge_samples(&raw, start, end)).await?;
+        self.count(merged.iter().map(chunks::sample_weight).sum())?;
+        Ok(merged)
     }
 
     /// The next series with every source's chunks, before the replica merge.
@@ -347,11 +364,6 @@ impl SelectedSeries {
     pub(crate) fn count(&mut self, n: usize) -> Result<(), QuerierError> {
         self.samples += n;
         self.merge.limiter.add(FetchLimit::Samples, n)
-    }
-
-    /// The query range, milliseconds, inclusive.
-    pub(crate) fn range(&self) -> (i64, i64) {
-        (self.start, self.end)
     }
 }
 

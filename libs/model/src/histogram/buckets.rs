@@ -9,6 +9,8 @@ pub trait Count: Copy + PartialEq + std::fmt::Debug {
     const ZERO: Self;
     /// The sum of two counts; integer counts wrap (as in Go) so that corrupt data cannot panic.
     fn plus(self, other: Self) -> Self;
+    /// The difference of two counts, wrapping for integers like [`Count::plus`].
+    fn minus(self, other: Self) -> Self;
 }
 
 impl Count for i64 {
@@ -16,12 +18,18 @@ impl Count for i64 {
     fn plus(self, other: Self) -> Self {
         self.wrapping_add(other)
     }
+    fn minus(self, other: Self) -> Self {
+        self.wrapping_sub(other)
+    }
 }
 
 impl Count for f64 {
     const ZERO: Self = 0.0;
     fn plus(self, other: Self) -> Self {
         self + other
+    }
+    fn minus(self, other: Self) -> Self {
+        self - other
     }
 }
 
@@ -77,7 +85,107 @@ pub(crate) fn reduced_index(idx: i64, from: i32, to: i32) -> i64 {
     ((idx - 1) >> (from - to)) + 1
 }
 
-/// Merges buckets of schema `from` into the buckets of schema `to` that contain them.
+/// How one side's bucket values are stored: absolute counts (float histograms), or each the difference to
+/// the bucket before it (integer histograms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    Absolute,
+    Deltas,
+}
+
+/// Merges buckets of schema `from` into the buckets of schema `to` that contain them, in place: the merged
+/// spans and buckets overwrite the input, which is then truncated, so resolution reduction allocates nothing
+/// whatever the bucket count (Mimir applies it to histograms over a tenant's bucket limit, before anything
+/// else bounds them). The result is what [`from_indexed`] with no gap filling makes of the merged `(index,
+/// count)` pairs: buckets beyond what the spans describe, or spans beyond the buckets, are dropped, and an
+/// index that does not increase (only an invalid histogram has one) starts a span with a negative offset.
+///
+/// Writing never overtakes reading: a merged bucket is written once a later input bucket was read, so at an
+/// index below it; and within an input span, neighbouring indices map to equal or neighbouring target
+/// indices, so each input span starts at most one output span, written at an index at most its own.
+pub(crate) fn reduce_in_place<T: Count>(
+    spans: &mut Vec<Span>,
+    buckets: &mut Vec<T>,
+    from: i32,
+    to: i32,
+    stored: Stored,
+) {
+    struct Out<T> {
+        spans: usize,
+        buckets: usize,
+        /// One past the index of the last bucket written.
+        end: i64,
+        /// The absolute count of the last bucket written, for delta encoding.
+        last: T,
+    }
+    fn place<T: Count>(
+        out: &mut Out<T>,
+        spans: &mut [Span],
+        buckets: &mut [T],
+        (idx, count): (i64, T),
+        stored: Stored,
+    ) {
+        let gap = idx - out.end;
+        if out.spans > 0 && gap == 0 {
+            spans[out.spans - 1].length += 1;
+        } else {
+            spans[out.spans] = Span::new(saturate_i32(gap), 1);
+            out.spans += 1;
+        }
+        buckets[out.buckets] = match stored {
+            Stored::Absolute => count,
+            Stored::Deltas => count.minus(out.last),
+        };
+        out.last = count;
+        out.buckets += 1;
+        out.end = idx + 1;
+    }
+    let mut out = Out {
+        spans: 0,
+        buckets: 0,
+        end: 0,
+        last: T::ZERO,
+    };
+    let (mut read, mut absolute) = (0usize, T::ZERO);
+    let mut next = 0i64; // One past the index of the last input bucket.
+    let mut pending: Option<(i64, T)> = None;
+    'spans: for i in 0..spans.len() {
+        let s = spans[i];
+        let start = next + i64::from(s.offset);
+        next = start + i64::from(s.length);
+        for idx in start..next {
+            let Some(&value) = buckets.get(read) else {
+                break 'spans;
+            };
+            read += 1;
+            let count = match stored {
+                Stored::Absolute => value,
+                Stored::Deltas => {
+                    absolute = absolute.plus(value);
+                    absolute
+                }
+            };
+            let target = reduced_index(idx, from, to);
+            match &mut pending {
+                Some((t, sum)) if *t == target => *sum = sum.plus(count),
+                _ => {
+                    if let Some(done) = pending.replace((target, count)) {
+                        place(&mut out, spans, buckets, done, stored);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(done) = pending {
+        place(&mut out, spans, buckets, done, stored);
+    }
+    spans.truncate(out.spans);
+    buckets.truncate(out.buckets);
+}
+
+/// Merges buckets of schema `from` into the buckets of schema `to` that contain them, into new vectors: the
+/// plain form of [`reduce_in_place`], kept as the reference its tests compare with.
+#[cfg(test)]
 pub(crate) fn reduce<T: Count>(spans: &[Span], counts: &[T], from: i32, to: i32) -> (Vec<Span>, Vec<T>) {
     let mut merged: Vec<(i64, T)> = Vec::new();
     for (idx, count) in indices(spans).zip(counts.iter().copied()) {

@@ -1,7 +1,7 @@
 //! Native histograms with float counts.
 
 use super::buckets::{self, Bucket, BucketIter};
-use super::{CounterResetHint, HistogramError, Span, check_reduce, validate_layout};
+use super::{CounterResetHint, HistogramError, HistogramSize, Span, check_reduce, validate_layout};
 
 /// A native histogram with absolute float counts: the result of rules and queries, and what float histogram
 /// chunks store.
@@ -60,15 +60,25 @@ impl FloatHistogram {
             buckets::compact(&self.negative_spans, &self.negative_buckets, max_empty_buckets);
     }
 
-    /// Lowers the resolution to `target`; see [`super::Histogram::reduce_resolution`].
+    /// Lowers the resolution to `target`, in place; see [`super::Histogram::reduce_resolution`].
     pub fn reduce_resolution(&mut self, target: i32) -> Result<(), HistogramError> {
         check_reduce(self.schema, target)?;
-        (self.positive_spans, self.positive_buckets) =
-            buckets::reduce(&self.positive_spans, &self.positive_buckets, self.schema, target);
-        (self.negative_spans, self.negative_buckets) =
-            buckets::reduce(&self.negative_spans, &self.negative_buckets, self.schema, target);
+        for (spans, counts) in [
+            (&mut self.positive_spans, &mut self.positive_buckets),
+            (&mut self.negative_spans, &mut self.negative_buckets),
+        ] {
+            buckets::reduce_in_place(spans, counts, self.schema, target, buckets::Stored::Absolute);
+        }
         self.schema = target;
         Ok(())
+    }
+
+    /// Its buckets, spans and custom bounds.
+    pub fn size(&self) -> HistogramSize {
+        HistogramSize {
+            buckets: self.positive_buckets.len() + self.negative_buckets.len(),
+            layout: self.positive_spans.len() + self.negative_spans.len() + self.custom_values.len(),
+        }
     }
 
     /// The positive buckets (of custom-bucket histograms: all buckets), lowest first, with their bounds.

@@ -536,3 +536,74 @@ fn all_buckets_run_from_the_lowest_negative_to_the_highest_positive() {
     );
     assert_eq!(h.size_bytes(), 168 + 8 * 5);
 }
+
+/// Spans of any shape (offsets that go backwards, empty spans) and bucket values of any number, so that the
+/// spans may describe more or fewer buckets than there are: what resolution reduction meets before validation.
+fn arb_any_side() -> impl Strategy<Value = (Vec<Span>, Vec<i64>)> {
+    (
+        proptest::collection::vec((-6i32..6, 0u32..5), 0..8),
+        proptest::collection::vec(-3i64..8, 0..30),
+    )
+        .prop_map(|(raw, values)| (raw.iter().map(|(o, l)| Span::new(*o, *l)).collect(), values))
+}
+
+proptest! {
+    /// In-place reduction gives what merging into new vectors gives, for deltas and absolute counts alike,
+    /// whatever the spans.
+    #[test]
+    fn in_place_reduction_matches_the_reference((sp, values) in arb_any_side(), from in -4i32..=12, down in 0i32..6) {
+        let to = (from - down).max(EXPONENTIAL_SCHEMA_MIN);
+        let absolute: Vec<i64> = absolute_from_deltas(&values).collect();
+        let (want_spans, want_counts) = buckets::reduce(&sp, &absolute, from, to);
+        let (mut spans, mut deltas) = (sp.clone(), values.clone());
+        buckets::reduce_in_place(&mut spans, &mut deltas, from, to, buckets::Stored::Deltas);
+        prop_assert_eq!(&spans, &want_spans);
+        prop_assert_eq!(absolute_from_deltas(&deltas).collect::<Vec<_>>(), want_counts.clone());
+
+        let floats: Vec<f64> = values.iter().map(|v| *v as f64).collect();
+        let (want_spans, want_counts) = buckets::reduce(&sp, &floats, from, to);
+        let (mut spans, mut counts) = (sp, floats);
+        buckets::reduce_in_place(&mut spans, &mut counts, from, to, buckets::Stored::Absolute);
+        prop_assert_eq!(spans, want_spans);
+        prop_assert_eq!(counts, want_counts);
+    }
+}
+
+#[test]
+fn reduction_works_in_the_vectors_it_was_given() {
+    let n = 10_000;
+    let mut h = Histogram {
+        schema: 8,
+        count: n as u64,
+        positive_spans: spans(&[(0, n as u32)]),
+        positive_buckets: std::iter::once(1).chain(std::iter::repeat_n(0, n - 1)).collect(),
+        ..Default::default()
+    };
+    let (spans_at, buckets_at, capacity) = (
+        h.positive_spans.as_ptr(),
+        h.positive_buckets.as_ptr(),
+        h.positive_buckets.capacity(),
+    );
+    h.reduce_resolution(0).unwrap();
+    assert_eq!(h.positive_spans.as_ptr(), spans_at);
+    assert_eq!(
+        (h.positive_buckets.as_ptr(), h.positive_buckets.capacity()),
+        (buckets_at, capacity)
+    );
+    // Schema 8's indexes 0 to 9,999 become schema 0's ((i - 1) >> 8) + 1: 0 (index 0), then 1 to 40.
+    assert_eq!(h.positive_spans, spans(&[(0, 41)]));
+    assert_eq!(h.positive_counts().iter().sum::<i64>(), n as i64);
+    h.validate().unwrap();
+}
+
+#[test]
+fn size_counts_buckets_spans_and_bounds() {
+    let size = example().size();
+    assert_eq!(size, HistogramSize { buckets: 6, layout: 3 });
+    assert!(!size.over_ceiling());
+    let big = |buckets, layout| HistogramSize { buckets, layout }.over_ceiling();
+    assert!(!big(MAX_BUCKETS_CEILING, MAX_BUCKETS_CEILING), "at the ceiling");
+    assert!(big(MAX_BUCKETS_CEILING + 1, 0) && big(0, MAX_BUCKETS_CEILING + 1));
+    assert_eq!(HistogramValue::Float(example().to_float()).size(), size);
+    assert_eq!(size.to_string(), "6 buckets and 3 spans and custom bounds");
+}

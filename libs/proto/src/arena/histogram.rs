@@ -5,14 +5,22 @@
 //! integer/float oneofs agreeing) but keeps only a [`HistogramRef`], the message's bytes and timestamp, in the
 //! arena: spans and buckets would need owned vectors, and the arena never runs `Drop`. A caller that wants the
 //! histogram decodes it into an owned [`HistogramSample`] with [`HistogramRef::decode`], on the heap, for as
-//! long as it needs it. So the arena holds 32 bytes per histogram whatever its bucket count, which the measure
+//! long as it needs it. So the arena holds 40 bytes per histogram whatever its bucket count, which the measure
 //! pass counts like any other slot: a histogram Prometheus sends takes 18 bytes on the wire at least (a
 //! timestamp and a sum), so the decoded-size bound refuses only requests made mostly of empty ones.
+//!
+//! The check also counts what decoding would allocate ([`HistogramRef::size`]: buckets, spans and custom
+//! bounds), so a caller knows a histogram's size before anything of that size exists: a histogram over
+//! [`heddle_model::histogram::MAX_BUCKETS_CEILING`] is never decoded ([`HistogramRef::decode`] refuses it),
+//! and one within it decodes into vectors allocated at their exact size, [`HistogramRef::decoded_heap_bytes`].
 
 use super::canonical;
 use super::wire::{Field, Fields, Value, WIRE_FIXED64, WIRE_LEN, WIRE_VARINT};
 use crate::error::DecodeError;
-use heddle_model::{CounterResetHint, FloatHistogram, Histogram, HistogramSample, HistogramValue, Span};
+use heddle_model::histogram::MAX_BUCKETS_CEILING;
+use heddle_model::{
+    CounterResetHint, FloatHistogram, Histogram, HistogramSample, HistogramSize, HistogramValue, Span, error_id,
+};
 
 /// One native histogram of a series, checked by the decoder, still encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +29,13 @@ pub struct HistogramRef<'a> {
     pub t: i64,
     /// The encoded `Histogram` message.
     raw: &'a [u8],
-    /// Absolute offset of `raw[0]` in the request body, for errors.
-    offset: usize,
+    /// Absolute offset of `raw[0]` in the request body, for errors. 32 bits keep the view at 40 bytes: a body
+    /// is a decompressed snappy block or a gRPC message, both under 4 GiB.
+    offset: u32,
+    /// Buckets (positive and negative), saturated at `u32::MAX`.
+    buckets: u32,
+    /// Spans (positive and negative) and custom bounds, saturated at `u32::MAX`.
+    layout: u32,
     version: Version,
 }
 
@@ -32,6 +45,8 @@ impl<'a> HistogramRef<'a> {
         t: 0,
         raw: &[],
         offset: 0,
+        buckets: 0,
+        layout: 0,
         version: Version::V1,
     };
 
@@ -40,28 +55,70 @@ impl<'a> HistogramRef<'a> {
         self.raw
     }
 
-    /// The most heap bytes [`HistogramRef::decode`] allocates for this histogram, besides the sample itself:
-    /// every span, bucket or bound costs at least one byte on the wire and 8 decoded. For reserving the
-    /// decoded samples of a request in a memory budget before decoding them.
-    pub fn decoded_heap_bytes(&self) -> usize {
-        8 * self.raw.len()
+    /// Its buckets, spans and custom bounds, counted by the check: what the decoded histogram will hold.
+    pub fn size(&self) -> HistogramSize {
+        HistogramSize {
+            buckets: self.buckets as usize,
+            layout: self.layout as usize,
+        }
     }
 
-    /// The histogram as an owned sample. The decoder checked these bytes already, so this does not fail; the
+    /// The heap bytes [`HistogramRef::decode`] allocates for this histogram, besides the sample itself: 8 per
+    /// span, bucket and bound, in vectors of exactly that size; nothing for a histogram over the ceiling,
+    /// which is refused undecoded. For reserving the decoded samples of a request in a memory budget before
+    /// decoding them.
+    pub fn decoded_heap_bytes(&self) -> usize {
+        let size = self.size();
+        if size.over_ceiling() {
+            return 0;
+        }
+        8 * (size.buckets + size.layout)
+    }
+
+    /// Refuses a histogram over [`MAX_BUCKETS_CEILING`] (`err-heddle-native-histogram-too-large`); a caller
+    /// that decodes it anyway gets the same refusal from [`HistogramRef::decode`] before anything is allocated.
+    pub fn check_ceiling(&self) -> Result<(), DecodeError> {
+        let size = self.size();
+        if !size.over_ceiling() {
+            return Ok(());
+        }
+        Err(DecodeError::HistogramTooLarge {
+            id: error_id::NATIVE_HISTOGRAM_TOO_LARGE,
+            what: self.version.name(0),
+            offset: self.offset as usize,
+            t: self.t,
+            buckets: size.buckets,
+            layout: size.layout,
+            ceiling: MAX_BUCKETS_CEILING,
+        })
+    }
+
+    /// The histogram as an owned sample, its vectors allocated at their final size. Refused when it is over
+    /// [`MAX_BUCKETS_CEILING`]; otherwise the decoder checked these bytes already, so this does not fail: the
     /// error is kept so that a decoder bug would be a refused request, not a panic.
     pub fn decode(&self) -> Result<HistogramSample, DecodeError> {
-        let mut parts = Parts::default();
-        let scalars = parse(self.raw, self.offset, self.version, Some(&mut parts))?;
+        self.check_ceiling()?;
+        let offset = self.offset as usize;
+        // A second walk to size each vector: cheap beside the allocation growth it saves, and it makes
+        // `decoded_heap_bytes` exact.
+        let counts = parse(self.raw, offset, self.version, None)?.counts;
+        let mut parts = Parts::with_capacity(&counts);
+        let scalars = parse(self.raw, offset, self.version, Some(&mut parts))?;
+        debug_assert_eq!(scalars.counts, counts);
         Ok(scalars.into_sample(parts))
     }
 
     /// Checks the encoded histogram `raw` (at absolute `offset` of the body) of the protocol `version`.
     pub(super) fn check(raw: &'a [u8], offset: usize, version: Version) -> Result<Self, DecodeError> {
         let scalars = parse(raw, offset, version, None)?;
+        let size = scalars.counts.size();
+        let narrow = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         Ok(Self {
             t: scalars.t,
             raw,
-            offset,
+            offset: narrow(offset),
+            buckets: narrow(size.buckets),
+            layout: narrow(size.layout),
             version,
         })
     }
@@ -150,10 +207,45 @@ enum Count {
     Float(f64),
 }
 
-/// The scalar fields of a histogram.
+/// How many elements each repeated field of a histogram holds, counted by every walk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    negative_spans: usize,
+    negative_deltas: usize,
+    negative_counts: usize,
+    positive_spans: usize,
+    positive_deltas: usize,
+    positive_counts: usize,
+    custom_values: usize,
+}
+
+impl Counts {
+    fn size(&self) -> HistogramSize {
+        HistogramSize {
+            buckets: self.negative_deltas + self.negative_counts + self.positive_deltas + self.positive_counts,
+            layout: self.negative_spans + self.positive_spans + self.custom_values,
+        }
+    }
+
+    /// The counter of field `number` (a repeated one).
+    fn of(&mut self, number: u32) -> &mut usize {
+        match number {
+            8 => &mut self.negative_spans,
+            9 => &mut self.negative_deltas,
+            10 => &mut self.negative_counts,
+            11 => &mut self.positive_spans,
+            12 => &mut self.positive_deltas,
+            13 => &mut self.positive_counts,
+            _ => &mut self.custom_values,
+        }
+    }
+}
+
+/// The scalar fields of a histogram, and how many elements its repeated ones hold.
 #[derive(Debug, Clone, Copy)]
 struct Scalars {
     t: i64,
+    counts: Counts,
     count: Option<(Count, usize)>,
     zero_count: Option<(Count, usize)>,
     sum: f64,
@@ -172,6 +264,20 @@ struct Parts {
     positive_deltas: Vec<i64>,
     positive_counts: Vec<f64>,
     custom_values: Vec<f64>,
+}
+
+impl Parts {
+    fn with_capacity(c: &Counts) -> Self {
+        Self {
+            negative_spans: Vec::with_capacity(c.negative_spans),
+            negative_deltas: Vec::with_capacity(c.negative_deltas),
+            negative_counts: Vec::with_capacity(c.negative_counts),
+            positive_spans: Vec::with_capacity(c.positive_spans),
+            positive_deltas: Vec::with_capacity(c.positive_deltas),
+            positive_counts: Vec::with_capacity(c.positive_counts),
+            custom_values: Vec::with_capacity(c.custom_values),
+        }
+    }
 }
 
 impl Scalars {
@@ -229,6 +335,7 @@ fn invalid(what: &'static str, offset: usize, reason: &'static str) -> DecodeErr
 fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts>) -> Result<Scalars, DecodeError> {
     let mut scalars = Scalars {
         t: 0,
+        counts: Counts::default(),
         count: None,
         zero_count: None,
         sum: 0.0,
@@ -258,6 +365,7 @@ fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts
             (8 | 11, _) => {
                 let (data, offset) = payload(&field, name)?;
                 let span = parse_span(data, offset, version)?;
+                *scalars.counts.of(field.number) += 1;
                 if let Some(p) = parts.as_deref_mut() {
                     if field.number == 8 {
                         &mut p.negative_spans
@@ -276,7 +384,7 @@ fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts
                         &mut p.positive_deltas
                     }
                 });
-                sint64s(&field, name, out)?;
+                *scalars.counts.of(field.number) += sint64s(&field, name, out)?;
             }
             (10 | 13 | 16, _) => {
                 if field.number != 16 {
@@ -287,7 +395,7 @@ fn parse(buf: &[u8], base: usize, version: Version, mut parts: Option<&mut Parts
                     13 => &mut p.positive_counts,
                     _ => &mut p.custom_values,
                 });
-                doubles(&field, name, out)?;
+                *scalars.counts.of(field.number) += doubles(&field, name, out)?;
             }
             (14, Value::Varint(v)) => {
                 scalars.hint = match v {
@@ -375,37 +483,40 @@ fn zigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// A repeated `sint64` field, packed or not, into `out` when given.
-fn sint64s(field: &Field<'_>, name: &'static str, mut out: Option<&mut Vec<i64>>) -> Result<(), DecodeError> {
+/// A repeated `sint64` field, packed or not, into `out` when given; returns how many values it holds.
+fn sint64s(field: &Field<'_>, name: &'static str, mut out: Option<&mut Vec<i64>>) -> Result<usize, DecodeError> {
     match field.value {
         Value::Varint(v) => {
             if let Some(out) = out {
                 out.push(zigzag(v));
             }
+            Ok(1)
         }
         Value::Len(data, base) => {
-            let mut pos = 0;
+            let (mut pos, mut n) = (0, 0);
             while pos < data.len() {
                 let (v, read) = canonical::varint(&data[pos..])
                     .ok_or_else(|| invalid(name, base + pos, "truncated or overlong varint in a packed field"))?;
                 pos += read;
+                n += 1;
                 if let Some(out) = out.as_deref_mut() {
                     out.push(zigzag(v));
                 }
             }
+            Ok(n)
         }
-        _ => return Err(field.wrong_type(name, WIRE_LEN)),
+        _ => Err(field.wrong_type(name, WIRE_LEN)),
     }
-    Ok(())
 }
 
-/// A repeated double field, packed or not, into `out` when given.
-fn doubles(field: &Field<'_>, name: &'static str, out: Option<&mut Vec<f64>>) -> Result<(), DecodeError> {
+/// A repeated double field, packed or not, into `out` when given; returns how many values it holds.
+fn doubles(field: &Field<'_>, name: &'static str, out: Option<&mut Vec<f64>>) -> Result<usize, DecodeError> {
     match field.value {
         Value::Fixed64(bits) => {
             if let Some(out) = out {
                 out.push(f64::from_bits(bits));
             }
+            Ok(1)
         }
         Value::Len(data, base) => {
             if data.len() % 8 != 0 {
@@ -421,10 +532,10 @@ fn doubles(field: &Field<'_>, name: &'static str, out: Option<&mut Vec<f64>>) ->
                         .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default())),
                 );
             }
+            Ok(data.len() / 8)
         }
-        _ => return Err(field.wrong_type(name, WIRE_FIXED64)),
+        _ => Err(field.wrong_type(name, WIRE_FIXED64)),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::bstream::{BitReader, BitWriter};
 use super::histogram::{Appendable, HistogramAppend};
 use super::histogram_meta::{
     CounterResetHeader, Expansion, HISTOGRAM_HEADER_LEN, Layout, check_shape, expand_counter, expand_gauge,
-    is_known_schema, remap, span_buckets, union_spans,
+    is_known_schema, remap, span_buckets, union_spans, wider_than_ceiling,
 };
 use super::varbit::{XorField, put_varbit_int, read_varbit_int};
 use crate::error::ChunkError;
@@ -192,6 +192,18 @@ impl FloatHistogramChunk {
                 Appendable::No(header) => return Ok(HistogramAppend::NewChunk(Self::started_by(t, h, header))),
             }
         };
+        if forward
+            && backward
+            && let Some((positive, negative)) = &merged
+            && wider_than_ceiling(positive, negative)
+        {
+            let header = if h.counter_reset_hint == CounterResetHint::Gauge {
+                CounterResetHeader::Gauge
+            } else {
+                CounterResetHeader::NotCounterReset
+            };
+            return Ok(HistogramAppend::NewChunk(Self::started_by(t, h, header)));
+        }
         let widened;
         let h = match merged.filter(|_| backward) {
             Some((positive, negative)) => {

@@ -19,11 +19,11 @@ use super::varbit::{
     read_varbit_uint, read_zero_threshold,
 };
 use crate::error::ChunkError;
-use heddle_model::Span;
 use heddle_model::histogram::{
     CUSTOM_BUCKETS_SCHEMA, CounterResetHint, EXPONENTIAL_SCHEMA_MAX_RESERVED, EXPONENTIAL_SCHEMA_MIN,
-    is_exponential_schema,
+    MAX_BUCKETS_CEILING, is_exponential_schema,
 };
+use heddle_model::{HistogramSize, Span};
 
 /// Bytes before the bit stream: sample count and flags.
 pub const HISTOGRAM_HEADER_LEN: usize = 3;
@@ -137,6 +137,39 @@ impl Layout {
     }
 }
 
+/// What each sample of an integer or float histogram chunk holds once decoded (every sample has the chunk's
+/// layout: its buckets, spans and custom bounds), read from the layout alone, without decoding a sample or
+/// allocating. For weighing a chunk before it is decoded (a query's sample limit counts a histogram by its
+/// size). `None` for a chunk too short to hold its header or layout; an empty chunk holds nothing. A corrupt
+/// count is capped at the bits left, which each element takes at least one of.
+pub fn histogram_chunk_size(bytes: &[u8]) -> Option<HistogramSize> {
+    let (Some(&[hi, lo]), Some(stream)) = (bytes.get(..2), bytes.get(HISTOGRAM_HEADER_LEN..)) else {
+        return None;
+    };
+    if u16::from_be_bytes([hi, lo]) == 0 {
+        return Some(HistogramSize::default());
+    }
+    let r = &mut BitReader::new(stream);
+    read_zero_threshold(r).ok()?;
+    let schema = read_varbit_int(r).ok()?;
+    let mut size = HistogramSize::default();
+    for _side in 0..2 {
+        let n = read_varbit_uint(r).ok()?;
+        for _ in 0..n {
+            let length = read_varbit_uint(r).ok()? as u32;
+            read_varbit_int(r).ok()?;
+            size.buckets = size.buckets.saturating_add(length as usize);
+            size.layout += 1;
+        }
+    }
+    if schema == i64::from(CUSTOM_BUCKETS_SCHEMA) {
+        let n = read_varbit_uint(r).ok()?;
+        let n = usize::try_from(n).unwrap_or(usize::MAX).min(r.remaining());
+        size.layout = size.layout.saturating_add(n);
+    }
+    Some(size)
+}
+
 /// Whether a reader knows `schema`: exponential (including the resolutions above 8 reserved for later,
 /// which are read at 8) or custom buckets.
 pub(crate) fn is_known_schema(schema: i32) -> bool {
@@ -172,6 +205,16 @@ pub(crate) fn check_shape(
 /// Buckets the spans describe (`u64`: corrupt spans can describe more than memory holds).
 pub(crate) fn span_buckets(spans: &[Span]) -> u64 {
     spans.iter().map(|s| u64::from(s.length)).sum()
+}
+
+/// Whether a chunk layout of these spans would be over [`MAX_BUCKETS_CEILING`], in buckets or spans. The
+/// appenders cut a new chunk rather than widen a chunk's layout past it: every sample of a chunk has the
+/// chunk's layout, and the appender keeps 32 bytes a bucket, so samples that each fit the ceiling but keep
+/// moving their buckets would otherwise widen one chunk to several times it. Prometheus has no such bound;
+/// no histogram a real instrument sends comes near it.
+pub(crate) fn wider_than_ceiling(positive: &[Span], negative: &[Span]) -> bool {
+    span_buckets(positive) + span_buckets(negative) > MAX_BUCKETS_CEILING as u64
+        || positive.len() + negative.len() > MAX_BUCKETS_CEILING
 }
 
 /// The bucket indices the spans describe, in order.

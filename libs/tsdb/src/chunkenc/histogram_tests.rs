@@ -293,6 +293,57 @@ fn missing_empty_buckets_are_added_to_the_sample() {
 }
 
 #[test]
+fn a_chunk_layout_never_widens_past_the_ceiling() {
+    use heddle_model::histogram::MAX_BUCKETS_CEILING;
+    let n = MAX_BUCKETS_CEILING / 2 + 1;
+    let gauge = |h: Histogram| Histogram {
+        counter_reset_hint: CounterResetHint::Gauge,
+        ..h
+    };
+    // Each sample is within the ceiling, but together their buckets are not: the one that would widen the
+    // chunk past it starts a new chunk, a counter one saying there was no reset.
+    for (name, kind) in [("counter", None), ("gauge", Some(CounterResetHeader::Gauge))] {
+        let at = |offset: i32, counts: &[i64]| {
+            let h = hist(0, 0, 1.0, offset, counts);
+            if kind.is_some() { gauge(h) } else { h }
+        };
+        let mut c = HistogramChunk::new();
+        append(&mut c, 0, &at(0, &vec![0; n]));
+        let next = at(n as i32, &vec![0; n]);
+        match append(&mut c, 10, &next) {
+            HistogramAppend::NewChunk(new) => {
+                let want = kind.unwrap_or(CounterResetHeader::NotCounterReset);
+                assert_eq!(new.counter_reset_header(), want, "{name}");
+                assert_eq!(
+                    decode_histograms(new.bytes()).unwrap()[0].1.positive_spans,
+                    next.positive_spans
+                );
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        assert_eq!(c.num_samples(), 1, "{name}: the full chunk is unchanged");
+        // Under the ceiling, the same move recodes the chunk as Prometheus does.
+        let mut c = HistogramChunk::new();
+        append(&mut c, 0, &at(0, &vec![0; n - 1]));
+        assert!(
+            matches!(
+                append(&mut c, 10, &at((n - 1) as i32, &vec![0; n - 1])),
+                HistogramAppend::Recoded
+            ),
+            "{name}"
+        );
+    }
+    // The float chunk holds the same line.
+    let mut c = FloatHistogramChunk::new();
+    c.append(0, &hist(0, 0, 1.0, 0, &vec![0; n]).to_float(), None).unwrap();
+    let next = hist(0, 0, 1.0, n as i32, &vec![0; n]).to_float();
+    assert!(matches!(
+        c.append(10, &next, None).unwrap(),
+        HistogramAppend::NewChunk(_)
+    ));
+}
+
+#[test]
 fn gauges_change_freely_within_a_layout() {
     let g = |count: u64, offset: i32, counts: &[i64]| Histogram {
         counter_reset_hint: CounterResetHint::Gauge,
@@ -655,6 +706,8 @@ proptest! {
                 prop_assert_eq!(h.counter_reset_hint, want);
                 if !is_stale(h) {
                     h.validate().unwrap();
+                    // Every sample has the chunk's layout, which is read without decoding one.
+                    prop_assert_eq!(histogram_chunk_size(c.bytes()), Some(h.size()));
                 }
             }
             decoded.extend(samples);
@@ -762,4 +815,37 @@ fn custom_bucket_chunks() {
     let got = decode_histograms(c.bytes()).unwrap();
     assert_eq!(got[1].1.custom_values, vec![0.25, 1e6]);
     got[1].1.validate().unwrap();
+}
+
+#[test]
+fn a_chunk_is_weighed_by_its_layout_without_decoding_it() {
+    let mut c = HistogramChunk::new();
+    assert_eq!(
+        histogram_chunk_size(c.bytes()),
+        Some(heddle_model::HistogramSize::default()),
+        "empty"
+    );
+    append(
+        &mut c,
+        0,
+        &Histogram {
+            schema: CUSTOM_BUCKETS_SCHEMA,
+            count: 3,
+            sum: 1.0,
+            positive_spans: spans(&[(0, 1), (1, 1)]),
+            positive_buckets: deltas_from_absolute(&[1, 2]),
+            custom_values: vec![0.25, 1.0, 1e6],
+            ..Default::default()
+        },
+    );
+    let want = heddle_model::HistogramSize { buckets: 2, layout: 5 };
+    assert_eq!(histogram_chunk_size(c.bytes()), Some(want));
+    assert_eq!(decode_histograms(c.bytes()).unwrap()[0].1.size(), want);
+    let mut f = FloatHistogramChunk::new();
+    f.append(0, &hist(4, 0, 1.0, -3, &[1, 0, 3]).to_float(), None).unwrap();
+    let want = heddle_model::HistogramSize { buckets: 3, layout: 1 };
+    assert_eq!(histogram_chunk_size(f.bytes()), Some(want));
+    // Too short for its header or its layout.
+    assert_eq!(histogram_chunk_size(&c.bytes()[..2]), None);
+    assert_eq!(histogram_chunk_size(&[0, 1, 0]), None);
 }

@@ -61,6 +61,9 @@ pub enum AppendErrorKind {
     TooFarInFuture,
     /// A native histogram that breaks Prometheus' invariants (see [`heddle_model::Histogram::validate`]).
     InvalidHistogram,
+    /// A native histogram over [`heddle_model::histogram::MAX_BUCKETS_CEILING`]: the head never holds one, so
+    /// its chunk appender's state (32 bytes a bucket) stays bounded whoever calls it.
+    HistogramTooLarge,
 }
 
 /// Time bounds the caller (who knows the clock) sets on an append, on top of the head's own.
@@ -94,6 +97,7 @@ impl AppendErrorKind {
             AppendErrorKind::TooOldForEmptyHead => error_id::SAMPLE_OUT_OF_BOUNDS,
             AppendErrorKind::TooFarInFuture => error_id::TOO_FAR_IN_FUTURE,
             AppendErrorKind::InvalidHistogram => error_id::NATIVE_HISTOGRAM_INVALID,
+            AppendErrorKind::HistogramTooLarge => error_id::NATIVE_HISTOGRAM_TOO_LARGE,
         }
     }
 }
@@ -166,6 +170,13 @@ impl fmt::Display for SeriesAppendError {
             AppendErrorKind::InvalidHistogram => write!(
                 f,
                 "{id}: {n} native histogram sample(s) that break Prometheus' invariants (first at ts={ts}){}",
+                self.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+            ),
+            AppendErrorKind::HistogramTooLarge => write!(
+                f,
+                "{id}: {n} native histogram sample(s) over the ceiling of {} buckets, or spans and custom bounds \
+                 (first at ts={ts}){}",
+                heddle_model::histogram::MAX_BUCKETS_CEILING,
                 self.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
             ),
             AppendErrorKind::Refused(_) => match &self.message {
@@ -439,6 +450,12 @@ impl Head {
                 for (i, h) in entry.histograms.iter().enumerate() {
                     let (reason, bound, message) = if let Some((reason, bound)) = out_of_bounds(h.t) {
                         (reason, bound, None)
+                    } else if h.value.size().over_ceiling() {
+                        (
+                            AppendErrorKind::HistogramTooLarge,
+                            i64::MIN,
+                            Some(h.value.size().to_string()),
+                        )
                     } else if let Err(e) = h.value.validate() {
                         (AppendErrorKind::InvalidHistogram, i64::MIN, Some(e.to_string()))
                     } else {

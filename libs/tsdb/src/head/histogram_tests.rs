@@ -346,6 +346,15 @@ fn histogram_samples_are_judged_like_floats() {
             ),
             AppendErrorKind::InvalidHistogram,
         ),
+        (
+            // The ingester's gRPC port refuses these before decoding; the head holds the line for any caller.
+            "more buckets than the ceiling",
+            int(
+                11_000,
+                counter(7, heddle_model::histogram::MAX_BUCKETS_CEILING as u32 + 1),
+            ),
+            AppendErrorKind::HistogramTooLarge,
+        ),
     ];
     for (name, sample, reason) in cases {
         let out = append(&[sample]);
@@ -365,6 +374,13 @@ fn histogram_samples_are_judged_like_floats() {
     assert!(
         message.starts_with("err-heddle-native-histogram-invalid: 1 native histogram sample(s)")
             && message.contains("observations found in buckets, but the count field is 1"),
+        "{message}"
+    );
+    let wide = append(&[int(12_000, counter(7, 20_000))]);
+    let message = wide.errors[0].to_string();
+    assert!(
+        message.starts_with("err-heddle-native-histogram-too-large: 1 native histogram sample(s) over the ceiling")
+            && message.contains("20000 buckets and 1 spans"),
         "{message}"
     );
     assert_eq!(stored(&head, "judged").1, want(&[int(10_000, counter(5, 4))]));

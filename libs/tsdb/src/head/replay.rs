@@ -361,7 +361,8 @@ impl Head {
             let fp = fingerprint(h);
             // A histogram that breaks the invariants never reached the WAL through an append: a record that
             // holds one was damaged or written by another program, and is skipped like an unstorable sample.
-            if h.validate().is_err() || state.judge(t, fp, &self.chunks) != Verdict::Append {
+            // So is one over the size ceiling (a WAL written before there was one), which the head never holds.
+            if h.size().over_ceiling() || h.validate().is_err() || state.judge(t, fp, &self.chunks) != Verdict::Append {
                 st.skipped_samples += 1;
                 continue;
             }

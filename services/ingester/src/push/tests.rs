@@ -715,3 +715,58 @@ async fn exemplars_are_stored_from_bodies_and_batches() {
         assert!(text.contains(line), "{line} not in\n{text}");
     }
 }
+
+/// A counter histogram of `buckets` empty positive buckets at schema 8, at `t`.
+fn wide_histogram(buckets: usize, t: i64) -> heddle_proto::prometheus::Histogram {
+    use heddle_proto::prometheus::{BucketSpan, Histogram, histogram};
+    Histogram {
+        count: Some(histogram::Count::CountInt(0)),
+        schema: 8,
+        positive_spans: vec![BucketSpan {
+            offset: 0,
+            length: buckets as u32,
+        }],
+        positive_deltas: vec![0; buckets],
+        timestamp: t,
+        ..Histogram::default()
+    }
+}
+
+/// The ingester's gRPC port can be reached without a distributor: a histogram over the ceiling is refused
+/// there too, before it is decoded, and the whole push with it (a distributor never sends one).
+#[tokio::test]
+async fn a_histogram_over_the_ceiling_is_refused_at_the_grpc_port() {
+    use heddle_model::histogram::MAX_BUCKETS_CEILING;
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), InstanceLimitsConfig::default(), Limits::default()).await;
+    let series = |name: &str, buckets: usize| TimeSeries {
+        histograms: vec![wide_histogram(buckets, T0)],
+        ..ts(name, "1", &[])
+    };
+    let err = push(
+        &s.ingester,
+        "a",
+        vec![series("fits", 10), series("wide", MAX_BUCKETS_CEILING + 1)],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    let msg = err.message();
+    assert!(
+        msg.contains("err-heddle-native-histogram-too-large")
+            && msg.contains("16385 buckets")
+            && msg.contains("more than 16384"),
+        "{msg}"
+    );
+    assert!(
+        stored(&s.ingester, "a").await.is_empty(),
+        "nothing of the push was stored"
+    );
+    // At the ceiling it is stored: the ingester does not apply the tenant's bucket limit (the distributor
+    // does), only the ceiling.
+    let r = push(&s.ingester, "a", vec![series("wide", MAX_BUCKETS_CEILING)])
+        .await
+        .unwrap();
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.samples_ingested, 1);
+}

@@ -367,3 +367,184 @@ fn the_view_sizes_the_docs_state() {
     assert_eq!(size_of::<HistogramRef<'_>>(), 40);
     assert_eq!(size_of::<crate::TimeSeriesRef<'_>>(), 88);
 }
+
+/// Counts this thread's heap allocations, so a test can see what one call allocates.
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    struct Counting;
+
+    thread_local! {
+        static LIVE: Cell<usize> = const { Cell::new(0) };
+        static PEAK: Cell<usize> = const { Cell::new(0) };
+    }
+
+    fn grew(n: usize) {
+        let live = LIVE.get() + n;
+        LIVE.set(live);
+        PEAK.set(PEAK.get().max(live));
+    }
+
+    // SAFETY: every call is forwarded to `System` unchanged; the counters only read the sizes.
+    #[allow(unsafe_code)]
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            grew(layout.size());
+            // SAFETY: forwarded with the caller's layout.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            LIVE.set(LIVE.get().saturating_sub(layout.size()));
+            // SAFETY: forwarded with the caller's pointer and layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // Counted as a new block beside the old one, as a moving realloc holds both for a moment.
+            grew(new_size);
+            LIVE.set(LIVE.get().saturating_sub(layout.size()));
+            // SAFETY: forwarded with the caller's pointer, layout and size.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+
+    /// The most bytes `f` had allocated at once on this thread, beyond what was live before it, and its value.
+    pub(super) fn peak_of<T>(f: impl FnOnce() -> T) -> (usize, T) {
+        let before = LIVE.get();
+        PEAK.set(before);
+        let value = f();
+        (PEAK.get() - before, value)
+    }
+}
+
+/// The float form of an integer histogram message: absolute float counts, float count and zero count.
+fn as_float(h: &prometheus::Histogram) -> prometheus::Histogram {
+    let absolute = |d: &[i64]| -> Vec<f64> {
+        d.iter()
+            .scan(0i64, |c, d| {
+                *c += d;
+                Some(*c as f64)
+            })
+            .collect()
+    };
+    let count = match h.count {
+        Some(histogram::Count::CountInt(c)) => c as f64,
+        _ => 0.0,
+    };
+    prometheus::Histogram {
+        count: Some(histogram::Count::CountFloat(count)),
+        zero_count: Some(histogram::ZeroCount::ZeroCountFloat(1.0)),
+        negative_deltas: vec![],
+        positive_deltas: vec![],
+        negative_counts: absolute(&h.negative_deltas),
+        positive_counts: absolute(&h.positive_deltas),
+        ..h.clone()
+    }
+}
+
+proptest! {
+    /// The check counts what decoding holds, and decoding allocates exactly what `decoded_heap_bytes` says,
+    /// for integer and float histograms, so a caller can reserve it before decoding.
+    #[test]
+    fn decoding_allocates_exactly_what_the_check_counted(h in any_int_histogram(), float in any::<bool>()) {
+        let h = if float { as_float(&h) } else { h };
+        let body = v1_body(&h.encode_to_vec());
+        let arena = Bump::new();
+        let req = decode_write_request(&arena, &body).unwrap();
+        let r = req.timeseries[0].histograms[0];
+        let (peak, got) = counting::peak_of(|| r.decode().unwrap());
+        prop_assert_eq!(r.size(), got.value.size());
+        prop_assert_eq!(peak, r.decoded_heap_bytes());
+        prop_assert_eq!(peak, 8 * (r.size().buckets + r.size().layout));
+    }
+}
+
+#[test]
+fn unpacked_fields_are_counted_like_packed_ones() {
+    // Field 12 (positive_deltas) as three unpacked varints and field 13 absent; two spans.
+    let mut raw = prometheus::Histogram {
+        count: Some(histogram::Count::CountInt(6)),
+        positive_spans: vec![BucketSpan { offset: 0, length: 1 }, BucketSpan { offset: 1, length: 2 }],
+        ..Default::default()
+    }
+    .encode_to_vec();
+    for d in [1u8, 2, 0] {
+        raw.extend([12 << 3, d]); // sint64 zigzag: 1 -> -1, 2 -> 1, 0 -> 0
+    }
+    let body = v1_body(&raw);
+    let arena = Bump::new();
+    let req = decode_write_request(&arena, &body).unwrap();
+    let r = req.timeseries[0].histograms[0];
+    assert_eq!(r.size(), HistogramSize { buckets: 3, layout: 2 });
+    let (peak, got) = counting::peak_of(|| r.decode().unwrap());
+    assert_eq!(got.value.size(), r.size());
+    assert_eq!(peak, r.decoded_heap_bytes());
+}
+
+/// A histogram of `buckets` empty positive buckets at schema 8 in one span, and `spans` empty spans.
+fn wide(buckets: usize, spans: usize) -> prometheus::Histogram {
+    let mut positive_spans = vec![BucketSpan { offset: 0, length: 0 }; spans];
+    positive_spans.push(BucketSpan {
+        offset: 0,
+        length: buckets as u32,
+    });
+    prometheus::Histogram {
+        count: Some(histogram::Count::CountInt(0)),
+        schema: 8,
+        positive_spans,
+        positive_deltas: vec![0; buckets],
+        timestamp: 5,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_histogram_over_the_ceiling_is_refused_before_anything_is_allocated() {
+    let cases = [
+        ("buckets", wide(MAX_BUCKETS_CEILING + 1, 0), "16385 buckets and 1 spans"),
+        ("spans", wide(1, MAX_BUCKETS_CEILING), "1 buckets and 16385 spans"),
+    ];
+    for (name, h, words) in cases {
+        let body = v1_body(&h.encode_to_vec());
+        let arena = Bump::new();
+        // The request itself decodes: the refusal is the histogram's, so a distributor can refuse it alone.
+        let req = decode_write_request(&arena, &body).unwrap();
+        let r = req.timeseries[0].histograms[0];
+        assert!(r.size().over_ceiling(), "case {name}");
+        assert_eq!(
+            r.decoded_heap_bytes(),
+            0,
+            "case {name}: never decoded, nothing to reserve"
+        );
+        let (peak, got) = counting::peak_of(|| r.decode());
+        let err = got.expect_err(name);
+        assert!(
+            matches!(err, DecodeError::HistogramTooLarge { .. }),
+            "case {name}: {err:?}"
+        );
+        assert_eq!(r.check_ceiling(), Err(err.clone()), "case {name}");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("err-heddle-native-histogram-too-large: "),
+            "case {name}: {msg}"
+        );
+        assert!(
+            msg.contains(words) && msg.contains("more than 16384") && msg.contains("timestamp 5 ms"),
+            "case {name}: {msg}"
+        );
+        assert_eq!(peak, 0, "case {name}: refused without allocating");
+    }
+    // At the ceiling, it decodes.
+    let h = wide(MAX_BUCKETS_CEILING, MAX_BUCKETS_CEILING - 1);
+    let body = v1_body(&h.encode_to_vec());
+    let arena = Bump::new();
+    let req = decode_write_request(&arena, &body).unwrap();
+    let r = req.timeseries[0].histograms[0];
+    assert!(!r.size().over_ceiling());
+    assert_eq!(r.decode().unwrap().value.bucket_count(), MAX_BUCKETS_CEILING);
+}

@@ -3,11 +3,18 @@
 //!
 //! A histogram that is kept unchanged is forwarded as the bytes it came as (remote write 1.0 and 2.0 encode
 //! it alike); one whose resolution was lowered is re-encoded from its owned form.
+//!
+//! Memory: the decoder counted each histogram's buckets, spans and bounds, so a histogram is judged by its size
+//! before it is decoded. One over the hard ceiling ([`MAX_BUCKETS_CEILING`]) is refused undecoded
+//! (`err-heddle-native-histogram-too-large`), never reduced. What is decoded is what the request reserved
+//! ([`HistogramRef::decoded_heap_bytes`], exact), and lowering the resolution works in place, so validation
+//! allocates nothing beyond it.
 
 use crate::error::InvalidSeries;
 use heddle_limits::Limits;
 use heddle_model::histogram::{
-    EXPONENTIAL_SCHEMA_MAX, EXPONENTIAL_SCHEMA_MAX_RESERVED, EXPONENTIAL_SCHEMA_MIN, is_custom_buckets_schema,
+    EXPONENTIAL_SCHEMA_MAX, EXPONENTIAL_SCHEMA_MAX_RESERVED, EXPONENTIAL_SCHEMA_MIN, MAX_BUCKETS_CEILING,
+    is_custom_buckets_schema,
 };
 use heddle_model::{HistogramError, HistogramSample, HistogramValue, error_id};
 use heddle_proto::HistogramRef;
@@ -21,10 +28,35 @@ pub(crate) struct KeptHistogram<'a> {
     pub(crate) sample: HistogramSample,
 }
 
-/// Decodes and checks one histogram sample: a schema above 8 (up to 52, reserved for finer resolutions) is
-/// lowered to 8 as Prometheus does on ingestion, then Prometheus' rules are checked, then the tenant's
-/// bucket limit (lowering the resolution one step at a time while it is over, when the tenant allows it).
+/// The most buckets a histogram of a tenant with `limits` may keep: its `max_native_histogram_buckets`, or
+/// the ceiling when that is 0 (no limit of its own) or above it (`Limits::validate` refuses that, but a
+/// value that got past is still held to the ceiling).
+pub(crate) fn bucket_limit(limits: &Limits) -> usize {
+    match limits.max_native_histogram_buckets {
+        0 => MAX_BUCKETS_CEILING,
+        n => n.min(MAX_BUCKETS_CEILING),
+    }
+}
+
+/// Decodes and checks one histogram sample: its size against the ceiling first, undecoded; then a schema above 8 (up to 52, reserved for finer resolutions) is lowered to 8 as
+/// Prometheus does on ingestion, Prometheus' rules are checked, and the tenant's bucket limit applied
+/// (lowering the resolution one step at a time while it is over, when the tenant allows it).
 pub(crate) fn check_histogram<'a>(h: &HistogramRef<'a>, limits: &Limits) -> Result<KeptHistogram<'a>, InvalidSeries> {
+    let size = h.size();
+    if size.over_ceiling() {
+        return Err(InvalidSeries::HistogramTooLarge {
+            size,
+            ceiling: MAX_BUCKETS_CEILING,
+            timestamp_ms: h.t,
+        });
+    }
+    let limit = bucket_limit(limits);
+    let too_many = |buckets, reduced| InvalidSeries::TooManyHistogramBuckets {
+        buckets,
+        limit,
+        reduced,
+        timestamp_ms: h.t,
+    };
     let mut sample = h.decode().map_err(|e| InvalidSeries::InvalidHistogram {
         id: error_id::NATIVE_HISTOGRAM_INVALID,
         detail: e.to_string(),
@@ -42,14 +74,7 @@ pub(crate) fn check_histogram<'a>(h: &HistogramRef<'a>, limits: &Limits) -> Resu
         changed = true;
     }
     sample.value.validate().map_err(invalid)?;
-    let limit = limits.max_native_histogram_buckets;
-    if limit > 0 && sample.value.bucket_count() > limit {
-        let too_many = |buckets, reduced| InvalidSeries::TooManyHistogramBuckets {
-            buckets,
-            limit,
-            reduced,
-            timestamp_ms: h.t,
-        };
+    if sample.value.bucket_count() > limit {
         if !limits.reduce_native_histogram_over_max_buckets {
             return Err(too_many(sample.value.bucket_count(), false));
         }
@@ -196,6 +221,112 @@ mod tests {
                 other => panic!("case {name}: {other:?}"),
             }
         }
+    }
+
+    /// Empty positive buckets at schema 8 from index 1, in one span.
+    fn wide(buckets: usize) -> Histogram {
+        Histogram {
+            count: Some(histogram::Count::CountInt(0)),
+            schema: 8,
+            positive_spans: vec![BucketSpan {
+                offset: 1,
+                length: buckets as u32,
+            }],
+            positive_deltas: vec![0; buckets],
+            timestamp: 1000,
+            ..Histogram::default()
+        }
+    }
+
+    #[test]
+    fn over_the_ceiling_it_is_refused_undecoded_whatever_the_limit() {
+        for (name, limits) in [
+            ("no limit of its own", limit(0, true)),
+            ("the ceiling as its limit", limit(MAX_BUCKETS_CEILING, true)),
+            (
+                "a limit above the ceiling that got past validation",
+                limit(usize::MAX, true),
+            ),
+            ("the default limit", Limits::default()),
+        ] {
+            match check(wide(MAX_BUCKETS_CEILING + 1), &limits) {
+                Err(e @ InvalidSeries::HistogramTooLarge { .. }) => {
+                    assert_eq!(e.id(), error_id::NATIVE_HISTOGRAM_TOO_LARGE, "case {name}");
+                    assert_eq!(
+                        e.to_string(),
+                        "native histogram sample at 1000 ms has 16385 buckets and 1 spans and custom bounds, more \
+                         than 16384",
+                        "case {name}"
+                    );
+                    assert!(e.remedy().contains("no limit raises"), "case {name}: {}", e.remedy());
+                }
+                other => panic!("case {name}: {other:?}"),
+            }
+        }
+        // With no limit of its own, a tenant's histograms are held to the ceiling and kept as they came below it.
+        let (raw, sample) = check(wide(MAX_BUCKETS_CEILING), &limit(0, true)).unwrap();
+        assert!(raw.is_some(), "unchanged");
+        assert_eq!(sample.value.bucket_count(), MAX_BUCKETS_CEILING);
+        let h = wide(MAX_BUCKETS_CEILING);
+        match check(h, &limit(0, false)) {
+            Ok(_) => {}
+            other => panic!("at the ceiling with reduction off: {other:?}"),
+        }
+        let err = check(wide(20_000), &limit(0, false)).unwrap_err();
+        assert_eq!(
+            err.id(),
+            error_id::NATIVE_HISTOGRAM_TOO_LARGE,
+            "the ceiling before the limit"
+        );
+    }
+
+    #[test]
+    fn by_default_a_histogram_is_reduced_to_160_buckets() {
+        assert_eq!(bucket_limit(&Limits::default()), 160);
+        // 1,000 buckets at schema 8 halve to 500, 250, then 125 at schema 5.
+        let (raw, sample) = check(
+            Histogram {
+                count: Some(histogram::Count::CountInt(1000)),
+                positive_deltas: std::iter::once(1).chain(std::iter::repeat_n(0, 999)).collect(),
+                ..wide(1000)
+            },
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(raw, None);
+        assert_eq!((sample.value.schema(), sample.value.bucket_count()), (5, 125));
+        sample.value.validate().unwrap();
+        // Below the ceiling the remedy is to raise the limit; at the ceiling, it does not ask to raise what
+        // cannot be raised.
+        let err = check(
+            Histogram {
+                schema: -53,
+                custom_values: (0..MAX_BUCKETS_CEILING - 1).map(|i| i as f64).collect(),
+                positive_spans: vec![BucketSpan {
+                    offset: 0,
+                    length: MAX_BUCKETS_CEILING as u32,
+                }],
+                ..wide(MAX_BUCKETS_CEILING)
+            },
+            &limit(MAX_BUCKETS_CEILING - 1, true),
+        )
+        .unwrap_err();
+        assert!(
+            err.remedy().contains("raise `limits.max_native_histogram_buckets`"),
+            "{}",
+            err.remedy()
+        );
+        let err = InvalidSeries::TooManyHistogramBuckets {
+            buckets: 2,
+            limit: MAX_BUCKETS_CEILING,
+            reduced: true,
+            timestamp_ms: 0,
+        };
+        assert!(
+            err.remedy().contains("the limit is the hard ceiling"),
+            "{}",
+            err.remedy()
+        );
     }
 
     #[test]
