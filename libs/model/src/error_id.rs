@@ -223,6 +223,13 @@ catalogue! {
     /// A regular-expression matcher is longer than allowed.
     REGEX_TOO_LONG = "err-heddle-regex-too-long", 400, Request,
         "a regular-expression matcher is longer than `querier.max_regex_length`";
+    /// A query request's body is over `querier.max_body_size`, or it would hold more than the querier's whole
+    /// in-flight budget once decoded.
+    QUERY_REQUEST_TOO_LARGE = "err-heddle-query-request-too-large", 413, Request,
+        "the query request's body is over `querier.max_body_size`, or decoding it (remote read, a form, its selectors or PromQL query) would hold more than the whole `querier.max_inflight_requests_bytes`: send a smaller request or raise the limit";
+    /// The querier's in-flight requests already hold `querier.max_inflight_requests_bytes`.
+    QUERIER_MAX_INFLIGHT_REQUESTS_BYTES = "err-heddle-querier-max-inflight-requests-bytes", 503, Request,
+        "the querier's in-flight requests hold `querier.max_inflight_requests_bytes`; the client retries later";
     /// The ring has no instance with tokens.
     RING_EMPTY = "err-heddle-ring-empty", 503, Request,
         "the ingester ring has no instance with tokens yet";
