@@ -265,8 +265,12 @@ pub(crate) async fn off_runtime<T: Send + 'static>(f: impl FnOnce() -> T + Send 
         .map_err(|e| QuerierError::Internal(format!("a blocking task failed: {e}")))
 }
 
-/// Reads the whole body within `limit` bytes (413 from `Content-Length` before anything is read, or as soon
+/// Reads the whole body within `limit` bytes (413 from `Content-Length` before anything is kept, or as soon
 /// as more has arrived) and `timeout` (503), its buffer reserved in `r` before it grows.
+///
+/// A body refused for its size is read on and dropped up to as much again (within [`DRAIN_TIMEOUT`]), as Go's
+/// server does, so that a client still writing it reads the 413 instead of a broken pipe; a larger one is
+/// cut off with the connection.
 pub(crate) async fn read_body(
     body: Body,
     headers: &HeaderMap,
@@ -278,15 +282,18 @@ pub(crate) async fn read_body(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<u64>().ok());
+    let mut stream = body.into_data_stream();
     if let Some(len) = declared
         && len > limit as u64
     {
+        if len <= 2 * limit as u64 {
+            drain(&mut stream, 2 * limit).await;
+        }
         return Err(QuerierError::BodyTooLarge { size: len, limit });
     }
     let initial = declared.map_or(0, |l| usize::try_from(l).unwrap_or(limit).min(limit));
     grow(r, initial, BODY)?;
     let mut buf = Vec::with_capacity(initial);
-    let mut stream = body.into_data_stream();
     let read = async {
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| QuerierError::BodyRead { detail: e.to_string() })?;
@@ -309,12 +316,34 @@ pub(crate) async fn read_body(
     };
     match tokio::time::timeout(timeout, read).await {
         Ok(Ok(())) => Ok(buf),
+        Ok(Err(e @ QuerierError::BodyTooLarge { .. })) => {
+            drop(buf);
+            drain(&mut stream, limit).await;
+            Err(e)
+        }
         Ok(Err(e)) => Err(e),
         Err(_) => Err(QuerierError::BodyReadTimeout {
             timeout_ms: timeout.as_millis(),
             received: buf.len(),
         }),
     }
+}
+
+/// How long a refused body is read on and dropped, at most.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Reads and drops up to `max` more bytes of `stream` (one chunk held at a time), within [`DRAIN_TIMEOUT`].
+async fn drain(stream: &mut axum::body::BodyDataStream, max: usize) {
+    let mut left = max;
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            left = left.saturating_sub(chunk.len());
+            if left == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -169,3 +169,75 @@ fn regex_bound_holds_what_compiling_allocates() {
         );
     }
 }
+
+#[tokio::test]
+async fn bodies_are_read_within_their_limit_and_reserved() {
+    use axum::http::HeaderValue;
+    let budget = heddle_server::InflightBytes::new(0, Default::default(), Default::default());
+    let declared = |n: usize| {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        h
+    };
+    let t = Duration::from_secs(5);
+
+    let mut r = budget.reserve();
+    let got = read_body(Body::from(vec![7u8; 1000]), &declared(1000), 1000, t, &mut r)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1000);
+    assert_eq!(r.held(), 1000, "the declared length, reserved before the buffer");
+
+    // Declared over the limit: refused before anything is kept.
+    let mut r = budget.reserve();
+    let err = read_body(Body::from(vec![0u8; 1001]), &declared(1001), 1000, t, &mut r)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            QuerierError::BodyTooLarge {
+                size: 1001,
+                limit: 1000
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.body_unread() && err.to_string().contains("--querier.max-body-size"),
+        "{err}"
+    );
+    assert_eq!(r.held(), 0);
+
+    // No length given: refused as soon as more than the limit has arrived, the buffer reserved as it grew.
+    let chunks = futures::stream::iter((0..20).map(|_| Ok::<_, std::io::Error>(vec![1u8; 100])));
+    let mut r = budget.reserve();
+    let err = read_body(Body::from_stream(chunks), &HeaderMap::new(), 1000, t, &mut r)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            QuerierError::BodyTooLarge {
+                size: 1100,
+                limit: 1000
+            }
+        ),
+        "{err}"
+    );
+    assert!(r.held() <= 1000, "never more than the limit reserved: {}", r.held());
+
+    // A budget too small for the body: refused before the buffer exists.
+    let small = heddle_server::InflightBytes::new(100, Default::default(), Default::default());
+    let err = read_body(
+        Body::from(vec![0u8; 500]),
+        &declared(500),
+        1000,
+        t,
+        &mut small.reserve(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.status().as_u16(), 413, "{err}");
+    assert!(err.body_unread(), "{err}");
+}
