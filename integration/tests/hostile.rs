@@ -16,6 +16,8 @@ mod admin;
 mod case;
 #[path = "hostile/push.rs"]
 mod push;
+#[path = "hostile/querier.rs"]
+mod querier;
 #[path = "hostile/read.rs"]
 mod read;
 #[path = "hostile/tenancy.rs"]
@@ -40,6 +42,7 @@ fn all_cases(now: i64) -> Vec<Case> {
         push::cases(now),
         read::cases(now),
         admin::cases(now),
+        querier::cases(now),
     ]
     .into_iter()
     .flatten()
@@ -128,6 +131,9 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
             format!("--server.admin-token-file={}", token_file.display()),
             // Small enough that fifty copies of one full scan of the attacker's few series exceed it.
             format!("--querier.max-fetched-series-per-query={MAX_SERIES}"),
+            // The querier's cases bound what they may cost by its in-flight budget.
+            format!("--querier.max-inflight-requests-bytes={}", querier::QUERIER_BUDGET),
+            format!("--ingester.max-global-exemplars-per-user={}", querier::EXEMPLARS),
         ],
         ..HeddleOptions::default()
     };
@@ -256,5 +262,5 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
     let bystander = read_all(&heddle, BYSTANDER, now).await;
     assert_eq!(bystander.len(), 1, "the bystander holds one series: {bystander:?}");
     assert_eq!(bystander[0].1, acked, "every acknowledged bystander sample reads back");
-    assert!(cases.len() + grpc.len() >= 49, "{} cases", cases.len() + grpc.len());
+    assert!(cases.len() + grpc.len() >= 60, "{} cases", cases.len() + grpc.len());
 }
