@@ -22,6 +22,8 @@ mod otlp;
 mod histograms;
 #[path = "hostile/push.rs"]
 mod push;
+#[path = "hostile/querier.rs"]
+mod querier;
 #[path = "hostile/read.rs"]
 mod read;
 #[path = "hostile/tenancy.rs"]
@@ -49,6 +51,7 @@ fn all_cases(now: i64) -> Vec<Case> {
         doors::cases(now),
         otlp::cases(now),
         histograms::cases(now),
+        querier::cases(now),
     ]
     .into_iter()
     .flatten()
@@ -143,6 +146,9 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
             // 30 histograms of the ceiling's size pass by weight (every other case reads a few hundred samples).
             format!("--runtime-config.file={}", runtime_config.display()),
             format!("--querier.max-samples-per-query={}", histograms::MAX_SAMPLES_PER_QUERY),
+            // The querier's cases bound what they may cost by its in-flight budget.
+            format!("--querier.max-inflight-requests-bytes={}", querier::QUERIER_BUDGET),
+            format!("--ingester.max-global-exemplars-per-user={}", querier::EXEMPLARS),
         ],
         ..HeddleOptions::default()
     };
@@ -271,5 +277,5 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
     let bystander = read_all(&heddle, BYSTANDER, now).await;
     assert_eq!(bystander.len(), 1, "the bystander holds one series: {bystander:?}");
     assert_eq!(bystander[0].1, acked, "every acknowledged bystander sample reads back");
-    assert!(cases.len() + grpc.len() >= 49, "{} cases", cases.len() + grpc.len());
+    assert!(cases.len() + grpc.len() >= 60, "{} cases", cases.len() + grpc.len());
 }

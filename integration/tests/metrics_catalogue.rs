@@ -214,6 +214,8 @@ const FAMILIES: &[Family] = &[
     f("heddle_querier_request_duration_seconds", &["endpoint"]),
     f("heddle_querier_series_returned", &["endpoint"]),
     f("heddle_querier_samples_returned", &["endpoint"]),
+    f("heddle_querier_inflight_requests_bytes", &[]),
+    f("heddle_querier_inflight_requests_bytes_refused", &[]),
     unseen(
         "heddle_querier_refused_queries",
         &["reason"],

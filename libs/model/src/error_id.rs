@@ -230,6 +230,13 @@ catalogue! {
     /// Ingesters no longer answer blocks that the querier's bucket blocks do not hold.
     STORE_CONSISTENCY_CHECK_FAILED = "err-heddle-store-consistency-check-failed", 503, Request,
         "ingesters no longer answer blocks (shipped past their grace) that the bucket blocks the querier reads do not hold, even after listing the bucket again; no partial answer is given: run ingesters and queriers with the same `blocks_storage.bucket_store.sync_interval` and `bucket_index.max_stale_period`";
+    /// A query request's body is over `querier.max_body_size`, or it would hold more than the querier's whole
+    /// in-flight budget once decoded.
+    QUERY_REQUEST_TOO_LARGE = "err-heddle-query-request-too-large", 413, Request,
+        "the query request's body is over `querier.max_body_size`, or decoding it (remote read, a form, its selectors or PromQL query) would hold more than the whole `querier.max_inflight_requests_bytes`: send a smaller request or raise the limit";
+    /// The querier's in-flight requests already hold `querier.max_inflight_requests_bytes`.
+    QUERIER_MAX_INFLIGHT_REQUESTS_BYTES = "err-heddle-querier-max-inflight-requests-bytes", 503, Request,
+        "the querier's in-flight requests hold `querier.max_inflight_requests_bytes`; the client retries later";
     /// The ring has no instance with tokens.
     RING_EMPTY = "err-heddle-ring-empty", 503, Request,
         "the ingester ring has no instance with tokens yet";

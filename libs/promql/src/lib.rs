@@ -28,7 +28,7 @@ mod value;
 pub use error::PromqlError;
 pub use functions::go_format_float;
 pub use json::{api_float, write_histogram_json};
-pub use query::{Query, QueryOptions, QueryTime, Selection, Series, Stats, format_query, parse};
+pub use query::{MatcherBuilder, Query, QueryOptions, QueryTime, Selection, Series, Stats, format_query, parse};
 pub use value::{HistogramPoint, InstantSample, RangeSeries, Value};
 
 #[cfg(test)]

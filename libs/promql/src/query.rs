@@ -94,6 +94,23 @@ pub struct Stats {
     pub peak_samples: u64,
 }
 
+/// Builds the label matchers of a query's selectors as they are planned. [`Query::new`] compiles each one it
+/// meets; a caller with a cache of its own (each distinct matcher of a request compiled once, its own limits)
+/// passes it to [`Query::with_matchers`].
+pub trait MatcherBuilder {
+    /// The matcher `name kind value`.
+    fn matcher(&mut self, kind: MatchType, name: &str, value: &str) -> Result<Matcher, PromqlError>;
+}
+
+/// Compiles every matcher it is asked for.
+struct Compile;
+
+impl MatcherBuilder for Compile {
+    fn matcher(&mut self, kind: MatchType, name: &str, value: &str) -> Result<Matcher, PromqlError> {
+        Matcher::new(kind, name, value).map_err(|e| PromqlError::BadData(e.to_string()))
+    }
+}
+
 /// A parsed, checked query and the selections it needs.
 #[derive(Debug)]
 pub struct Query {
@@ -399,11 +416,26 @@ pub(crate) fn node_key(vs: &VectorSelector) -> usize {
 impl Query {
     /// Parses and checks `text` for evaluation at `time`, and works out its selections.
     pub fn new(text: &str, time: QueryTime, opts: &QueryOptions) -> Result<Self, PromqlError> {
-        let expr = Box::new(parse(text)?);
-        Self::from_expr(expr, time, opts)
+        Self::with_matchers(text, time, opts, &mut Compile)
     }
 
-    fn from_expr(expr: Box<Expr>, time: QueryTime, opts: &QueryOptions) -> Result<Self, PromqlError> {
+    /// [`Query::new`] building the selectors' matchers with `matchers` (a request's cache, say).
+    pub fn with_matchers(
+        text: &str,
+        time: QueryTime,
+        opts: &QueryOptions,
+        matchers: &mut dyn MatcherBuilder,
+    ) -> Result<Self, PromqlError> {
+        let expr = Box::new(parse(text)?);
+        Self::from_expr(expr, time, opts, matchers)
+    }
+
+    fn from_expr(
+        expr: Box<Expr>,
+        time: QueryTime,
+        opts: &QueryOptions,
+        matchers: &mut dyn MatcherBuilder,
+    ) -> Result<Self, PromqlError> {
         let (start, end) = match time {
             QueryTime::Instant(t) => (t, t),
             QueryTime::Range { start, end, step } => {
@@ -429,6 +461,7 @@ impl Query {
         };
         let mut planner = Planner {
             opts,
+            matchers,
             query_start: start,
             query_end: end,
             selections: Vec::new(),
@@ -486,6 +519,7 @@ fn type_word(ty: ValueType) -> &'static str {
 /// Works out each selector's time range from the steps that evaluate it.
 struct Planner<'o> {
     opts: &'o QueryOptions,
+    matchers: &'o mut dyn MatcherBuilder,
     query_start: i64,
     query_end: i64,
     selections: Vec<Selection>,
@@ -546,9 +580,7 @@ impl Planner<'_> {
                 MatchOp::Re(_) => MatchType::RegexMatch,
                 MatchOp::NotRe(_) => MatchType::RegexNoMatch,
             };
-            matchers.push(
-                Matcher::new(kind, m.name.clone(), m.value.clone()).map_err(|e| PromqlError::BadData(e.to_string()))?,
-            );
+            matchers.push(self.matchers.matcher(kind, &m.name, &m.value)?);
         }
         let (start, end) = (
             first.saturating_sub(offset).saturating_sub(reach),

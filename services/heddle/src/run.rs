@@ -323,7 +323,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             revision: crate::admin::build::GIT_COMMIT,
             rustc: crate::admin::build::RUSTC,
         };
-        let mut querier = Querier::new(cfg.querier.clone(), replicas(), &mut registry)
+        let mut querier_cfg = cfg.querier.clone();
+        querier_cfg.body_read_timeout = cfg.server.http_server_read_timeout;
+        let mut querier = Querier::new(querier_cfg, replicas(), &mut registry)
             .with_overrides(overrides.clone())
             .with_build_info(build);
         if let Some(bucket) = &bucket {

@@ -101,29 +101,34 @@ pub(crate) async fn query_exemplars(
     let Some(tenant) = tenant else {
         return Ok(ExemplarQueryResponse::default());
     };
-    let found = tenant
-        .head()
-        .select_exemplars(req.start_timestamp_ms, req.end_timestamp_ms, &selectors);
-    let label = |l: &heddle_model::Label| pb::Label {
-        name: l.name.clone(),
-        value: l.value.clone(),
-    };
-    let timeseries = found
-        .into_iter()
-        .map(|(labels, exemplars)| pb::TimeSeries {
-            labels: labels_to_proto(&labels),
-            exemplars: exemplars
-                .iter()
-                .map(|e| pb::Exemplar {
-                    labels: e.labels.iter().map(label).collect(),
-                    value: e.value,
-                    timestamp: e.t,
-                })
-                .collect(),
-            ..pb::TimeSeries::default()
-        })
-        .collect();
-    Ok(ExemplarQueryResponse { timeseries })
+    // Work in proportion to the tenant's ring (matching, copying, converting): off the async runtime. The
+    // ring's lock is taken a bounded amount of work at a time, so pushes of the tenant keep going meanwhile.
+    let (mint, maxt) = (req.start_timestamp_ms, req.end_timestamp_ms);
+    tokio::task::spawn_blocking(move || {
+        let found = tenant.head().select_exemplars(mint, maxt, &selectors);
+        let label = |l: &heddle_model::Label| pb::Label {
+            name: l.name.clone(),
+            value: l.value.clone(),
+        };
+        let timeseries = found
+            .into_iter()
+            .map(|(labels, exemplars)| pb::TimeSeries {
+                labels: labels_to_proto(&labels),
+                exemplars: exemplars
+                    .iter()
+                    .map(|e| pb::Exemplar {
+                        labels: e.labels.iter().map(label).collect(),
+                        value: e.value,
+                        timestamp: e.t,
+                    })
+                    .collect(),
+                ..pb::TimeSeries::default()
+            })
+            .collect();
+        ExemplarQueryResponse { timeseries }
+    })
+    .await
+    .map_err(|e| IngesterError::Task(e.to_string()))
 }
 
 /// The tenant's metric metadata within the request's limits (negative: none), families in name order.

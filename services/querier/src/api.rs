@@ -3,6 +3,7 @@
 //! Answers use Prometheus' envelope: `{"status":"success","data":...}` (plus `warnings` when a `limit`
 //! truncated the result), and `{"status":"error","errorType":"bad_data","error":"..."}` on failure.
 
+use crate::budget;
 use crate::error::QuerierError;
 use crate::matchers::MatcherCache;
 use crate::params::Form;
@@ -12,21 +13,45 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use heddle_limits::NameValidationScheme;
 use heddle_model::{Labels, Matcher, TenantId};
+use heddle_server::Reservation;
 use serde_json::{Map, Value, json};
+use std::mem::size_of;
 
-/// The selectors of every `match[]` parameter, their regexes bounded and compiled once for the request.
-fn selectors(q: &Querier, form: &Form) -> Result<Vec<Vec<Matcher>>, QuerierError> {
+/// The selectors of every `match[]` parameter, their regexes bounded and compiled once for the request, what
+/// they take reserved in `r` first.
+///
+/// Parsing is CPU work in proportion to the text: a large form is parsed off the async runtime, from a copy
+/// of its selectors (reserved too).
+async fn selectors(q: &Querier, form: &Form, r: &mut Reservation) -> Result<Vec<Vec<Matcher>>, QuerierError> {
+    let values = form.all("match[]");
+    let text: usize = values.iter().map(|v| v.len()).sum();
     let mut cache = MatcherCache::new(q.config().max_regex_length, Some(q.metrics.clone()));
-    form.all("match[]")
-        .into_iter()
-        .map(|s| parse_selector_with(s, &mut cache))
-        .collect()
+    // Long regexes refused, and what compiling each one takes counted, before anything compiles one.
+    let mut bound = budget::selectors_bytes(values.iter().copied());
+    for v in &values {
+        bound = bound.saturating_add(cache.check_query(v)?);
+    }
+    if text < budget::LARGE_INPUT_BYTES {
+        budget::grow(r, bound, "the request's match[] selectors")?;
+        return values.into_iter().map(|s| parse_selector_with(s, &mut cache)).collect();
+    }
+    let copy = budget::vec_bytes(values.len(), size_of::<String>())
+        .saturating_add(text)
+        .saturating_add(values.len().saturating_mul(budget::ALLOCATION_HEADROOM));
+    budget::grow(r, bound.saturating_add(copy), "the request's match[] selectors")?;
+    let owned: Vec<String> = values.into_iter().map(str::to_owned).collect();
+    budget::off_runtime(move || owned.iter().map(|s| parse_selector_with(s, &mut cache)).collect()).await?
 }
 
 /// `GET|POST /prometheus/api/v1/series`.
 #[tracing::instrument(skip_all, fields(tenant = %tenant))]
-pub(crate) async fn series(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
-    let selectors = selectors(q, form)?;
+pub(crate) async fn series(
+    q: &Querier,
+    tenant: &TenantId,
+    form: &Form,
+    r: &mut Reservation,
+) -> Result<Response, QuerierError> {
+    let selectors = selectors(q, form, r).await?;
     if selectors.is_empty() {
         return Err(QuerierError::BadData("no match[] parameter provided".into()));
     }
@@ -41,8 +66,13 @@ pub(crate) async fn series(q: &Querier, tenant: &TenantId, form: &Form) -> Resul
 
 /// `GET|POST /prometheus/api/v1/labels`.
 #[tracing::instrument(skip_all, fields(tenant = %tenant))]
-pub(crate) async fn label_names(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
-    let selectors = selectors(q, form)?;
+pub(crate) async fn label_names(
+    q: &Querier,
+    tenant: &TenantId,
+    form: &Form,
+    r: &mut Reservation,
+) -> Result<Response, QuerierError> {
+    let selectors = selectors(q, form, r).await?;
     let (start, end) = form.time_range()?;
     let limit = form.limit()?;
     let mut names = q.label_names(tenant, start, end, &selectors).await?;
@@ -59,6 +89,7 @@ pub(crate) async fn label_values(
     tenant: &TenantId,
     name: &str,
     form: &Form,
+    r: &mut Reservation,
 ) -> Result<Response, QuerierError> {
     let scheme = q.overrides.get(tenant.as_str()).name_validation_scheme;
     let unescaped;
@@ -72,7 +103,7 @@ pub(crate) async fn label_values(
     if !scheme.is_valid_label_name(name) {
         return Err(QuerierError::BadData(format!("invalid label name: {name:?}")));
     }
-    let selectors = selectors(q, form)?;
+    let selectors = selectors(q, form, r).await?;
     let (start, end) = form.time_range()?;
     let limit = form.limit()?;
     let mut values = q.label_values(tenant, name, start, end, &selectors).await?;

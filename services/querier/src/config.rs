@@ -43,6 +43,20 @@ pub struct QuerierConfig {
     /// the upload, so it must stay below `blocks_storage.tsdb.retention_period`.
     #[serde(with = "heddle_config::serde_duration")]
     pub query_store_after: Duration,
+    /// Most bytes all requests the querier is answering may hold together in what they allocate in proportion
+    /// to their input: bodies as they arrive, remote read's decompressed copy and decoded request, URL-encoded
+    /// forms, parsed selectors and PromQL queries, each reserved before it is allocated (0 = no limit). A
+    /// request that would pass it is refused at once with 503 (never queued); one that could not fit even
+    /// alone gets 413. Heddle's own key, after Mimir's `max_inflight_push_requests_bytes`: 512 MiB holds the
+    /// largest remote read the size limits accept (its body, 32 MiB decompressed and a decoded request about
+    /// ten times that) beside the single process's other queries.
+    pub max_inflight_requests_bytes: usize,
+    /// Largest request body the querier reads (remote read, compressed; a URL-encoded form), in bytes; larger
+    /// ones get 413 before or as they arrive. Mimir's query-frontend `max_body_size` and its default.
+    pub max_body_size: usize,
+    /// Longest time a request body may take to arrive (set from `server.http_server_read_timeout`).
+    #[serde(skip)]
+    pub body_read_timeout: Duration,
 }
 
 impl Default for QuerierConfig {
@@ -58,6 +72,9 @@ impl Default for QuerierConfig {
             max_concurrent: 20,
             query_ingesters_within: Duration::ZERO,
             query_store_after: Duration::ZERO,
+            max_inflight_requests_bytes: 512 << 20,
+            max_body_size: 10 << 20,
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -125,6 +142,18 @@ pub const QUERIER_FLAGS: &[FlagSpec] = &[
         kind: FlagKind::Value,
         help: "Ask the bucket only for the part of a query older than this before now (0 = always)",
     },
+    FlagSpec {
+        flag: "querier.max-inflight-requests-bytes",
+        key: "querier.max_inflight_requests_bytes",
+        kind: FlagKind::Value,
+        help: "Most bytes the requests being answered may hold in bodies, decoded requests, forms and parsed queries (503 above, 413 for one that cannot fit alone); 0 = no limit",
+    },
+    FlagSpec {
+        flag: "querier.max-body-size",
+        key: "querier.max_body_size",
+        kind: FlagKind::Value,
+        help: "Largest request body the querier reads (remote read compressed, or a URL-encoded form), in bytes; larger get 413",
+    },
 ];
 
 /// Smallest frame limit accepted: one XOR chunk (at most ~1 KiB) plus a generous label set must fit.
@@ -163,6 +192,18 @@ impl QuerierConfig {
         if self.lookback_delta.as_millis() == 0 {
             return Err("querier.lookback_delta must be at least 1ms".into());
         }
+        if self.max_body_size == 0 {
+            return Err("querier.max_body_size must be greater than 0".into());
+        }
+        let one_read = self.max_body_size.saturating_add(self.max_read_request_bytes);
+        if self.max_inflight_requests_bytes > 0 && self.max_inflight_requests_bytes < one_read {
+            return Err(format!(
+                "querier.max_inflight_requests_bytes is {}; it must be at least querier.max_body_size + \
+                 querier.max_read_request_bytes ({one_read}) so that one remote read of the largest size the limits \
+                 accept can be read and decompressed, or 0 (no limit)",
+                self.max_inflight_requests_bytes
+            ));
+        }
         if self.max_concurrent == 0 {
             return Err("querier.max_concurrent must be greater than 0 (it would refuse every query)".into());
         }
@@ -196,6 +237,20 @@ mod tests {
             ..Default::default()
         };
         assert!(cfg.validate().unwrap_err().contains("querier.max_concurrent"));
+        let cfg = QuerierConfig {
+            max_inflight_requests_bytes: 1 << 20,
+            ..Default::default()
+        };
+        assert!(
+            cfg.validate()
+                .unwrap_err()
+                .contains("querier.max_inflight_requests_bytes")
+        );
+        let cfg = QuerierConfig {
+            max_inflight_requests_bytes: 0,
+            ..Default::default()
+        };
+        assert_eq!(cfg.validate(), Ok(()), "0 is no limit");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::select::timeout_error;
 use futures::future::Either;
 use futures::{StreamExt, TryStreamExt};
 use heddle_model::TenantId;
-use heddle_promql::{HistogramPoint, PromqlError, Query, QueryOptions, QueryTime, Series, Stats, Value};
+use heddle_promql::{HistogramPoint, PromqlError, QueryOptions, QueryTime, Series, Stats, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -104,12 +104,14 @@ impl Querier {
             deadline: Some(deadline.into_std()),
             ..QueryOptions::default()
         };
-        let query = Query::new(text, time, &opts).map_err(|e| match e {
-            PromqlError::BadData(msg) => {
-                QuerierError::Promql(PromqlError::BadData(format!("invalid parameter \"query\": {msg}")))
-            }
-            other => QuerierError::Promql(other),
-        })?;
+        let query = crate::promql_api::parse_query(self, text, time, &opts)
+            .await
+            .map_err(|e| match e {
+                QuerierError::Promql(PromqlError::BadData(msg)) => {
+                    QuerierError::Promql(PromqlError::BadData(format!("invalid parameter \"query\": {msg}")))
+                }
+                other => other,
+            })?;
 
         let queued = tokio::time::Instant::now();
         // Owned, and moved into the evaluation: a client that leaves does not free its slot while its query

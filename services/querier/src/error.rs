@@ -99,6 +99,47 @@ pub enum QuerierError {
         length: String,
         limit: String,
     },
+    /// The request body is larger than `querier.max_body_size` (413, before or as it arrives).
+    #[error(
+        "err-heddle-query-request-too-large: the request body is {size} bytes or more; the limit is {limit}: send \
+         a smaller request, or raise `querier.max_body_size` (--querier.max-body-size)"
+    )]
+    BodyTooLarge { size: u64, limit: usize },
+    /// What a request would hold in flight is more than the whole in-flight budget: it could never be answered.
+    #[error(
+        "err-heddle-query-request-too-large: {what} would hold {requested} bytes more (the request holds {held} \
+         already), more than the querier's whole in-flight budget of {limit} bytes: send a smaller request, or \
+         raise `querier.max_inflight_requests_bytes` (--querier.max-inflight-requests-bytes)"
+    )]
+    RequestTooLarge {
+        what: &'static str,
+        requested: usize,
+        held: usize,
+        limit: usize,
+    },
+    /// The requests in flight hold so much of the in-flight budget that this one does not fit now.
+    #[error(
+        "err-heddle-querier-max-inflight-requests-bytes: the querier's in-flight requests hold {in_flight} bytes \
+         and {what} needs {requested} more (the request holds {held} already); the limit is {limit}: retry later, \
+         or raise `querier.max_inflight_requests_bytes` (--querier.max-inflight-requests-bytes) if the process has \
+         the memory"
+    )]
+    InflightBytes {
+        what: &'static str,
+        requested: usize,
+        held: usize,
+        in_flight: usize,
+        limit: usize,
+    },
+    /// Reading the request body failed before it was complete.
+    #[error("err-heddle-body-read: reading the request body failed: {detail}")]
+    BodyRead { detail: String },
+    /// The request body did not arrive in time.
+    #[error(
+        "err-heddle-body-read-timeout: the request body did not arrive within {timeout_ms} ms ({received} bytes \
+         received); raise `server.http_server_read_timeout` (--server.http-server-read-timeout)"
+    )]
+    BodyReadTimeout { timeout_ms: u128, received: usize },
 }
 
 /// What a fetch limit counts.
@@ -158,8 +199,13 @@ impl QuerierError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
-            QuerierError::BadData(_) | QuerierError::RegexTooLong { .. } | QuerierError::MaxQueryLength { .. } => {
-                StatusCode::BAD_REQUEST
+            QuerierError::BadData(_)
+            | QuerierError::RegexTooLong { .. }
+            | QuerierError::MaxQueryLength { .. }
+            | QuerierError::BodyRead { .. } => StatusCode::BAD_REQUEST,
+            QuerierError::BodyTooLarge { .. } | QuerierError::RequestTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            QuerierError::InflightBytes { .. } | QuerierError::BodyReadTimeout { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
             }
             QuerierError::LimitExceeded { .. } | QuerierError::TooManySamples { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -186,13 +232,27 @@ impl QuerierError {
             return e.error_type();
         }
         match self.status() {
-            StatusCode::BAD_REQUEST => "bad_data",
+            StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => "bad_data",
             StatusCode::UNPROCESSABLE_ENTITY => "execution",
             StatusCode::SERVICE_UNAVAILABLE => match self {
-                QuerierError::Timeout { .. } => "timeout",
+                QuerierError::Timeout { .. } | QuerierError::BodyReadTimeout { .. } => "timeout",
                 _ => "unavailable",
             },
             _ => "internal",
+        }
+    }
+
+    /// Whether the request was refused before its body was read in full (its size, its reservation, a read
+    /// that failed or took too long).
+    pub(crate) fn body_unread(&self) -> bool {
+        match self {
+            QuerierError::BodyTooLarge { .. }
+            | QuerierError::BodyRead { .. }
+            | QuerierError::BodyReadTimeout { .. } => true,
+            QuerierError::RequestTooLarge { what, .. } | QuerierError::InflightBytes { what, .. } => {
+                *what == crate::budget::BODY
+            }
+            _ => false,
         }
     }
 
@@ -247,6 +307,35 @@ mod tests {
                 "timeout",
             ),
             ("ingester down", ingesters(tonic::Code::Unavailable), 503, "unavailable"),
+            (
+                "body over the size limit",
+                QuerierError::BodyTooLarge { size: 2, limit: 1 },
+                413,
+                "bad_data",
+            ),
+            (
+                "larger than the whole budget",
+                QuerierError::RequestTooLarge {
+                    what: "x",
+                    requested: 2,
+                    held: 0,
+                    limit: 1,
+                },
+                413,
+                "bad_data",
+            ),
+            (
+                "budget full",
+                QuerierError::InflightBytes {
+                    what: "x",
+                    requested: 1,
+                    held: 0,
+                    in_flight: 1,
+                    limit: 1,
+                },
+                503,
+                "unavailable",
+            ),
             (
                 "ingester refuses",
                 ingesters(tonic::Code::InvalidArgument),

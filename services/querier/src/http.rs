@@ -2,6 +2,7 @@
 //! inserts (from `X-Scope-OrgID`, or `anonymous`); these handlers never read the header themselves.
 
 use crate::api;
+use crate::budget;
 use crate::error::QuerierError;
 use crate::metrics::{Endpoint, Outcome};
 use crate::params::Form;
@@ -9,12 +10,13 @@ use crate::promql_api;
 use crate::querier::Querier;
 use crate::remote_read;
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Extension, FromRequest, Path, Request, State};
-use axum::http::{Method, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::response::Response;
 use axum::routing::{get, post};
 use heddle_model::TenantId;
+use heddle_server::Reservation;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,25 +60,46 @@ pub fn router(q: Arc<Querier>) -> Router {
 }
 
 /// A request's form values: the query string and, for a URL-encoded POST, the body, merged as Prometheus
-/// merges them (axum's `Form` reads only one of the two).
-pub(crate) struct RequestForm(Form);
+/// merges them (axum's `Form` reads only one of the two). The body (within `querier.max_body_size`) and the
+/// parsed form are held in the request's reservation of the in-flight budget, which the handler grows for
+/// what it builds from the form (selectors, the PromQL query). A refusal while reading it is the handler's to
+/// answer (`form` is the error), so that it is counted as the endpoint's.
+pub(crate) struct RequestForm {
+    pub(crate) form: Result<Form, QuerierError>,
+    pub(crate) reservation: Reservation,
+}
 
-impl<S: Send + Sync> FromRequest<S> for RequestForm {
-    type Rejection = Response;
+impl FromRequest<Arc<Querier>> for RequestForm {
+    type Rejection = std::convert::Infallible;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+    async fn from_request(req: Request, q: &Arc<Querier>) -> Result<Self, Self::Rejection> {
         let urlencoded = req
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
         let post = req.method() == Method::POST;
-        let query = req.uri().query().map(str::to_owned);
-        let body = Bytes::from_request(req, state)
-            .await
-            .map_err(IntoResponse::into_response)?;
-        let body: &[u8] = if post && urlencoded { &body } else { &[] };
-        Ok(RequestForm(Form::parse(query.as_deref(), body)))
+        let mut reservation = q.inflight.reserve();
+        let (parts, body) = req.into_parts();
+        let form = async {
+            // Any other body is not read at all: nothing of it is needed.
+            let body = if post && urlencoded {
+                let cfg = q.config();
+                budget::read_body(
+                    body,
+                    &parts.headers,
+                    cfg.max_body_size,
+                    cfg.body_read_timeout,
+                    &mut reservation,
+                )
+                .await?
+            } else {
+                Vec::new()
+            };
+            budget::parse_form(parts.uri.query(), &body, &mut reservation)
+        }
+        .await;
+        Ok(RequestForm { form, reservation })
     }
 }
 
@@ -94,36 +117,53 @@ fn finish(
         } else {
             tracing::debug!(?endpoint, error = %err, "query refused");
         }
-        render_error(&err)
+        let mut resp = render_error(&err);
+        if err.body_unread() {
+            // The unread rest of the body would poison a keep-alive connection: the client opens a fresh one.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        resp
     });
     q.metrics
         .observe_request(endpoint, resp.status().as_u16(), started.elapsed().as_secs_f64());
     resp
 }
 
-async fn read(State(q): State<Arc<Querier>>, Extension(tenant): Extension<TenantId>, body: Bytes) -> Response {
+async fn read(
+    State(q): State<Arc<Querier>>,
+    Extension(tenant): Extension<TenantId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let started = Instant::now();
-    let result = remote_read::handle(&q, &tenant, &body).await;
+    let result = remote_read::handle(&q, &tenant, &headers, body).await;
     finish(&q, Endpoint::RemoteRead, started, result, api::text_error_response)
 }
 
 async fn series(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    RequestForm(form): RequestForm,
+    RequestForm { form, mut reservation }: RequestForm,
 ) -> Response {
     let started = Instant::now();
-    let result = api::series(&q, &tenant, &form).await;
+    let result = match form {
+        Ok(form) => api::series(&q, &tenant, &form, &mut reservation).await,
+        Err(e) => Err(e),
+    };
     finish(&q, Endpoint::Series, started, result, api::error_response)
 }
 
 async fn labels(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    RequestForm(form): RequestForm,
+    RequestForm { form, mut reservation }: RequestForm,
 ) -> Response {
     let started = Instant::now();
-    let result = api::label_names(&q, &tenant, &form).await;
+    let result = match form {
+        Ok(form) => api::label_names(&q, &tenant, &form, &mut reservation).await,
+        Err(e) => Err(e),
+    };
     finish(&q, Endpoint::Labels, started, result, api::error_response)
 }
 
@@ -131,10 +171,13 @@ async fn label_values(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
     Path(name): Path<String>,
-    RequestForm(form): RequestForm,
+    RequestForm { form, mut reservation }: RequestForm,
 ) -> Response {
     let started = Instant::now();
-    let result = api::label_values(&q, &tenant, &name, &form).await;
+    let result = match form {
+        Ok(form) => api::label_values(&q, &tenant, &name, &form, &mut reservation).await,
+        Err(e) => Err(e),
+    };
     finish(&q, Endpoint::LabelValues, started, result, api::error_response)
 }
 
@@ -184,10 +227,11 @@ where
 async fn query(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    RequestForm(form): RequestForm,
+    RequestForm { form, mut reservation }: RequestForm,
 ) -> Response {
-    promql(&q, Endpoint::Query, |started| {
-        promql_api::query(&q, &tenant, &form, started)
+    let (querier, tenant) = (&*q, &tenant);
+    promql(querier, Endpoint::Query, |started| async move {
+        promql_api::query(querier, tenant, &form?, &mut reservation, started).await
     })
     .await
 }
@@ -195,17 +239,21 @@ async fn query(
 async fn query_range(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    RequestForm(form): RequestForm,
+    RequestForm { form, mut reservation }: RequestForm,
 ) -> Response {
-    promql(&q, Endpoint::QueryRange, |started| {
-        promql_api::query_range(&q, &tenant, &form, started)
+    let (querier, tenant) = (&*q, &tenant);
+    promql(querier, Endpoint::QueryRange, |started| async move {
+        promql_api::query_range(querier, tenant, &form?, &mut reservation, started).await
     })
     .await
 }
 
-async fn format_query(State(q): State<Arc<Querier>>, RequestForm(form): RequestForm) -> Response {
+async fn format_query(State(q): State<Arc<Querier>>, RequestForm { form, mut reservation }: RequestForm) -> Response {
     let started = Instant::now();
-    let result = promql_api::format_query(&form);
+    let result = match form {
+        Ok(form) => promql_api::format_query(&q, &form, &mut reservation).await,
+        Err(e) => Err(e),
+    };
     finish(&q, Endpoint::FormatQuery, started, result, api::error_response)
 }
 
@@ -218,19 +266,28 @@ async fn build_info(State(q): State<Arc<Querier>>) -> Response {
 async fn metadata(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    RequestForm(form): RequestForm,
+    RequestForm {
+        form,
+        reservation: _held,
+    }: RequestForm,
 ) -> Response {
     let started = Instant::now();
-    let result = promql_api::metadata(&q, &tenant, &form).await;
+    let result = match form {
+        Ok(form) => promql_api::metadata(&q, &tenant, &form).await,
+        Err(e) => Err(e),
+    };
     finish(&q, Endpoint::Metadata, started, result, api::error_response)
 }
 
 async fn query_exemplars(
     State(q): State<Arc<Querier>>,
     Extension(tenant): Extension<TenantId>,
-    RequestForm(form): RequestForm,
+    RequestForm { form, mut reservation }: RequestForm,
 ) -> Response {
     let started = Instant::now();
-    let result = promql_api::query_exemplars(&q, &tenant, &form).await;
+    let result = match form {
+        Ok(form) => promql_api::query_exemplars(&q, &tenant, &form, &mut reservation).await,
+        Err(e) => Err(e),
+    };
     finish(&q, Endpoint::QueryExemplars, started, result, api::error_response)
 }

@@ -20,6 +20,7 @@
 //! exemplars yet, so `metadata` and `query_exemplars` answer empty.
 
 mod api;
+mod budget;
 mod chunks;
 mod config;
 mod convert;
@@ -41,6 +42,7 @@ mod select;
 mod selector;
 mod store;
 
+pub use budget::promql_parse_bytes;
 pub use config::{QUERIER_FLAGS, QuerierConfig};
 pub use error::{FetchLimit, QuerierError};
 pub use http::{
@@ -62,6 +64,8 @@ mod fetch_limits_tests;
 mod histogram_tests;
 #[cfg(test)]
 mod promql_tests;
+#[cfg(test)]
+mod testalloc;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

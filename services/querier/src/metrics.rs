@@ -3,6 +3,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -109,6 +110,9 @@ pub(crate) struct Metrics {
     refused: Family<ReasonLabels, Counter>,
     queries: Family<OutcomeLabels, Counter>,
     samples_processed: Counter,
+    /// The in-flight budget's total and refusals ([`heddle_server::InflightBytes`] exports them).
+    pub(crate) inflight_bytes: Gauge,
+    pub(crate) inflight_refused: Counter,
 }
 
 impl Metrics {
@@ -159,6 +163,21 @@ impl Metrics {
             "Samples fetched and handed to the PromQL engine, after replicas are merged",
             samples_processed.clone(),
         );
+        let inflight_bytes = Gauge::default();
+        registry.register(
+            "heddle_querier_inflight_requests_bytes",
+            "Bytes held by querier requests in flight: bodies, remote read's decompressed and decoded requests, \
+             forms, parsed selectors and queries, reserved before allocation against \
+             querier.max_inflight_requests_bytes",
+            inflight_bytes.clone(),
+        );
+        let inflight_refused = Counter::default();
+        registry.register(
+            "heddle_querier_inflight_requests_bytes_refused",
+            "Querier requests refused (503, or 413 when one could never fit) because \
+             querier.max_inflight_requests_bytes would be passed",
+            inflight_refused.clone(),
+        );
         Self {
             requests,
             duration,
@@ -167,6 +186,8 @@ impl Metrics {
             refused,
             queries,
             samples_processed,
+            inflight_bytes,
+            inflight_refused,
         }
     }
 

@@ -5,7 +5,9 @@
 //! query itself runs in [`crate::engine`], and its answer is written by [`crate::promql_json`].
 
 use crate::api::json_response;
+use crate::budget;
 use crate::error::QuerierError;
+use crate::matchers::MatcherCache;
 use crate::params::{Form, MAX_TIME_MS, MIN_TIME_MS, parse_time};
 use crate::promql_json::query_body;
 use crate::querier::{MetadataRequest, Querier};
@@ -13,7 +15,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use heddle_model::TenantId;
 use heddle_model::{Clock, SystemClock};
-use heddle_promql::{PromqlError, QueryTime};
+use heddle_promql::{PromqlError, Query, QueryOptions, QueryTime};
+use heddle_server::Reservation;
 use serde_json::json;
 use std::time::Duration;
 
@@ -26,6 +29,7 @@ pub(crate) async fn query(
     q: &Querier,
     tenant: &TenantId,
     form: &Form,
+    r: &mut Reservation,
     started: tokio::time::Instant,
 ) -> Result<Response, QuerierError> {
     let now = SystemClock.now_ms();
@@ -40,6 +44,7 @@ pub(crate) async fn query(
     };
     let timeout = timeout(form)?;
     let text = form.get("query").unwrap_or_default();
+    reserve_parse(q, r, text).await?;
     let answer = q
         .run_query(tenant, text, QueryTime::Instant(time), timeout, started, now)
         .await?;
@@ -52,6 +57,7 @@ pub(crate) async fn query_range(
     q: &Querier,
     tenant: &TenantId,
     form: &Form,
+    r: &mut Reservation,
     started: tokio::time::Instant,
 ) -> Result<Response, QuerierError> {
     let start = required_time(form, "start")?;
@@ -76,6 +82,7 @@ pub(crate) async fn query_range(
     }
     let timeout = timeout(form)?;
     let text = form.get("query").unwrap_or_default();
+    reserve_parse(q, r, text).await?;
     let answer = q
         .run_query(
             tenant,
@@ -89,11 +96,60 @@ pub(crate) async fn query_range(
     Ok(json_body(query_body(&answer, wants_stats(form))))
 }
 
-/// `GET|POST /prometheus/api/v1/format_query`: the query in Prometheus' canonical layout.
-pub(crate) fn format_query(form: &Form) -> Result<Response, QuerierError> {
-    let formatted = heddle_promql::format_query(form.get("query").unwrap_or_default())
-        .map_err(|e| bad_param("query", &e.to_string()))?;
+/// `GET|POST /prometheus/api/v1/format_query`: the query in Prometheus' canonical layout. Parsing compiles the
+/// query's regular expressions, so their length is checked first, as for a query.
+pub(crate) async fn format_query(q: &Querier, form: &Form, r: &mut Reservation) -> Result<Response, QuerierError> {
+    let text = form.get("query").unwrap_or_default();
+    reserve_parse(q, r, text).await?;
+    // The formatted text is about as long as the query.
+    budget::grow(r, text.len().saturating_mul(2), "the formatted PromQL query")?;
+    let format = |text: &str| heddle_promql::format_query(text).map_err(|e| bad_param("query", &e.to_string()));
+    let formatted = if text.len() < budget::LARGE_INPUT_BYTES {
+        format(text)?
+    } else {
+        let text = text.to_owned();
+        budget::off_runtime(move || format(&text)).await??
+    };
     Ok(success(json!(formatted)))
+}
+
+/// Refuses the PromQL query `text` if a regular expression of it is too long, and reserves in `r` what
+/// parsing it may allocate ([`budget::promql_parse_bytes`]); a long text is scanned off the async runtime.
+async fn reserve_parse(q: &Querier, r: &mut Reservation, text: &str) -> Result<(), QuerierError> {
+    let cache = MatcherCache::new(q.config().max_regex_length, Some(q.metrics.clone()));
+    let scan = move |text: &str| {
+        cache.check_query(text)?;
+        Ok::<_, QuerierError>(budget::promql_parse_bytes(text))
+    };
+    let bytes = if text.len() < budget::LARGE_INPUT_BYTES {
+        scan(text)?
+    } else {
+        let text = text.to_owned();
+        budget::off_runtime(move || scan(&text)).await??
+    };
+    budget::grow(r, bytes, "parsing the PromQL query")
+}
+
+/// Parses the PromQL query `text` for evaluation at `time`, as every PromQL entry point does: the length of its
+/// regular expressions checked on the text before anything compiles one (`querier.max_regex_length`), its
+/// selectors' matchers built through one cache (each distinct matcher compiled once), and a large query
+/// parsed off the async runtime. What parsing allocates is the caller's to reserve ([`reserve_parse`]).
+pub(crate) async fn parse_query(
+    q: &Querier,
+    text: &str,
+    time: QueryTime,
+    opts: &QueryOptions,
+) -> Result<Query, QuerierError> {
+    let mut cache = MatcherCache::new(q.config().max_regex_length, Some(q.metrics.clone()));
+    let mut parse = move |text: &str, opts: &QueryOptions| {
+        cache.check_query(text)?;
+        Query::with_matchers(text, time, opts, &mut cache).map_err(QuerierError::Promql)
+    };
+    if text.len() < budget::LARGE_INPUT_BYTES {
+        return parse(text, opts);
+    }
+    let (text, opts) = (text.to_owned(), opts.clone());
+    budget::off_runtime(move || parse(&text, &opts)).await?
 }
 
 /// `GET /prometheus/api/v1/status/buildinfo`: Prometheus' keys with Heddle's facts. Heddle is not built with
@@ -161,17 +217,39 @@ pub(crate) async fn metadata(q: &Querier, tenant: &TenantId, form: &Form) -> Res
 /// them. The query's vector selectors (Prometheus' `parser.ExtractSelectors`) pick the series; the answer is
 /// Prometheus' `[{seriesLabels, exemplars: [{labels, value, timestamp}]}]`, series in label order.
 #[tracing::instrument(skip_all, fields(tenant = %tenant))]
-pub(crate) async fn query_exemplars(q: &Querier, tenant: &TenantId, form: &Form) -> Result<Response, QuerierError> {
+pub(crate) async fn query_exemplars(
+    q: &Querier,
+    tenant: &TenantId,
+    form: &Form,
+    r: &mut Reservation,
+) -> Result<Response, QuerierError> {
     let start = optional_time(form, "start", MIN_TIME_MS)?;
     let end = optional_time(form, "end", MAX_TIME_MS)?;
     if end < start {
         return Err(bad_data("end timestamp must not be before start timestamp"));
     }
     let text = form.get("query").unwrap_or_default();
-    let query = heddle_promql::Query::new(text, QueryTime::Instant(end), &heddle_promql::QueryOptions::default())
-        .map_err(QuerierError::Promql)?;
+    reserve_parse(q, r, text).await?;
+    let query = parse_query(q, text, QueryTime::Instant(end), &QueryOptions::default()).await?;
     let selectors: Vec<Vec<heddle_model::Matcher>> = query.selections().iter().map(|s| s.matchers.clone()).collect();
     let found = q.exemplars(tenant, start, end, &selectors).await?;
+    let total: usize = found.values().map(Vec::len).sum();
+    // Work in proportion to the exemplars found: off the async runtime when they are many.
+    let data = if total < EXEMPLARS_ON_RUNTIME {
+        exemplars_json(found)
+    } else {
+        budget::off_runtime(move || exemplars_json(found)).await?
+    };
+    Ok(success(data))
+}
+
+/// Exemplars from which on their answer is written off the async runtime.
+const EXEMPLARS_ON_RUNTIME: usize = 4096;
+
+/// Prometheus' answer to `query_exemplars`: `[{seriesLabels, exemplars: [{labels, value, timestamp}]}]`.
+fn exemplars_json(
+    found: std::collections::BTreeMap<heddle_model::Labels, Vec<crate::querier::ExemplarSample>>,
+) -> serde_json::Value {
     let labels_json = |labels: &mut dyn Iterator<Item = (&str, &str)>| -> serde_json::Value {
         serde_json::Value::Object(labels.map(|(n, v)| (n.to_owned(), json!(v))).collect())
     };
@@ -194,7 +272,7 @@ pub(crate) async fn query_exemplars(q: &Querier, tenant: &TenantId, form: &Form)
             })
         })
         .collect();
-    Ok(success(serde_json::Value::Array(data)))
+    serde_json::Value::Array(data)
 }
 
 fn required_time(form: &Form, key: &str) -> Result<i64, QuerierError> {

@@ -19,6 +19,7 @@ use heddle_proto::ingester::{
 };
 use heddle_proto::prometheus::LabelMatcher;
 use heddle_ring::Replicas;
+use heddle_server::InflightBytes;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -59,6 +60,8 @@ pub struct Querier {
     /// What `status/buildinfo` reports.
     pub(crate) build: BuildInfo,
     pub(crate) metrics: Metrics,
+    /// Bytes held by the requests being answered (`querier.max_inflight_requests_bytes`).
+    pub(crate) inflight: Arc<InflightBytes>,
 }
 
 /// The build facts `/prometheus/api/v1/status/buildinfo` reports; the binary knows them
@@ -87,13 +90,19 @@ impl Default for BuildInfo {
 impl Querier {
     /// A querier reading from the ingesters `replicas` names, with its metrics registered on `registry`.
     pub fn new(cfg: QuerierConfig, replicas: Arc<IngesterReplicas>, registry: &mut Registry) -> Self {
+        let metrics = Metrics::new(registry);
         Self {
             replicas,
             store: None,
             overrides: Arc::new(Overrides::new(Limits::default())),
             query_slots: Arc::new(Semaphore::new(cfg.max_concurrent)),
             build: BuildInfo::default(),
-            metrics: Metrics::new(registry),
+            inflight: InflightBytes::new(
+                cfg.max_inflight_requests_bytes,
+                metrics.inflight_bytes.clone(),
+                metrics.inflight_refused.clone(),
+            ),
+            metrics,
             cfg,
         }
     }

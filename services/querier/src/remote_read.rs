@@ -13,6 +13,7 @@
 //! As in Prometheus, the response type is the first of the request's `accepted_response_types` that the
 //! server supports, and `SAMPLES` when the list is empty.
 
+use crate::budget;
 use crate::convert::{histogram_to_proto, labels_to_proto, matcher_from_proto};
 use crate::error::QuerierError;
 use crate::frames;
@@ -22,15 +23,19 @@ use crate::metrics::Endpoint;
 use crate::querier::Querier;
 use crate::select::SelectedSeries;
 use axum::body::Body;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use heddle_model::{MatchType, Matcher, TenantId};
 use heddle_proto::prometheus::{
     LabelMatcher, QueryResult, ReadRequest, ReadResponse, Sample as ProtoSample, TimeSeries, read_request::ResponseType,
 };
+use heddle_server::Reservation;
 use prost::Message;
+use std::mem::size_of;
 use std::sync::Arc;
+
+mod measure;
 
 /// Content type of a streamed remote-read response, as Prometheus' client expects it.
 pub const STREAMED_CONTENT_TYPE: &str = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse";
@@ -41,19 +46,63 @@ struct ParsedQuery {
     matchers: Vec<Matcher>,
 }
 
-/// Answers one remote-read request body (snappy-compressed `ReadRequest`).
+/// Answers one remote-read request, its body (snappy-compressed `ReadRequest`) read within
+/// `querier.max_body_size`.
+///
+/// Everything the request allocates in proportion to its body is reserved in the in-flight budget first, in
+/// two reservations: one for what decoding holds (the body, its decompressed copy, the decoded request), given
+/// back as soon as the queries are parsed; one for what the answer keeps (the parsed queries and their
+/// matchers), held until the answer is sent. A large body is decoded off the async runtime.
 #[tracing::instrument(skip_all, fields(tenant = %tenant))]
-pub(crate) async fn handle(q: &Arc<Querier>, tenant: &TenantId, body: &[u8]) -> Result<Response, QuerierError> {
-    let req = decode_request(body, q.config().max_read_request_bytes)?;
-    let mut matchers = MatcherCache::new(q.config().max_regex_length, Some(q.metrics.clone()));
-    let queries = parse_queries(&req, &mut matchers)?;
-    match negotiate(&req.accepted_response_types)? {
-        ResponseType::Samples => samples_response(q, tenant, &queries).await,
-        ResponseType::StreamedXorChunks => streamed_response(Arc::clone(q), tenant.clone(), queries).await,
+pub(crate) async fn handle(
+    q: &Arc<Querier>,
+    tenant: &TenantId,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, QuerierError> {
+    let cfg = q.config();
+    let mut decoding = q.inflight.reserve();
+    let body = budget::read_body(body, headers, cfg.max_body_size, cfg.body_read_timeout, &mut decoding).await?;
+    let kept = q.inflight.reserve();
+    let cache = MatcherCache::new(cfg.max_regex_length, Some(q.metrics.clone()));
+    let max_bytes = cfg.max_read_request_bytes;
+    let large = snap::raw::decompress_len(&body).is_ok_and(|len| len >= budget::LARGE_INPUT_BYTES);
+    let decode = move || decode_and_parse(&body, max_bytes, cache, decoding, kept);
+    let (response_type, queries, kept) = if large {
+        budget::off_runtime(decode).await??
+    } else {
+        decode()?
+    };
+    match response_type {
+        ResponseType::Samples => samples_response(q, tenant, &queries, kept).await,
+        ResponseType::StreamedXorChunks => streamed_response(Arc::clone(q), tenant.clone(), queries, kept).await,
     }
 }
 
-fn decode_request(body: &[u8], max_bytes: usize) -> Result<ReadRequest, QuerierError> {
+/// The request in `body` decoded and its queries parsed through `cache`, with what that allocates reserved
+/// first: decoding in `decoding` (given back when this returns), the parsed queries in `kept` (returned with
+/// them).
+fn decode_and_parse(
+    body: &[u8],
+    max_bytes: usize,
+    mut cache: MatcherCache,
+    mut decoding: Reservation,
+    mut kept: Reservation,
+) -> Result<(ResponseType, Vec<ParsedQuery>, Reservation), QuerierError> {
+    let req = decode_request(body, max_bytes, &mut decoding)?;
+    let response_type = negotiate(&req.accepted_response_types)?;
+    budget::grow(
+        &mut kept,
+        parsed_bytes(&req),
+        "the remote read request's parsed queries",
+    )?;
+    let queries = parse_queries(&req, &mut cache)?;
+    Ok((response_type, queries, kept))
+}
+
+/// Decompresses and decodes `body`: the declared length checked against `max_bytes` and reserved before the
+/// copy is made, the decoded request measured ([`measure`]) and reserved before prost decodes it.
+fn decode_request(body: &[u8], max_bytes: usize, r: &mut Reservation) -> Result<ReadRequest, QuerierError> {
     let len = snap::raw::decompress_len(body)
         .map_err(|e| QuerierError::BadData(format!("remote read body is not snappy-compressed: {e}")))?;
     if len > max_bytes {
@@ -62,11 +111,43 @@ fn decode_request(body: &[u8], max_bytes: usize) -> Result<ReadRequest, QuerierE
              (querier.max_read_request_bytes)"
         )));
     }
-    let raw = snap::raw::Decoder::new()
-        .decompress_vec(body)
+    budget::grow(r, len, "the decompressed remote read request")?;
+    let mut raw = vec![0; len];
+    snap::raw::Decoder::new()
+        .decompress(body, &mut raw)
         .map_err(|e| QuerierError::BadData(format!("remote read body is not valid snappy: {e}")))?;
-    ReadRequest::decode(raw.as_slice())
-        .map_err(|e| QuerierError::BadData(format!("remote read body is not a prometheus.ReadRequest: {e}")))
+    let not_a_request = |e: &dyn std::fmt::Display| {
+        QuerierError::BadData(format!("remote read body is not a prometheus.ReadRequest: {e}"))
+    };
+    let decoded = measure::decoded_bytes(&raw).map_err(|e| not_a_request(&e))?;
+    budget::grow(r, decoded, "the decoded remote read request")?;
+    ReadRequest::decode(raw.as_slice()).map_err(|e| not_a_request(&e))
+}
+
+/// What [`parse_queries`] and the answer allocate for the queries of `req` at most: the parsed queries (one
+/// result each in a `SAMPLES` answer), their matchers, the request's matcher cache (a key and a matcher per
+/// distinct matcher; a clone of the matcher handed out per use), and the compiled regular expressions.
+fn parsed_bytes(req: &ReadRequest) -> usize {
+    let matcher = size_of::<Matcher>();
+    let mut total = budget::vec_bytes(req.queries.len(), size_of::<ParsedQuery>())
+        .saturating_add(req.queries.len().saturating_mul(size_of::<QueryResult>()));
+    let mut matchers = 0usize;
+    for query in &req.queries {
+        matchers = matchers.saturating_add(query.matchers.len());
+        total = total.saturating_add(budget::vec_bytes(query.matchers.len(), matcher));
+        for m in &query.matchers {
+            // As the cache's key, as built, as handed out.
+            let text = m.name.len() + m.value.len() + 2 * budget::ALLOCATION_HEADROOM;
+            total = total.saturating_add(text.saturating_mul(3));
+            if matches!(m.r#type, 2 | 3) {
+                total = total.saturating_add(budget::regex_bytes(&m.value));
+            }
+        }
+    }
+    total.saturating_add(budget::map_bytes(
+        matchers,
+        size_of::<(MatchType, String, String)>() + matcher,
+    ))
 }
 
 /// The request's queries, their matchers built through `cache`: identical matchers across queries share one
@@ -128,7 +209,13 @@ fn negotiate(accepted: &[i32]) -> Result<ResponseType, QuerierError> {
         })
 }
 
-async fn samples_response(q: &Querier, tenant: &TenantId, queries: &[ParsedQuery]) -> Result<Response, QuerierError> {
+/// The `SAMPLES` answer; `_kept` holds what the parsed queries take until it is built.
+async fn samples_response(
+    q: &Querier,
+    tenant: &TenantId,
+    queries: &[ParsedQuery],
+    _kept: Reservation,
+) -> Result<Response, QuerierError> {
     let mut results = Vec::with_capacity(queries.len());
     let (mut series_count, mut sample_count) = (0, 0);
     // One budget for every query of the request.
@@ -174,14 +261,17 @@ async fn samples_response(q: &Querier, tenant: &TenantId, queries: &[ParsedQuery
         .into_response())
 }
 
+/// The `STREAMED_XOR_CHUNKS` answer; `kept` holds what the parsed queries take until the last frame is sent.
 async fn streamed_response(
     q: Arc<Querier>,
     tenant: TenantId,
     queries: Vec<ParsedQuery>,
+    kept: Reservation,
 ) -> Result<Response, QuerierError> {
     let max_frame = q.config().max_bytes_in_frame;
     let mut frames = Frames {
         limiter: q.limiter(&tenant),
+        _kept: kept,
         q,
         queries: queries.into_iter().enumerate(),
         current: None,
@@ -241,6 +331,8 @@ struct Frames {
     q: Arc<Querier>,
     /// One budget for every query of the request.
     limiter: Arc<QueryLimiter>,
+    /// What the parsed queries take of the in-flight budget, held as long as they are.
+    _kept: Reservation,
     queries: std::iter::Enumerate<std::vec::IntoIter<ParsedQuery>>,
     current: Option<(i64, SelectedSeries)>,
 }
@@ -300,18 +392,88 @@ mod tests {
         assert!(negotiate(&[7]).unwrap_err().to_string().contains("[7]"));
     }
 
+    fn unlimited() -> Reservation {
+        heddle_server::InflightBytes::new(0, Default::default(), Default::default()).reserve()
+    }
+
     #[test]
     fn request_decoding_errors() {
-        assert!(decode_request(b"not snappy at all \xff\xff\xff", 1 << 20).is_err());
+        let r = &mut unlimited();
+        assert!(decode_request(b"not snappy at all \xff\xff\xff", 1 << 20, r).is_err());
         let big = snap::raw::Encoder::new().compress_vec(&[0u8; 2048]).unwrap();
-        let err = decode_request(&big, 1024).unwrap_err().to_string();
+        let err = decode_request(&big, 1024, r).unwrap_err().to_string();
         assert!(err.contains("querier.max_read_request_bytes"), "{err}");
         let junk = snap::raw::Encoder::new().compress_vec(&[0xff; 16]).unwrap();
         assert!(
-            decode_request(&junk, 1024)
+            decode_request(&junk, 1024, r)
                 .unwrap_err()
                 .to_string()
                 .contains("prometheus.ReadRequest")
         );
+    }
+
+    /// Fifteen million empty queries: 30 MB decompressed, gigabytes decoded. Refused from the measure, before
+    /// prost allocates anything, as larger than the whole budget (413), and only the decompressed copy was
+    /// ever held.
+    #[test]
+    fn a_request_decoding_past_the_budget_is_refused_before_decoding() {
+        let raw = [0x0a, 0x00].repeat(15_000_000);
+        let body = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
+        let budget = heddle_server::InflightBytes::new(512 << 20, Default::default(), Default::default());
+        let mut r = budget.reserve();
+        let peak = crate::testalloc::peak_of(|| decode_request(&body, 32 << 20, &mut r).map(|_| ()));
+        let err = decode_request(&body, 32 << 20, &mut budget.reserve()).unwrap_err();
+        assert_eq!(err.status().as_u16(), 413, "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("err-heddle-query-request-too-large:")
+                && msg.contains("the decoded remote read request")
+                && msg.contains("--querier.max-inflight-requests-bytes"),
+            "{msg}"
+        );
+        assert!(peak <= raw.len() + (1 << 20), "only the decompressed copy: {peak}");
+        assert_eq!(r.held(), raw.len(), "the decompressed copy was reserved, nothing more");
+    }
+
+    #[test]
+    fn what_parsing_the_queries_allocates_is_within_its_bound() {
+        use heddle_proto::prometheus::LabelMatcher;
+        let matcher = |t: i32, n: &str, v: &str| LabelMatcher {
+            r#type: t,
+            name: n.into(),
+            value: v.into(),
+        };
+        let query = |matchers: Vec<LabelMatcher>| heddle_proto::prometheus::Query {
+            start_timestamp_ms: 0,
+            end_timestamp_ms: 1,
+            matchers,
+            hints: None,
+        };
+        let cases: Vec<(&str, Vec<heddle_proto::prometheus::Query>)> = vec![
+            ("one query", vec![query(vec![matcher(0, "__name__", "up")])]),
+            (
+                "many equal queries",
+                vec![query(vec![matcher(0, "__name__", "up"), matcher(1, "job", "x")]); 3000],
+            ),
+            (
+                "many distinct queries",
+                (0..3000)
+                    .map(|i| query(vec![matcher(0, "__name__", &format!("m{i}"))]))
+                    .collect(),
+            ),
+            (
+                "long values",
+                vec![query(vec![matcher(0, "a", &"v".repeat(100_000)), matcher(1, "b", "")]); 3],
+            ),
+        ];
+        for (name, queries) in cases {
+            let req = ReadRequest {
+                queries,
+                accepted_response_types: vec![],
+            };
+            let peak = crate::testalloc::peak_of(|| parse_queries(&req, &mut MatcherCache::new(0, None)));
+            let bound = parsed_bytes(&req);
+            assert!(peak <= bound, "case {name}: peak {peak}, bound {bound}");
+        }
     }
 }

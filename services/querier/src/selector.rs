@@ -39,6 +39,14 @@ pub(crate) fn parse_selector_with(input: &str, cache: &mut MatcherCache) -> Resu
     Ok(matchers)
 }
 
+/// The quoted string (PromQL's three quotes, Go escapes) that starts at byte `pos` of `s`: its value and the
+/// position after its closing quote.
+pub(crate) fn quoted_string_at(s: &str, pos: usize) -> Result<(String, usize), String> {
+    let mut p = Parser { s, pos };
+    let value = p.string()?;
+    Ok((value, p.pos))
+}
+
 struct Parser<'a> {
     s: &'a str,
     pos: usize,

@@ -9,6 +9,14 @@
 //! a duplicate, accepted and not stored again; one not newer than the newest is out of order and refused.
 //! Exemplars are kept by series ref with a copy of the series' labels, so they outlive the series' chunks
 //! (as in Prometheus, where they are keyed by labels) and a query matches them without the head's index.
+//!
+//! Pushes hold the ring's lock (under the appender lock) while they add, so a query must never hold it long:
+//! [`Head::select_exemplars`] takes it for a bounded amount of work at a time. It copies out the series
+//! ([`SERIES_PER_LOCK`] at a time, in ref order, the labels shared, not cloned), matches their labels with the
+//! lock released, then copies the matching series' exemplars [`SLOTS_PER_LOCK`] ring slots at a time. Between
+//! two holds pushes may overwrite what the query had not read yet; it resumes where it stopped when that slot
+//! still holds the exemplar it expected, and otherwise from the series' oldest left (everything older was
+//! overwritten), so it returns each exemplar at most once and in time order.
 
 use super::index::hash_labels;
 use super::{Head, lock, read};
@@ -16,6 +24,13 @@ use crate::error::TsdbError;
 use crate::record::{self, RefExemplar};
 use heddle_model::{ExemplarRef, Label, LabelRef, Labels, Matcher};
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Series whose labels a query copies out of the ring per hold of its lock.
+pub(crate) const SERIES_PER_LOCK: usize = 1024;
+/// Ring slots a query reads per hold of the ring's lock.
+pub(crate) const SLOTS_PER_LOCK: usize = 1024;
 
 /// The exemplars of one series in an append: the series' labels (as a push gives them) and its exemplars.
 #[derive(Debug, Clone, Copy)]
@@ -166,16 +181,31 @@ impl Head {
     }
 
     /// The exemplars in `[mint, maxt]` of the series matching any of `selectors` (a selector: matchers that
-    /// must all match), by series labels, each series' oldest first.
+    /// must all match), by series labels, each series' oldest first. The ring's lock is held for a bounded
+    /// amount of work at a time and never while labels are matched (see the module docs), so pushes wait at
+    /// most that long; it is still work in proportion to the ring, to be run off the async runtime.
     pub fn select_exemplars(
         &self,
         mint: i64,
         maxt: i64,
         selectors: &[Vec<Matcher>],
     ) -> BTreeMap<Labels, Vec<Exemplar>> {
-        lock(&self.exemplars).select(mint, maxt, selectors)
+        let mut matched = Vec::new();
+        let mut after = None;
+        loop {
+            let chunk = lock(&self.exemplars).series_after(after, SERIES_PER_LOCK);
+            let Some(last) = chunk.last() else { break };
+            after = Some(last.series_ref);
+            matched.extend(chunk.into_iter().filter(|s| matches_any(&s.labels, selectors)));
+        }
+        let mut out: BTreeMap<Labels, Vec<Exemplar>> = BTreeMap::new();
+        let mut reader = ChainReader::new(matched, mint, maxt);
+        while !reader.done() {
+            let ring = lock(&self.exemplars);
+            reader.read(&ring, SLOTS_PER_LOCK, &mut out);
+        }
+        out
     }
-
     /// Stores an exemplar read back from the WAL or a snapshot for the series `series_ref` (with `labels`),
     /// through the same checks as an append.
     pub(super) fn restore_exemplar(&self, series_ref: u64, labels: impl FnOnce() -> Labels, e: Exemplar) -> bool {
@@ -242,7 +272,8 @@ struct Slot {
 
 #[derive(Debug)]
 struct Chain {
-    labels: Labels,
+    /// Shared with the queries reading it.
+    labels: Arc<Labels>,
     oldest: usize,
     newest: usize,
 }
@@ -253,7 +284,10 @@ pub(crate) struct CircularExemplars {
     slots: Vec<Option<Slot>>,
     /// Where the next exemplar goes: the oldest slot once the ring is full.
     next: usize,
-    index: HashMap<u64, Chain>,
+    /// By series ref, in order, so a query can read it a part at a time.
+    index: BTreeMap<u64, Chain>,
+    /// Slots holding an exemplar.
+    held: usize,
 }
 
 impl CircularExemplars {
@@ -261,7 +295,8 @@ impl CircularExemplars {
         Self {
             slots: (0..capacity).map(|_| None).collect(),
             next: 0,
-            index: HashMap::new(),
+            index: BTreeMap::new(),
+            held: 0,
         }
     }
 
@@ -271,7 +306,7 @@ impl CircularExemplars {
 
     /// Exemplars held.
     pub(crate) fn len(&self) -> usize {
-        self.slots.iter().filter(|s| s.is_some()).count()
+        self.held
     }
 
     /// Whether `e` would be stored for `series_ref`, without storing it.
@@ -305,6 +340,7 @@ impl CircularExemplars {
         let at = self.next;
         // The slot's exemplar is the oldest of all, so the oldest of its series: its chain starts after it.
         if let Some(evicted) = self.slots[at].take() {
+            self.held -= 1;
             match evicted.next {
                 Some(next) => {
                     if let Some(c) = self.index.get_mut(&evicted.series_ref) {
@@ -327,7 +363,7 @@ impl CircularExemplars {
                 self.index.insert(
                     series_ref,
                     Chain {
-                        labels: labels(),
+                        labels: Arc::new(labels()),
                         oldest: at,
                         newest: at,
                     },
@@ -339,6 +375,7 @@ impl CircularExemplars {
             exemplar: e,
             next: None,
         });
+        self.held += 1;
         self.next = (at + 1) % self.slots.len();
         Ok(ExemplarAdded::Stored)
     }
@@ -350,7 +387,7 @@ impl CircularExemplars {
         (0..n).filter_map(move |i| {
             let slot = self.slots[(self.next + i) % n].as_ref()?;
             let chain = self.index.get(&slot.series_ref)?;
-            Some((slot.series_ref, &chain.labels, &slot.exemplar))
+            Some((slot.series_ref, &*chain.labels, &slot.exemplar))
         })
     }
 
@@ -369,34 +406,161 @@ impl CircularExemplars {
         }
     }
 
-    /// The exemplars in `[mint, maxt]` of the series matching every matcher of any of `selectors`, by
-    /// series labels (series with the same labels under two refs merged), each series' oldest first.
+    /// Up to `n` series after the ref `after` (from the first when `None`), in ref order, with their labels
+    /// and the time of their newest exemplar now.
+    fn series_after(&self, after: Option<u64>, n: usize) -> Vec<Listed> {
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.index
+            .range((from, Bound::Unbounded))
+            .take(n)
+            .map(|(r, c)| Listed {
+                series_ref: *r,
+                labels: Arc::clone(&c.labels),
+                newest: self.slots[c.newest].as_ref().map_or(i64::MIN, |s| s.exemplar.t),
+            })
+            .collect()
+    }
+
+    /// The exemplars in `[mint, maxt]` of the series matching every matcher of any of `selectors`, in one
+    /// go, as [`Head::select_exemplars`] reads them a part at a time.
+    #[cfg(test)]
     pub(crate) fn select(&self, mint: i64, maxt: i64, selectors: &[Vec<Matcher>]) -> BTreeMap<Labels, Vec<Exemplar>> {
-        let mut out: BTreeMap<Labels, Vec<Exemplar>> = BTreeMap::new();
-        for chain in self.index.values() {
-            let matches = |ms: &Vec<Matcher>| ms.iter().all(|m| m.matches(chain.labels.get(m.name()).unwrap_or("")));
-            if !selectors.iter().any(matches) {
-                continue;
-            }
-            let mut found = Vec::new();
-            let mut at = Some(chain.oldest);
+        let mut matched = Vec::new();
+        let mut after = None;
+        loop {
+            let chunk = self.series_after(after, SERIES_PER_LOCK);
+            let Some(last) = chunk.last() else { break };
+            after = Some(last.series_ref);
+            matched.extend(chunk.into_iter().filter(|s| matches_any(&s.labels, selectors)));
+        }
+        let mut out = BTreeMap::new();
+        let mut reader = ChainReader::new(matched, mint, maxt);
+        while !reader.done() {
+            reader.read(self, SLOTS_PER_LOCK, &mut out);
+        }
+        out
+    }
+}
+
+/// A series as a query lists it: its ref, its labels, and the time of its newest exemplar then (the query
+/// returns none newer, so pushes meanwhile cannot keep it reading).
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    series_ref: u64,
+    labels: Arc<Labels>,
+    newest: i64,
+}
+
+/// Whether `labels` match every matcher of any of `selectors`.
+fn matches_any(labels: &Labels, selectors: &[Vec<Matcher>]) -> bool {
+    selectors
+        .iter()
+        .any(|ms| ms.iter().all(|m| m.matches(labels.get(m.name()).unwrap_or(""))))
+}
+
+/// Copies the exemplars in `[mint, maxt]` of a list of series out of the ring, a bounded number of slots per
+/// call, each call under its own hold of the ring's lock.
+#[derive(Debug)]
+pub(crate) struct ChainReader {
+    series: std::vec::IntoIter<Listed>,
+    /// The series being read, what was copied of it, and where to resume.
+    current: Option<Current>,
+    mint: i64,
+    maxt: i64,
+}
+
+#[derive(Debug)]
+struct Current {
+    series: Listed,
+    found: Vec<Exemplar>,
+    /// The slot to read next and the time of the exemplar it held then; `None`: the series' oldest.
+    resume: Option<(usize, i64)>,
+}
+
+impl ChainReader {
+    pub(crate) fn new(series: Vec<Listed>, mint: i64, maxt: i64) -> Self {
+        Self {
+            series: series.into_iter(),
+            current: None,
+            mint,
+            maxt,
+        }
+    }
+
+    pub(crate) fn done(&self) -> bool {
+        self.current.is_none() && self.series.as_slice().is_empty()
+    }
+
+    /// Reads at most `slots` ring slots, adding each series' exemplars to `out` once it is read whole.
+    pub(crate) fn read(&mut self, ring: &CircularExemplars, slots: usize, out: &mut BTreeMap<Labels, Vec<Exemplar>>) {
+        let mut budget = slots.max(1);
+        while budget > 0 {
+            let mut cur = match self.current.take() {
+                Some(c) => c,
+                // A series that has gone from the ring costs its lookup.
+                None => match self.series.next().inspect(|_| budget -= 1) {
+                    Some(series) => Current {
+                        series,
+                        found: Vec::new(),
+                        resume: None,
+                    },
+                    None => return,
+                },
+            };
+            let last = cur.found.last().map_or(i64::MIN, |e| e.t);
+            let series_ref = cur.series.series_ref;
+            let maxt = self.maxt.min(cur.series.newest);
+            let chain = ring.index.get(&series_ref);
+            // Where it stopped, if that slot still holds the exemplar it expected; else the oldest left, all of
+            // it newer than what was copied unless the ring was resized meanwhile (hence `t > last` below).
+            let start = match cur.resume {
+                Some((slot, t))
+                    if ring
+                        .slots
+                        .get(slot)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|s| s.series_ref == series_ref && s.exemplar.t == t) =>
+                {
+                    Some(slot)
+                }
+                _ => chain.map(|c| c.oldest),
+            };
+            let mut at = start;
+            let mut finished = true;
             while let Some(i) = at {
-                let Some(slot) = self.slots[i].as_ref() else { break };
-                if slot.exemplar.t > maxt {
+                if budget == 0 {
+                    finished = false;
                     break;
                 }
-                if slot.exemplar.t >= mint {
-                    found.push(slot.exemplar.clone());
+                budget -= 1;
+                let Some(slot) = ring.slots[i].as_ref().filter(|s| s.series_ref == series_ref) else {
+                    break;
+                };
+                let t = slot.exemplar.t;
+                if t > maxt {
+                    break;
+                }
+                if t >= self.mint && t > last {
+                    cur.found.push(slot.exemplar.clone());
                 }
                 at = slot.next;
             }
-            if !found.is_empty() {
-                let entry = out.entry(chain.labels.clone()).or_default();
-                entry.extend(found);
-                entry.sort_by_key(|e| e.t);
+            if !finished && let Some(i) = at {
+                let t = ring.slots[i].as_ref().map_or(i64::MIN, |s| s.exemplar.t);
+                cur.resume = Some((i, t));
+                self.current = Some(cur);
+                return;
+            }
+            if !cur.found.is_empty() {
+                // Two refs of the same labels (a series recreated) merge, in time order.
+                let entry = out.entry(Labels::clone(&cur.series.labels)).or_default();
+                let merge = !entry.is_empty();
+                entry.append(&mut cur.found);
+                if merge {
+                    entry.sort_by_key(|e| e.t);
+                }
             }
         }
-        out
     }
 }
 

@@ -117,6 +117,83 @@ fn a_million_exemplars_are_bounded() {
     assert_eq!(s.index.len(), 1000, "one chain per series still in the ring");
 }
 
+/// A query reading two slots per hold of the lock while pushes overwrite the ring between holds: it ends
+/// (pushed exemplars newer than the query's start are not chased), what it returns is in time order, each
+/// exemplar once, each one the ring held at some point, and every exemplar the ring held throughout the
+/// query is in it.
+#[test]
+fn a_query_read_in_parts_survives_pushes_between_them() {
+    for pushes_between in [0usize, 1, 3, 7, 20] {
+        let mut s = CircularExemplars::new(16);
+        let mut t = 0i64;
+        let push = |s: &mut CircularExemplars, t: &mut i64| {
+            *t += 1;
+            let r = (*t % 3) as u64;
+            s.add(r, || series(&format!("s{r}")), ex(*t, "x")).unwrap();
+        };
+        for _ in 0..16 {
+            push(&mut s, &mut t);
+        }
+        let before: Vec<i64> = s.oldest_first().map(|(_, _, e)| e.t).collect();
+        let all_series = s.series_after(None, SERIES_PER_LOCK);
+        let mut reader = ChainReader::new(all_series, i64::MIN, i64::MAX);
+        let mut out = BTreeMap::new();
+        let mut ever: std::collections::BTreeSet<i64> = before.iter().copied().collect();
+        let mut reads = 0;
+        while !reader.done() {
+            reader.read(&s, 2, &mut out);
+            reads += 1;
+            assert!(reads < 1000, "{pushes_between} pushes: the query ends");
+            for _ in 0..pushes_between {
+                push(&mut s, &mut t);
+                ever.insert(t);
+            }
+        }
+        let kept: std::collections::BTreeSet<i64> = s.oldest_first().map(|(_, _, e)| e.t).collect();
+        let throughout: Vec<i64> = before.iter().copied().filter(|t| kept.contains(t)).collect();
+        let mut got_all = Vec::new();
+        for (labels, exemplars) in &out {
+            let times: Vec<i64> = exemplars.iter().map(|e| e.t).collect();
+            assert!(
+                times.windows(2).all(|w| w[0] < w[1]),
+                "{pushes_between} pushes: {labels:?} {times:?}"
+            );
+            got_all.extend(times);
+        }
+        assert!(reads >= 2, "{pushes_between} pushes: read in parts ({reads} reads)");
+        for t in &got_all {
+            assert!(ever.contains(t), "{pushes_between} pushes: {t} was never in the ring");
+        }
+        for t in &throughout {
+            assert!(
+                got_all.contains(t),
+                "{pushes_between} pushes: {t} was in the ring throughout, not returned"
+            );
+        }
+    }
+}
+
+/// A resize between two parts: the reader starts the series again from its oldest, without repeating what it
+/// returned.
+#[test]
+fn a_query_read_in_parts_survives_a_resize() {
+    let mut s = CircularExemplars::new(10);
+    for t in 1..=10 {
+        s.add(1, || series("a"), ex(t, "x")).unwrap();
+    }
+    let mut reader = ChainReader::new(s.series_after(None, 10), i64::MIN, i64::MAX);
+    let mut out = BTreeMap::new();
+    reader.read(&s, 3, &mut out);
+    s.resize(20);
+    while !reader.done() {
+        reader.read(&s, 3, &mut out);
+    }
+    assert_eq!(
+        out[&series("a")].iter().map(|e| e.t).collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<_>>()
+    );
+}
+
 mod head {
     use crate::head::{AppendExemplars, AppendSeries, Head, HeadOptions};
     use heddle_model::{ExemplarRef, LabelRef, Labels, Sample};
