@@ -14,6 +14,8 @@
 mod admin;
 #[path = "hostile/case.rs"]
 mod case;
+#[path = "hostile/promql.rs"]
+mod promql;
 #[path = "hostile/push.rs"]
 mod push;
 #[path = "hostile/read.rs"]
@@ -40,6 +42,7 @@ fn all_cases(now: i64) -> Vec<Case> {
         push::cases(now),
         read::cases(now),
         admin::cases(now),
+        promql::cases(now),
     ]
     .into_iter()
     .flatten()
@@ -128,6 +131,8 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
             format!("--server.admin-token-file={}", token_file.display()),
             // Small enough that fifty copies of one full scan of the attacker's few series exceed it.
             format!("--querier.max-fetched-series-per-query={MAX_SERIES}"),
+            // One PromQL query at a time: a query that kept its slot past its timeout delays the next one.
+            "--querier.max-concurrent=1".to_owned(),
         ],
         ..HeddleOptions::default()
     };

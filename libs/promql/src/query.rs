@@ -325,8 +325,8 @@ fn check_number_durations(text: &str) -> Result<(), PromqlError> {
     Ok(())
 }
 
-/// The longest duration in seconds whose milliseconds fit in an i64 (rounded down to what an f64 holds).
-const MAX_DURATION_SECS: f64 = 9_223_372_036_854_775.0;
+/// Seconds from which a duration's milliseconds pass i64.
+const MAX_DURATION_SECS: f64 = i64::MAX as f64 / 1000.0;
 
 /// Refuses syntax and functions newer than the Prometheus version Heddle answers like (2.42).
 fn check_supported(expr: &Expr) -> Result<(), PromqlError> {
