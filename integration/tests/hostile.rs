@@ -20,6 +20,8 @@ mod doors;
 mod otlp;
 #[path = "hostile/histograms.rs"]
 mod histograms;
+#[path = "hostile/promql.rs"]
+mod promql;
 #[path = "hostile/push.rs"]
 mod push;
 #[path = "hostile/querier.rs"]
@@ -52,6 +54,7 @@ fn all_cases(now: i64) -> Vec<Case> {
         otlp::cases(now),
         histograms::cases(now),
         querier::cases(now),
+        promql::cases(now),
     ]
     .into_iter()
     .flatten()
@@ -149,6 +152,8 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
             // The querier's cases bound what they may cost by its in-flight budget.
             format!("--querier.max-inflight-requests-bytes={}", querier::QUERIER_BUDGET),
             format!("--ingester.max-global-exemplars-per-user={}", querier::EXEMPLARS),
+            // One PromQL query at a time: a query that kept its slot past its timeout delays the next one.
+            "--querier.max-concurrent=1".to_owned(),
         ],
         ..HeddleOptions::default()
     };

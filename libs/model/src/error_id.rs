@@ -224,6 +224,12 @@ catalogue! {
     /// A range query spans more time than allowed.
     MAX_QUERY_LENGTH = "err-heddle-max-query-length", 400, Request,
         "the range query spans more time than `limits.max_query_length`; shorten the range or raise the limit";
+    /// A query ran past its timeout.
+    QUERY_TIMEOUT = "err-heddle-query-timeout", 503, Request,
+        "the query (PromQL, remote read, series and labels) ran longer than its timeout (the request's `timeout`, capped by `querier.query_timeout`); narrow it or raise `--querier.timeout`";
+    /// A PromQL query reads a time that a 64-bit millisecond timestamp cannot hold.
+    QUERY_TIMESTAMP_OUT_OF_RANGE = "err-heddle-query-timestamp-out-of-range", 400, Request,
+        "an `offset`, `@` time, range, lookback or subquery of the PromQL query moves a time it reads past the range of a 64-bit millisecond timestamp; use smaller ones";
     /// A regular-expression matcher is longer than allowed.
     REGEX_TOO_LONG = "err-heddle-regex-too-long", 400, Request,
         "a regular-expression matcher is longer than `querier.max_regex_length`";

@@ -4,9 +4,10 @@
 //! Each input series is assigned its group once; per step only the values are folded.
 
 use crate::PromqlError;
+use crate::deadline::sort_cost;
 use crate::error::execution;
 use crate::eval::{Evaluator, Grid, Out, StepSeries};
-use crate::functions::{go_format_float, quantile};
+use crate::functions::{by_value_nan_last, go_format_float, quantile};
 use crate::histogram;
 use heddle_model::{FloatHistogram, Labels, METRIC_NAME};
 use promql_parser::parser::token::{
@@ -79,7 +80,7 @@ pub(crate) fn eval(ev: &Evaluator<'_>, a: &AggregateExpr, g: Grid) -> Result<Out
         },
     };
     match (op, param) {
-        (T_COUNT_VALUES, Some(Out::Str(label))) => count_values(input, &grouping, &label, g),
+        (T_COUNT_VALUES, Some(Out::Str(label))) => count_values(ev, input, &grouping, &label, g),
         (T_TOPK | T_BOTTOMK, Some(Out::Scalar(k))) => {
             Ok(Out::Vector(top_k(ev, input, &grouping, &k, op == T_TOPK, g)?))
         }
@@ -88,17 +89,33 @@ pub(crate) fn eval(ev: &Evaluator<'_>, a: &AggregateExpr, g: Grid) -> Result<Out
         })?)),
         (T_SUM, None) => {
             let floats = fold(ev, &input, &grouping, g, |vals, _| vals.iter().sum())?;
-            Ok(Out::Vector(with_histograms(&input, &grouping, floats, histogram::sum)))
+            Ok(Out::Vector(with_histograms(
+                ev,
+                &input,
+                &grouping,
+                floats,
+                histogram::sum,
+            )?))
         }
         (T_AVG, None) => {
             let floats = fold(ev, &input, &grouping, g, |vals, _| mean(vals))?;
-            Ok(Out::Vector(with_histograms(&input, &grouping, floats, histogram::mean)))
+            Ok(Out::Vector(with_histograms(
+                ev,
+                &input,
+                &grouping,
+                floats,
+                histogram::mean,
+            )?))
         }
         // Values of either kind count.
-        (T_COUNT, None) => Ok(Out::Vector(fold(ev, &presence(&input), &grouping, g, |vals, _| {
-            vals.len() as f64
-        })?)),
-        (T_GROUP, None) => Ok(Out::Vector(fold(ev, &presence(&input), &grouping, g, |_, _| 1.0)?)),
+        (T_COUNT, None) => Ok(Out::Vector(fold(
+            ev,
+            &presence(ev, &input)?,
+            &grouping,
+            g,
+            |vals, _| vals.len() as f64,
+        )?)),
+        (T_GROUP, None) => Ok(Out::Vector(fold(ev, &presence(ev, &input)?, &grouping, g, |_, _| 1.0)?)),
         (T_MIN, None) => Ok(Out::Vector(fold(ev, &input, &grouping, g, |vals, _| {
             vals.iter()
                 .skip(1)
@@ -150,56 +167,65 @@ fn variance(vals: &[f64]) -> f64 {
 }
 
 /// Assigns each series its group (in order of first appearance) by its group labels.
-fn groups(input: &[StepSeries], grouping: &Grouping<'_>) -> (Vec<Labels>, Vec<usize>) {
+fn groups(
+    ev: &Evaluator<'_>,
+    input: &[StepSeries],
+    grouping: &Grouping<'_>,
+) -> Result<(Vec<Labels>, Vec<usize>), PromqlError> {
     let mut ids: HashMap<Labels, usize> = HashMap::new();
     let mut labels = Vec::new();
-    let member_of = input
-        .iter()
-        .map(|s| {
-            let l = grouping.group_labels(&s.labels);
-            if let Some(&id) = ids.get(&l) {
-                return id;
+    let mut member_of = Vec::with_capacity(input.len());
+    for s in input {
+        // A label set is copied and hashed: a few units per label.
+        ev.work(4 * s.labels.len() + 1, "aggregation")?;
+        let l = grouping.group_labels(&s.labels);
+        let id = match ids.get(&l) {
+            Some(&id) => id,
+            None => {
+                ids.insert(l.clone(), labels.len());
+                labels.push(l);
+                labels.len() - 1
             }
-            ids.insert(l.clone(), labels.len());
-            labels.push(l);
-            labels.len() - 1
-        })
-        .collect();
-    (labels, member_of)
+        };
+        member_of.push(id);
+    }
+    Ok((labels, member_of))
 }
 
 /// Each series with 0 at the steps where it has a value of either kind: what `count` and `group` read.
-fn presence(input: &[StepSeries]) -> Vec<StepSeries> {
-    input
-        .iter()
-        .map(|s| {
-            StepSeries::floats(
-                s.labels.clone(),
-                (0..s.vals.len()).map(|i| s.has(i).then_some(0.0)).collect(),
-            )
-        })
-        .collect()
+fn presence(ev: &Evaluator<'_>, input: &[StepSeries]) -> Result<Vec<StepSeries>, PromqlError> {
+    let mut out = Vec::with_capacity(input.len());
+    for s in input {
+        ev.work(s.vals.len(), "aggregation")?;
+        out.push(StepSeries::floats(
+            s.labels.clone(),
+            (0..s.vals.len()).map(|i| s.has(i).then_some(0.0)).collect(),
+        ));
+    }
+    Ok(out)
 }
 
 /// Adds to `out` (what [`fold`] made of the floats, one series per group) the histograms of each group and
 /// step, combined by `combine`, as Prometheus 3's `sum` and `avg`: a group with floats and histograms at one
 /// step, or with histograms that cannot be combined, has no value there.
 fn with_histograms<'a>(
+    ev: &Evaluator<'_>,
     input: &'a [StepSeries],
     grouping: &Grouping<'_>,
     mut out: Vec<StepSeries>,
     combine: impl Fn(std::vec::IntoIter<&'a FloatHistogram>) -> Option<FloatHistogram>,
-) -> Vec<StepSeries> {
+) -> Result<Vec<StepSeries>, PromqlError> {
     if input.iter().all(|s| s.hists.is_empty()) {
-        return out;
+        return Ok(out);
     }
-    let (_, member_of) = groups(input, grouping);
+    let (_, member_of) = groups(ev, input, grouping)?;
     let mut members: Vec<Vec<&StepSeries>> = vec![Vec::new(); out.len()];
     for (s, &gid) in input.iter().zip(&member_of) {
         members[gid].push(s);
     }
     for (series, members) in out.iter_mut().zip(members) {
         for step in 0..series.vals.len() {
+            ev.work(members.len() + 1, "aggregation")?;
             let hs: Vec<&FloatHistogram> = members.iter().filter_map(|s| s.hist(step)).collect();
             if hs.is_empty() {
                 continue;
@@ -208,13 +234,15 @@ fn with_histograms<'a>(
                 series.clear(step);
                 continue;
             }
+            // Combining costs about one unit per bucket of each histogram.
+            ev.work(hs.iter().map(|h| h.size_bytes() / 16).sum(), "aggregation")?;
             match combine(hs.into_iter()) {
                 Some(h) => series.set_hist(step, h),
                 None => series.clear(step),
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// One output series per group: `f(float values present at the step, step)` where the group has any.
@@ -225,7 +253,7 @@ fn fold(
     g: Grid,
     f: impl Fn(&[f64], usize) -> f64,
 ) -> Result<Vec<StepSeries>, PromqlError> {
-    let (labels, member_of) = groups(input, grouping);
+    let (labels, member_of) = groups(ev, input, grouping)?;
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); labels.len()];
     for (i, &gid) in member_of.iter().enumerate() {
         members[gid].push(i);
@@ -233,9 +261,10 @@ fn fold(
     let mut out = Vec::with_capacity(labels.len());
     let mut vals_at = Vec::new();
     for (labels, members) in labels.into_iter().zip(members) {
-        ev.check_deadline("aggregation")?;
         let mut vals = Vec::with_capacity(g.len);
         for step in 0..g.len {
+            // One group of every series (`sum(x)`) is all the work in one loop: checked per step.
+            ev.work(members.len() + 1, "aggregation")?;
             vals_at.clear();
             vals_at.extend(members.iter().filter_map(|&m| input[m].vals[step]));
             vals.push(if vals_at.is_empty() {
@@ -259,7 +288,7 @@ fn top_k(
     top: bool,
     g: Grid,
 ) -> Result<Vec<StepSeries>, PromqlError> {
-    let (labels, member_of) = groups(&input, grouping);
+    let (labels, member_of) = groups(ev, &input, grouping)?;
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); labels.len()];
     for (i, &gid) in member_of.iter().enumerate() {
         members[gid].push(i);
@@ -268,7 +297,7 @@ fn top_k(
     // Instant query: the output order, group by group.
     let mut order = Vec::new();
     for step in 0..g.len {
-        ev.check_deadline("aggregation")?;
+        ev.work(1, "aggregation")?;
         let kf = k[step];
         if kf.is_nan() || kf.abs() >= 9.223_372_036_854_776e18 {
             return Err(execution(format!(
@@ -281,10 +310,12 @@ fn top_k(
             continue;
         }
         for members in &members {
+            ev.work(members.len(), "aggregation")?;
             let mut present: Vec<(usize, f64)> = members
                 .iter()
                 .filter_map(|&m| input[m].vals[step].map(|v| (m, v)))
                 .collect();
+            ev.work(sort_cost(present.len()), "aggregation")?;
             present.sort_by(|a, b| rank(a.1, b.1, top));
             for &(m, _) in present.iter().take(usize::try_from(k).unwrap_or(usize::MAX)) {
                 keep[m][step] = true;
@@ -318,21 +349,20 @@ fn top_k(
     Ok(out)
 }
 
-/// Best first: largest for `topk`, smallest for `bottomk`; NaN after every number.
+/// Best first: largest for `topk`, smallest for `bottomk`; NaN after every number, as Prometheus ranks them.
 fn rank(a: f64, b: f64, top: bool) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    match (a.is_nan(), b.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        _ if top => b.partial_cmp(&a).unwrap_or(Ordering::Equal),
-        _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
-    }
+    by_value_nan_last(a, b, top)
 }
 
 /// `count_values("label", v)`: per group and step, how many series have each value; the value (as Go
 /// formats it) becomes the label.
-fn count_values(input: Vec<StepSeries>, grouping: &Grouping<'_>, label: &str, g: Grid) -> Result<Out, PromqlError> {
+fn count_values(
+    ev: &Evaluator<'_>,
+    input: Vec<StepSeries>,
+    grouping: &Grouping<'_>,
+    label: &str,
+    g: Grid,
+) -> Result<Out, PromqlError> {
     // Any non-empty name, as in Prometheus 3, so that a tenant with UTF-8 names can count into one.
     if label.is_empty() {
         return Err(execution(format!("invalid label name {label:?}")));
@@ -349,16 +379,28 @@ fn count_values(input: Vec<StepSeries>, grouping: &Grouping<'_>, label: &str, g:
     let mut index: HashMap<Labels, usize> = HashMap::new();
     for s in &input {
         for (step, v) in s.vals.iter().enumerate() {
-            let Some(v) = v else { continue };
+            let Some(v) = v else {
+                ev.work(1, "aggregation")?;
+                continue;
+            };
+            // Formatting the value and building and hashing a label set: some tens of units.
+            ev.work(8 * s.labels.len() + 16, "aggregation")?;
             let with_value = s
                 .labels
                 .with(label, &go_format_float(*v))
                 .map_err(|e| execution(e.to_string()))?;
             let key = grouping.group_labels(&with_value);
-            let idx = *index.entry(key.clone()).or_insert_with(|| {
-                out.push(StepSeries::floats(key, vec![None; g.len]));
-                out.len() - 1
-            });
+            let idx = match index.get(&key) {
+                Some(&idx) => idx,
+                None => {
+                    // Each new value is a series of every step: counted before it is allocated, as the series
+                    // of a selector are.
+                    ev.hold(out.len().saturating_add(1).saturating_mul(g.len))?;
+                    index.insert(key.clone(), out.len());
+                    out.push(StepSeries::floats(key, vec![None; g.len]));
+                    out.len() - 1
+                }
+            };
             let slot = &mut out[idx].vals[step];
             *slot = Some(slot.unwrap_or(0.0) + 1.0);
         }

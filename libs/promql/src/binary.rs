@@ -21,7 +21,8 @@ pub(crate) fn eval(ev: &Evaluator<'_>, b: &BinaryExpr, g: Grid) -> Result<Out, P
     let lhs = ev.eval(&b.lhs, g)?;
     let rhs = ev.eval(&b.rhs, g)?;
     match (lhs, rhs) {
-        (Out::Scalar(l), Out::Scalar(r)) => Ok(Out::Scalar(
+        (Out::Scalar(l), Out::Scalar(r)) => Ok(Out::Scalar({
+            ev.work(l.len(), PHASE)?;
             l.into_iter()
                 .zip(r)
                 .map(|(a, b)| {
@@ -32,14 +33,14 @@ pub(crate) fn eval(ev: &Evaluator<'_>, b: &BinaryExpr, g: Grid) -> Result<Out, P
                         v
                     })
                 })
-                .collect::<Result<_, PromqlError>>()?,
-        )),
-        (Out::Vector(v), Out::Scalar(s)) => vector_scalar(op, v, &s, false, return_bool),
-        (Out::Scalar(s), Out::Vector(v)) => vector_scalar(op, v, &s, true, return_bool),
+                .collect::<Result<_, PromqlError>>()?
+        })),
+        (Out::Vector(v), Out::Scalar(s)) => vector_scalar(ev, op, v, &s, false, return_bool),
+        (Out::Scalar(s), Out::Vector(v)) => vector_scalar(ev, op, v, &s, true, return_bool),
         (Out::Vector(l), Out::Vector(r)) => {
             let matching = Matching::of(b);
             if is_set(op) {
-                Ok(Out::Vector(set_op(op, l, r, &matching, g)?))
+                Ok(Out::Vector(set_op(ev, op, l, r, &matching, g)?))
             } else {
                 Ok(Out::Vector(vector_vector(ev, op, l, r, &matching, return_bool, g)?))
             }
@@ -50,6 +51,9 @@ pub(crate) fn eval(ev: &Evaluator<'_>, b: &BinaryExpr, g: Grid) -> Result<Out, P
         ))),
     }
 }
+
+/// The phase a timed-out binary operation reports.
+const PHASE: &str = "binary operation";
 
 fn is_comparison(op: TokenId) -> bool {
     matches!(op, T_EQLC | T_NEQ | T_GTR | T_LSS | T_GTE | T_LTE)
@@ -90,6 +94,7 @@ fn apply(op: TokenId, l: f64, r: f64) -> Result<(f64, bool), PromqlError> {
 }
 
 fn vector_scalar(
+    ev: &Evaluator<'_>,
     op: TokenId,
     series: Vec<StepSeries>,
     scalar: &[f64],
@@ -98,6 +103,7 @@ fn vector_scalar(
 ) -> Result<Out, PromqlError> {
     let mut out = Vec::with_capacity(series.len());
     for s in series {
+        ev.work(s.vals.len() + s.hists.len(), PHASE)?;
         let labels = if drops_name(op) || return_bool {
             drop_own_name(s.labels)
         } else {
@@ -130,7 +136,7 @@ fn vector_scalar(
             .collect();
         out.push(StepSeries { labels, vals, hists });
     }
-    Ok(Out::Vector(dedupe_per_step(out)?))
+    Ok(Out::Vector(dedupe_per_step(ev, out)?))
 }
 
 /// A histogram and a scalar, as Prometheus 3: `h * k`, `k * h` and `h / k` scale it; anything else has no
@@ -221,61 +227,73 @@ impl Matching {
 }
 
 /// Gives each distinct signature a small id.
-fn signature_ids(matching: &Matching, sides: [&[StepSeries]; 2]) -> (Vec<usize>, Vec<usize>, Vec<Labels>) {
+type SignatureIds = (Vec<usize>, Vec<usize>, Vec<Labels>);
+
+fn signature_ids(
+    ev: &Evaluator<'_>,
+    matching: &Matching,
+    sides: [&[StepSeries]; 2],
+) -> Result<SignatureIds, PromqlError> {
     let mut ids: HashMap<Labels, usize> = HashMap::new();
     let mut sigs = Vec::new();
     let mut of = |s: &StepSeries| {
+        // A label set is copied and hashed: a few units per label.
+        ev.work(4 * s.labels.len() + 1, PHASE)?;
         let sig = matching.signature(&s.labels);
         if let Some(&id) = ids.get(&sig) {
-            return id;
+            return Ok(id);
         }
         ids.insert(sig.clone(), sigs.len());
         sigs.push(sig);
-        sigs.len() - 1
+        Ok(sigs.len() - 1)
     };
-    let left = sides[0].iter().map(&mut of).collect();
-    let right = sides[1].iter().map(&mut of).collect();
-    (left, right, sigs)
+    let left = sides[0].iter().map(&mut of).collect::<Result<_, PromqlError>>()?;
+    let right = sides[1].iter().map(&mut of).collect::<Result<_, PromqlError>>()?;
+    Ok((left, right, sigs))
 }
 
 fn set_op(
+    ev: &Evaluator<'_>,
     op: TokenId,
     lhs: Vec<StepSeries>,
     rhs: Vec<StepSeries>,
     matching: &Matching,
     g: Grid,
 ) -> Result<Vec<StepSeries>, PromqlError> {
-    let (lsig, rsig, sigs) = signature_ids(matching, [&lhs, &rhs]);
+    let (lsig, rsig, sigs) = signature_ids(ev, matching, [&lhs, &rhs])?;
     // present[sig][step]: whether the other side has a series of that signature at the step.
     let presence = |series: &[StepSeries], ids: &[usize]| {
+        ev.work(sigs.len().saturating_mul(g.len), PHASE)?;
         let mut p = vec![vec![false; g.len]; sigs.len()];
         for (s, &id) in series.iter().zip(ids) {
+            ev.work(g.len, PHASE)?;
             for (i, present) in p[id].iter_mut().enumerate() {
                 *present |= s.has(i);
             }
         }
-        p
+        Ok::<_, PromqlError>(p)
     };
     let out = match op {
         T_LAND | T_LUNLESS => {
-            let right = presence(&rhs, &rsig);
+            let right = presence(&rhs, &rsig)?;
             let want = op == T_LAND;
-            lhs.into_iter()
-                .zip(lsig)
-                .map(|(mut s, id)| {
-                    for (i, &present) in right[id].iter().enumerate() {
-                        if present != want {
-                            s.clear(i);
-                        }
+            let mut out = Vec::with_capacity(lhs.len());
+            for (mut s, id) in lhs.into_iter().zip(lsig) {
+                ev.work(g.len, PHASE)?;
+                for (i, &present) in right[id].iter().enumerate() {
+                    if present != want {
+                        s.clear(i);
                     }
-                    s
-                })
-                .collect()
+                }
+                out.push(s);
+            }
+            out
         }
         _ => {
-            let left = presence(&lhs, &lsig);
+            let left = presence(&lhs, &lsig)?;
             let mut out = lhs;
             for (mut s, id) in rhs.into_iter().zip(rsig) {
+                ev.work(g.len, PHASE)?;
                 for (i, &present) in left[id].iter().enumerate() {
                     if present {
                         s.clear(i);
@@ -286,7 +304,7 @@ fn set_op(
             out
         }
     };
-    dedupe_per_step(out)
+    dedupe_per_step(ev, out)
 }
 
 fn vector_vector(
@@ -301,7 +319,7 @@ fn vector_vector(
     // The "many" side drives; for one-to-many the sides swap and values are swapped back when applied.
     let swapped = matching.card == Card::OneToMany;
     let (many, one) = if swapped { (rhs, lhs) } else { (lhs, rhs) };
-    let (many_sig, one_sig, sigs) = signature_ids(matching, [&many, &one]);
+    let (many_sig, one_sig, sigs) = signature_ids(ev, matching, [&many, &one])?;
     let mut one_by_sig: Vec<Vec<usize>> = vec![Vec::new(); sigs.len()];
     for (i, &id) in one_sig.iter().enumerate() {
         one_by_sig[id].push(i);
@@ -317,12 +335,13 @@ fn vector_vector(
     let mut matched_outputs: HashMap<(usize, usize), usize> = HashMap::new();
 
     for step in 0..g.len {
+        // Each step looks at every series of both sides.
+        ev.work(many.len() + one.len() + 1, PHASE)?;
         let many_present = many.iter().any(|s| s.has(step));
         let one_present = one.iter().any(|s| s.has(step));
         if !many_present || !one_present {
             continue;
         }
-        ev.check_deadline("binary operation")?;
         // The "one" side must be unique per signature at each step.
         let mut one_at: Vec<Option<usize>> = vec![None; sigs.len()];
         for (sig, members) in one_by_sig.iter().enumerate() {

@@ -4,8 +4,10 @@
 //! signatures, dropping `__name__`) is done once per series, not once per step.
 
 use crate::PromqlError;
+use crate::deadline::{Watch, sort_cost};
 use crate::error::execution;
-use crate::query::{Series, Stats, align_up, at_ms, duration_ms, node_key, offset_ms};
+use crate::query::{Series, Stats, node_key};
+use crate::times::{align_up, at_ms, back, duration_ms, offset_ms};
 use crate::value::{HistogramPoint, InstantSample, RangeSeries, Value};
 use heddle_model::{FloatHistogram, Labels, METRIC_NAME, Sample, is_stale_nan};
 use promql_parser::parser::{Expr, MatrixSelector, SubqueryExpr, VectorSelector};
@@ -13,7 +15,6 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::time::Instant;
 
 /// The evaluation times of a node: `start`, `start + step`, ..., `len` of them.
 #[derive(Debug, Clone, Copy)]
@@ -40,7 +41,10 @@ impl Grid {
     }
 
     pub fn time(&self, i: usize) -> i64 {
-        self.start + i as i64 * self.step
+        // Unsigned: `i * step` can pass i64 between the extreme times even where `start + i * step` does not.
+        // Exact for every step of the grid (they lie between `start` and `end`).
+        self.start
+            .saturating_add_unsigned((i as u64).saturating_mul(self.step.unsigned_abs()))
     }
 
     pub fn times(&self) -> impl Iterator<Item = i64> + '_ {
@@ -148,7 +152,7 @@ pub(crate) struct Evaluator<'q> {
     pub lookback: i64,
     pub default_step: i64,
     max_samples: usize,
-    deadline: Option<Instant>,
+    watch: Watch,
     pub query_start: i64,
     pub query_end: i64,
     fetched_samples: usize,
@@ -174,7 +178,7 @@ impl<'q> Evaluator<'q> {
             lookback: opts.lookback_delta_ms,
             default_step: opts.default_subquery_step_ms,
             max_samples: opts.max_samples,
-            deadline: opts.deadline,
+            watch: Watch::new(opts.deadline, opts.cancel.clone(), opts.clock.clone()),
             query_start,
             query_end,
             fetched_samples,
@@ -205,12 +209,17 @@ impl<'q> Evaluator<'q> {
         Ok(())
     }
 
-    /// Fails once the query's deadline has passed; called once per series or step of work.
+    /// Fails once the query's deadline has passed or its caller gave up: a check now.
     pub fn check_deadline(&self, phase: &'static str) -> Result<(), PromqlError> {
-        match self.deadline {
-            Some(d) if Instant::now() >= d => Err(PromqlError::Timeout(phase)),
-            _ => Ok(()),
-        }
+        self.watch.check(phase)
+    }
+
+    /// Counts `units` of work (about one per value or sample touched) done in `phase`, failing as
+    /// [`Evaluator::check_deadline`] does once in a while: called in every loop whose length grows with the
+    /// query.
+    #[inline]
+    pub fn work(&self, units: usize, phase: &'static str) -> Result<(), PromqlError> {
+        self.watch.work(units, phase)
     }
 
     fn selected(&self, vs: &VectorSelector) -> Result<&[Series], PromqlError> {
@@ -221,11 +230,17 @@ impl<'q> Evaluator<'q> {
             .ok_or_else(|| execution("selector evaluated without a selection"))
     }
 
-    /// The evaluation time of step `i` of `g` for a node with `at` and `offset`.
-    pub fn eval_times(&self, g: Grid, at: Option<i64>, offset: i64) -> Vec<i64> {
+    /// The evaluation time of each step of `g` for a node with `at` and `offset`.
+    pub fn eval_times(&self, g: Grid, at: Option<i64>, offset: i64) -> Result<Vec<i64>, PromqlError> {
         match at {
-            Some(at) => vec![at - offset; g.len],
-            None => g.times().map(|t| t - offset).collect(),
+            Some(at) => Ok(vec![back(at, offset, "offset")?; g.len]),
+            // The times increase: the first and last bound the others.
+            None => {
+                back(g.time(0), offset, "offset")?;
+                back(g.time(g.len.saturating_sub(1)), offset, "offset")?;
+                self.work(g.len, "query evaluation")?;
+                Ok(g.times().map(|t| t.saturating_sub(offset)).collect())
+            }
         }
     }
 
@@ -259,19 +274,20 @@ impl<'q> Evaluator<'q> {
                     .collect(),
             ),
             Out::Vector(series) => {
-                let mut out: Vec<RangeSeries> = series
-                    .into_iter()
-                    .filter(|s| !s.is_empty())
-                    .map(|s| {
-                        let (samples, histograms) = step_points(g, s.vals, s.hists);
-                        RangeSeries {
-                            labels: s.labels,
-                            samples,
-                            histograms,
-                        }
-                    })
-                    .collect();
-                out.sort_by(|a, b| a.labels.cmp(&b.labels));
+                let mut out: Vec<RangeSeries> = Vec::with_capacity(series.len());
+                for s in series {
+                    self.work(2 * s.vals.len(), "preparing the result")?;
+                    if s.is_empty() {
+                        continue;
+                    }
+                    let (samples, histograms) = step_points(g, s.vals, s.hists);
+                    out.push(RangeSeries {
+                        labels: s.labels,
+                        samples,
+                        histograms,
+                    });
+                }
+                self.sort_by_labels(&mut out, |s| &s.labels)?;
                 Value::Matrix(out)
             }
             Out::Matrix(series) => {
@@ -284,11 +300,19 @@ impl<'q> Evaluator<'q> {
                         histograms: s.histograms,
                     })
                     .collect();
-                out.sort_by(|a, b| a.labels.cmp(&b.labels));
+                self.sort_by_labels(&mut out, |s| &s.labels)?;
                 Value::Matrix(out)
             }
         };
         Ok(value)
+    }
+
+    /// Sorts `items` by their labels. A sort cannot stop half-way: the deadline is checked before it, with its
+    /// cost counted, and after.
+    pub fn sort_by_labels<T>(&self, items: &mut [T], labels: impl Fn(&T) -> &Labels) -> Result<(), PromqlError> {
+        self.work(sort_cost(items.len()), "sorting")?;
+        items.sort_by(|a, b| labels(a).cmp(labels(b)));
+        self.check_deadline("sorting")
     }
 
     pub fn eval(&self, expr: &Expr, g: Grid) -> Result<Out, PromqlError> {
@@ -303,10 +327,11 @@ impl<'q> Evaluator<'q> {
             Expr::Unary(u) => match self.eval(&u.expr, g)? {
                 Out::Scalar(v) => Out::Scalar(v.into_iter().map(|x| -x).collect()),
                 // A histogram is negated as `h * -1`, as in Prometheus 3.
-                Out::Vector(series) => Out::Vector(dedupe_per_step(
-                    series
-                        .into_iter()
-                        .map(|s| StepSeries {
+                Out::Vector(series) => {
+                    let mut out = Vec::with_capacity(series.len());
+                    for s in series {
+                        self.work(s.vals.len() + s.hists.len(), "unary minus")?;
+                        out.push(StepSeries {
                             labels: drop_own_name(s.labels),
                             vals: s.vals.into_iter().map(|v| v.map(|x| -x)).collect(),
                             hists: s
@@ -319,9 +344,10 @@ impl<'q> Evaluator<'q> {
                                     })
                                 })
                                 .collect(),
-                        })
-                        .collect(),
-                )?),
+                        });
+                    }
+                    Out::Vector(dedupe_per_step(self, out)?)
+                }
                 _ => return Err(execution("unary minus on a value that is not a scalar or vector")),
             },
             Expr::Binary(b) => crate::binary::eval(self, b, g)?,
@@ -346,20 +372,28 @@ impl<'q> Evaluator<'q> {
     ) -> Result<Vec<StepSeries>, PromqlError> {
         let times = self.eval_times(
             g,
-            at_ms(&vs.at, self.query_start, self.query_end),
-            offset_ms(&vs.offset),
-        );
+            at_ms(&vs.at, self.query_start, self.query_end)?,
+            offset_ms(&vs.offset)?,
+        )?;
+        // The earliest time any step looks back to: every `t - lookback` below is at or after it.
+        if let Some(&first) = times.iter().min() {
+            back(first, self.lookback, "lookback")?;
+        }
         let mut out = Vec::new();
         let mut held = 0usize;
         for series in self.selected(vs)? {
-            self.check_deadline("selecting series")?;
             let (samples, histograms) = (&series.samples, &series.histograms);
+            self.work(samples.len() + histograms.len(), "selecting series")?;
             let mut s = StepSeries::floats(series.labels.clone(), vec![None; g.len]);
             // Number of samples of each kind at or before the current time: move forward only while times
             // increase.
             let (mut upto, mut upto_h) = (0, 0);
             let mut prev_t = i64::MIN;
             for (i, &t) in times.iter().enumerate() {
+                if i % WORK_BATCH == WORK_BATCH - 1 {
+                    self.work(WORK_BATCH, "selecting series")?;
+                }
+                let oldest = t.saturating_sub(self.lookback);
                 if t < prev_t {
                     upto = samples.partition_point(|s| s.t <= t);
                     upto_h = histograms.partition_point(|p| p.t <= t);
@@ -381,14 +415,14 @@ impl<'q> Evaluator<'q> {
                     (Some(_), None) => None,
                 };
                 match (newest_hist, float) {
-                    (Some(h), _) if h.t >= t - self.lookback && !is_stale_histogram(h) => {
+                    (Some(h), _) if h.t >= oldest && !is_stale_histogram(h) => {
                         if timestamps {
                             s.vals[i] = Some(h.t as f64 / 1000.0);
                         } else {
                             s.set_hist(i, h.h.clone());
                         }
                     }
-                    (None, Some(f)) if f.t >= t - self.lookback && !is_stale_nan(f.v) => {
+                    (None, Some(f)) if f.t >= oldest && !is_stale_nan(f.v) => {
                         s.vals[i] = Some(if timestamps { f.t as f64 / 1000.0 } else { f.v });
                     }
                     _ => {}
@@ -406,11 +440,21 @@ impl<'q> Evaluator<'q> {
 
     /// The samples a range function reads for a matrix selector.
     pub fn range_source_of_matrix(&self, ms: &MatrixSelector, g: Grid) -> Result<RangeSource<'_>, PromqlError> {
+        let times = self.eval_times(
+            g,
+            at_ms(&ms.vs.at, self.query_start, self.query_end)?,
+            offset_ms(&ms.vs.offset)?,
+        )?;
+        let range = duration_ms(&ms.range, "range")?;
+        if let Some(&first) = times.iter().min() {
+            back(first, range, "range")?;
+        }
         // Staleness markers are no values in a range; most series have none and are read in place.
-        let series = self
-            .selected(&ms.vs)?
-            .iter()
-            .map(|s| {
+        let selected = self.selected(&ms.vs)?;
+        let mut series = Vec::with_capacity(selected.len());
+        for s in selected {
+            self.work(s.samples.len() + s.histograms.len(), "selecting series")?;
+            series.push(
                 if s.samples.iter().any(|x| is_stale_nan(x.v)) || s.histograms.iter().any(is_stale_histogram) {
                     Cow::Owned(Series {
                         labels: s.labels.clone(),
@@ -424,34 +468,31 @@ impl<'q> Evaluator<'q> {
                     })
                 } else {
                     Cow::Borrowed(s)
-                }
-            })
-            .collect();
-        let times = self.eval_times(
-            g,
-            at_ms(&ms.vs.at, self.query_start, self.query_end),
-            offset_ms(&ms.vs.offset),
-        );
-        Ok(RangeSource {
-            series,
-            times,
-            range: duration_ms(&ms.range),
-        })
+                },
+            );
+        }
+        Ok(RangeSource { series, times, range })
     }
 
     /// The samples a range function reads for a subquery: the inner expression evaluated at steps aligned to
     /// the subquery's step, over every window the outer steps read.
     pub fn range_source_of_subquery(&self, sq: &SubqueryExpr, g: Grid) -> Result<RangeSource<'_>, PromqlError> {
-        let at = at_ms(&sq.at, self.query_start, self.query_end);
-        let offset = offset_ms(&sq.offset);
-        let range = duration_ms(&sq.range);
-        let times = self.eval_times(g, at, offset);
-        let step = sq.step.as_ref().map_or(self.default_step, duration_ms);
+        let at = at_ms(&sq.at, self.query_start, self.query_end)?;
+        let offset = offset_ms(&sq.offset)?;
+        let range = duration_ms(&sq.range, "subquery range")?;
+        let times = self.eval_times(g, at, offset)?;
+        let step = match &sq.step {
+            Some(d) => duration_ms(d, "subquery step")?,
+            None => self.default_step,
+        };
+        if step <= 0 {
+            return Err(PromqlError::BadData("subquery step must be positive".into()));
+        }
         let (first, last) = match (times.iter().min(), times.iter().max()) {
             (Some(&a), Some(&b)) => (a, b),
             _ => return Err(execution("subquery without steps")),
         };
-        let inner_start = align_up(first - range, step);
+        let inner_start = align_up(back(first, range, "subquery range")?, step)?;
         let series = if inner_start > last {
             Vec::new()
         } else {
@@ -459,27 +500,36 @@ impl<'q> Evaluator<'q> {
             // A subquery's steps are allocated per series: `x[1y:1ms]` must fail, not allocate.
             self.hold(inner.len)?;
             match self.eval(&sq.expr, inner)? {
-                Out::Vector(series) => series
-                    .into_iter()
-                    .map(|s| {
+                Out::Vector(series) => {
+                    let mut out = Vec::with_capacity(series.len());
+                    for s in series {
+                        self.work(2 * inner.len, "subquery")?;
                         let (samples, histograms) = step_points(inner, s.vals, s.hists);
-                        Cow::Owned(Series {
+                        out.push(Cow::Owned(Series {
                             labels: s.labels,
                             samples,
                             histograms,
-                        })
-                    })
-                    .collect(),
-                Out::Scalar(v) => vec![Cow::Owned(Series::floats(
-                    Labels::default(),
-                    inner.times().zip(v).map(|(t, v)| Sample::new(t, v)).collect(),
-                ))],
+                        }));
+                    }
+                    out
+                }
+                Out::Scalar(v) => {
+                    self.work(2 * inner.len, "subquery")?;
+                    vec![Cow::Owned(Series::floats(
+                        Labels::default(),
+                        inner.times().zip(v).map(|(t, v)| Sample::new(t, v)).collect(),
+                    ))]
+                }
                 _ => return Err(execution("subquery of a value that is not an instant vector")),
             }
         };
         Ok(RangeSource { series, times, range })
     }
 }
+
+/// Units of work the tightest loops count locally before handing them to [`Evaluator::work`]: far below
+/// [`crate::deadline::CHECK_EVERY`], so checks come about as often.
+pub(crate) const WORK_BATCH: usize = 256;
 
 /// Series and the window each step of a range function reads: the samples in `[t - range, t]` for each
 /// evaluation time `t` (inclusive at both ends, as Prometheus 2).
@@ -493,24 +543,40 @@ pub(crate) struct RangeSource<'a> {
 
 impl RangeSource<'_> {
     /// Calls `f(step, floats, histograms)` for each step of each series with the samples of each kind in its
-    /// window, found by cursors moving forward.
-    pub fn for_each_window(&self, series: &Series, mut f: impl FnMut(usize, &[Sample], &[HistogramPoint])) {
+    /// window, found by cursors moving forward. `f` answers the work it did, in [`Evaluator::work`] units (the
+    /// cost of a window depends on the function), which is counted against the deadline in `phase`: one series
+    /// of 11,000 steps can hold all of a query's work.
+    pub fn for_each_window(
+        &self,
+        ev: &Evaluator<'_>,
+        phase: &'static str,
+        series: &Series,
+        mut f: impl FnMut(usize, &[Sample], &[HistogramPoint]) -> usize,
+    ) -> Result<(), PromqlError> {
         let mut floats = Cursor::default();
         let mut hists = Cursor::default();
         let mut prev_t = i64::MIN;
+        // Counted here and handed over in batches: a window of a few samples costs a few nanoseconds.
+        let mut pending = 0usize;
         for (i, &t) in self.times.iter().enumerate() {
-            let (from, back) = (t - self.range, t < prev_t);
+            // Exact: the constructors checked the earliest time minus the range.
+            let (from, back) = (t.saturating_sub(self.range), t < prev_t);
             let w = floats.window(&series.samples, |s| s.t, from, t, back);
             let hw = hists.window(&series.histograms, |p| p.t, from, t, back);
             prev_t = t;
-            f(i, &series.samples[w], &series.histograms[hw]);
+            pending = pending.saturating_add(f(i, &series.samples[w], &series.histograms[hw]));
+            if pending >= WORK_BATCH {
+                ev.work(pending, phase)?;
+                pending = 0;
+            }
         }
+        ev.work(pending, phase)
     }
 
     /// A range vector at the top of an instant query: each series' samples in the one window.
     fn into_top(self) -> Vec<Series> {
         let t = self.times.first().copied().unwrap_or_default();
-        let from = t - self.range;
+        let from = t.saturating_sub(self.range);
         self.series
             .into_iter()
             .map(|s| Series {
@@ -592,26 +658,41 @@ pub(crate) fn drop_own_name(labels: Labels) -> Labels {
 
 /// Merges series that ended up with the same labels (after dropping `__name__`, `label_replace`...) into
 /// one, failing as Prometheus does when two of them have a value at the same step.
-pub(crate) fn dedupe_per_step(series: Vec<StepSeries>) -> Result<Vec<StepSeries>, PromqlError> {
-    merge_same_labels(series, true)
+pub(crate) fn dedupe_per_step(ev: &Evaluator<'_>, series: Vec<StepSeries>) -> Result<Vec<StepSeries>, PromqlError> {
+    merge_same_labels(ev, series, true)
 }
 
 /// Like [`dedupe_per_step`], but two series with the same labels fail even at different steps: what
 /// Prometheus 2 does for the results of range functions (`rate({__name__=~"a|b"}[5m])`).
-pub(crate) fn dedupe_whole_range(series: Vec<StepSeries>) -> Result<Vec<StepSeries>, PromqlError> {
-    merge_same_labels(series, false)
+pub(crate) fn dedupe_whole_range(ev: &Evaluator<'_>, series: Vec<StepSeries>) -> Result<Vec<StepSeries>, PromqlError> {
+    merge_same_labels(ev, series, false)
 }
 
-fn merge_same_labels(series: Vec<StepSeries>, per_step: bool) -> Result<Vec<StepSeries>, PromqlError> {
+fn merge_same_labels(
+    ev: &Evaluator<'_>,
+    series: Vec<StepSeries>,
+    per_step: bool,
+) -> Result<Vec<StepSeries>, PromqlError> {
+    const PHASE: &str = "merging series";
     // Usually every label set is distinct (they come from distinct series): found by sorting, without copying.
     let mut order: Vec<usize> = (0..series.len()).collect();
+    ev.work(sort_cost(order.len()), PHASE)?;
     order.sort_unstable_by(|&a, &b| series[a].labels.cmp(&series[b].labels));
+    ev.work(series.len(), PHASE)?;
     if order.windows(2).all(|w| series[w[0]].labels != series[w[1]].labels) {
-        return Ok(series.into_iter().filter(|s| !s.is_empty()).collect());
+        let mut out = Vec::with_capacity(series.len());
+        for s in series {
+            ev.work(s.vals.len(), PHASE)?;
+            if !s.is_empty() {
+                out.push(s);
+            }
+        }
+        return Ok(out);
     }
     let mut out: Vec<StepSeries> = Vec::with_capacity(series.len());
     let mut at: HashMap<Labels, usize> = HashMap::with_capacity(series.len());
     for s in series {
+        ev.work(s.vals.len(), PHASE)?;
         if s.is_empty() {
             continue;
         }

@@ -2,6 +2,7 @@
 //! (matrix selectors and subqueries), and the few that make or read scalars.
 
 use crate::PromqlError;
+use crate::deadline::sort_cost;
 use crate::error::execution;
 use crate::eval::{
     Evaluator, Grid, Out, RangeSource, StepSeries, dedupe_per_step, dedupe_whole_range, drop_name, drop_own_name,
@@ -128,25 +129,28 @@ fn string_arg(ev: &Evaluator<'_>, e: &Expr, g: Grid) -> Result<String, PromqlErr
 /// Applies `f(value, step)` to every float value, dropping `__name__` when `drop` is set; histograms give no
 /// value, as Prometheus' float functions ignore them.
 fn map_values(
+    ev: &Evaluator<'_>,
     series: Vec<StepSeries>,
     drop: bool,
     mut f: impl FnMut(f64, usize) -> Option<f64>,
 ) -> Result<Out, PromqlError> {
-    let out = series
-        .into_iter()
-        .map(|s| {
-            StepSeries::floats(
-                if drop { drop_own_name(s.labels) } else { s.labels },
-                s.vals
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, v)| v.and_then(|v| f(v, i)))
-                    .collect(),
-            )
-        })
-        .collect();
-    Ok(Out::Vector(dedupe_per_step(out)?))
+    let mut out = Vec::with_capacity(series.len());
+    for s in series {
+        ev.work(s.vals.len(), PHASE)?;
+        out.push(StepSeries::floats(
+            if drop { drop_own_name(s.labels) } else { s.labels },
+            s.vals
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| v.and_then(|v| f(v, i)))
+                .collect(),
+        ));
+    }
+    Ok(Out::Vector(dedupe_per_step(ev, out)?))
 }
+
+/// The phase a timed-out function reports.
+const PHASE: &str = "function evaluation";
 
 pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, PromqlError> {
     let name = call.func.name;
@@ -155,7 +159,7 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
     }
     if MATH_FUNCTIONS.contains(&name) {
         let f = math_function(name);
-        return map_values(vector_arg(ev, arg(call, 0)?, g)?, true, |v, _| Some(f(v)));
+        return map_values(ev, vector_arg(ev, arg(call, 0)?, g)?, true, |v, _| Some(f(v)));
     }
     if DATE_FUNCTIONS.contains(&name) {
         let series = match call.args.args.first() {
@@ -168,7 +172,7 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
         };
         // A value that is no time (NaN, an infinity, past the range of seconds in an i64) has no date. Prometheus
         // 2.42 prints whatever Go's float-to-integer conversion gives on the CPU it runs on.
-        return map_values(series, true, |v, _| {
+        return map_values(ev, series, true, |v, _| {
             Some(if v.is_finite() && v.abs() < 9.2e18 {
                 date_part(name, v)
             } else {
@@ -189,40 +193,40 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
         // One element of either kind, and a float: a histogram has no scalar value.
         "scalar" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
-            Ok(Out::Scalar(
-                (0..g.len)
-                    .map(|i| {
-                        let mut present = series.iter().filter(|s| s.has(i));
-                        match (present.next(), present.next()) {
-                            (Some(s), None) => s.vals[i].unwrap_or(f64::NAN),
-                            _ => f64::NAN,
-                        }
-                    })
-                    .collect(),
-            ))
+            let mut out = Vec::with_capacity(g.len);
+            for i in 0..g.len {
+                ev.work(series.len() + 1, PHASE)?;
+                let mut present = series.iter().filter(|s| s.has(i));
+                out.push(match (present.next(), present.next()) {
+                    (Some(s), None) => s.vals[i].unwrap_or(f64::NAN),
+                    _ => f64::NAN,
+                });
+            }
+            Ok(Out::Scalar(out))
         }
         "timestamp" => match unwrap_parens(arg(call, 0)?) {
             // A selector's own sample times, not the step's.
-            Expr::VectorSelector(vs) => map_values(ev.vector_selector(vs, g, true)?, true, |v, _| Some(v)),
+            Expr::VectorSelector(vs) => map_values(ev, ev.vector_selector(vs, g, true)?, true, |v, _| Some(v)),
             // The step's time for a value of either kind.
             other => {
-                let series = vector_arg(ev, other, g)?
-                    .into_iter()
-                    .map(|s| {
-                        let vals = (0..g.len)
-                            .map(|i| s.has(i).then(|| g.time(i) as f64 / 1000.0))
-                            .collect();
-                        StepSeries::floats(drop_own_name(s.labels), vals)
-                    })
-                    .collect();
-                Ok(Out::Vector(dedupe_per_step(series)?))
+                let mut series = Vec::new();
+                for s in vector_arg(ev, other, g)? {
+                    ev.work(g.len, PHASE)?;
+                    let vals = (0..g.len)
+                        .map(|i| s.has(i).then(|| g.time(i) as f64 / 1000.0))
+                        .collect();
+                    series.push(StepSeries::floats(drop_own_name(s.labels), vals));
+                }
+                Ok(Out::Vector(dedupe_per_step(ev, series)?))
             }
         },
         "absent" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
-            let vals = (0..g.len)
-                .map(|i| series.iter().all(|s| !s.has(i)).then_some(1.0))
-                .collect();
+            let mut vals = Vec::with_capacity(g.len);
+            for i in 0..g.len {
+                ev.work(series.len() + 1, PHASE)?;
+                vals.push(series.iter().all(|s| !s.has(i)).then_some(1.0));
+            }
             Ok(Out::Vector(vec![StepSeries::floats(
                 absent_labels(arg(call, 0)?),
                 vals,
@@ -232,7 +236,10 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
             let source = range_source(ev, arg(call, 0)?, g)?;
             let mut any = vec![false; g.len];
             for s in &source.series {
-                source.for_each_window(s, |i, w, hw| any[i] |= !w.is_empty() || !hw.is_empty());
+                source.for_each_window(ev, PHASE, s, |i, w, hw| {
+                    any[i] |= !w.is_empty() || !hw.is_empty();
+                    1
+                })?;
             }
             Ok(Out::Vector(vec![StepSeries::floats(
                 absent_labels(arg(call, 0)?),
@@ -245,7 +252,7 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
                 Some(a) => scalar_arg(ev, a, g)?,
                 None => vec![1.0; g.len],
             };
-            map_values(series, true, |v, i| {
+            map_values(ev, series, true, |v, i| {
                 let inverse = 1.0 / to[i];
                 Some((v * inverse + 0.5).floor() / inverse)
             })
@@ -254,19 +261,19 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
             let series = vector_arg(ev, arg(call, 0)?, g)?;
             let min = scalar_arg(ev, arg(call, 1)?, g)?;
             let max = scalar_arg(ev, arg(call, 2)?, g)?;
-            map_values(series, true, |v, i| {
+            map_values(ev, series, true, |v, i| {
                 (max[i] >= min[i] || max[i].is_nan() || min[i].is_nan()).then(|| go_max(min[i], go_min(max[i], v)))
             })
         }
         "clamp_min" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
             let min = scalar_arg(ev, arg(call, 1)?, g)?;
-            map_values(series, true, |v, i| Some(go_max(min[i], v)))
+            map_values(ev, series, true, |v, i| Some(go_max(min[i], v)))
         }
         "clamp_max" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
             let max = scalar_arg(ev, arg(call, 1)?, g)?;
-            map_values(series, true, |v, i| Some(go_min(max[i], v)))
+            map_values(ev, series, true, |v, i| Some(go_min(max[i], v)))
         }
         // Histograms have no order: Prometheus 3 drops them.
         "sort" | "sort_desc" => {
@@ -277,15 +284,10 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
                 .collect();
             if g.len == 1 {
                 let desc = name == "sort_desc";
+                ev.work(sort_cost(series.len()), "sorting")?;
                 series.sort_by(|a, b| {
                     let (x, y) = (a.vals[0].unwrap_or(f64::NAN), b.vals[0].unwrap_or(f64::NAN));
-                    match (x.is_nan(), y.is_nan()) {
-                        (true, true) => std::cmp::Ordering::Equal,
-                        (true, false) => std::cmp::Ordering::Greater,
-                        (false, true) => std::cmp::Ordering::Less,
-                        _ if desc => y.partial_cmp(&x).unwrap_or(std::cmp::Ordering::Equal),
-                        _ => x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal),
-                    }
+                    by_value_nan_last(x, y, desc)
                 });
             }
             Ok(Out::Vector(series))
@@ -307,6 +309,8 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
             let mut out = Vec::with_capacity(series.len());
             for s in series {
                 let value = s.labels.get(&src).unwrap_or("");
+                // A regex match over the value, a label set built: a few units per byte and label.
+                ev.work(value.len() + 4 * s.labels.len() + 1, PHASE)?;
                 let labels = match re.captures(value) {
                     None => s.labels,
                     Some(caps) => {
@@ -321,7 +325,7 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
                     hists: s.hists,
                 });
             }
-            Ok(Out::Vector(dedupe_per_step(out)?))
+            Ok(Out::Vector(dedupe_per_step(ev, out)?))
         }
         "label_join" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
@@ -342,6 +346,7 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
             }
             let mut out = Vec::with_capacity(series.len());
             for s in series {
+                ev.work(4 * (s.labels.len() + srcs.len()) + 1, PHASE)?;
                 let joined: Vec<&str> = srcs.iter().map(|n| s.labels.get(n).unwrap_or("")).collect();
                 let labels = s
                     .labels
@@ -353,40 +358,48 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
                     hists: s.hists,
                 });
             }
-            Ok(Out::Vector(dedupe_per_step(out)?))
+            Ok(Out::Vector(dedupe_per_step(ev, out)?))
         }
         // Classic buckets (float series with an `le` label) and native histograms, each on its own.
         "histogram_quantile" => {
             let q = scalar_arg(ev, arg(call, 0)?, g)?;
             let series = vector_arg(ev, arg(call, 1)?, g)?;
-            let mut out: Vec<StepSeries> = series
-                .iter()
-                .filter(|s| !s.hists.is_empty())
-                .map(|s| {
-                    let vals = (0..g.len)
-                        .map(|i| s.hist(i).map(|h| histogram::quantile(q[i], h)))
-                        .collect();
-                    StepSeries::floats(drop_name(&s.labels), vals)
-                })
-                .collect();
-            out.extend(histogram_quantile(&q, series, g));
-            Ok(Out::Vector(dedupe_per_step(out)?))
+            let mut out = Vec::new();
+            for s in series.iter().filter(|s| !s.hists.is_empty()) {
+                let mut vals = Vec::with_capacity(g.len);
+                for (i, &q) in q.iter().enumerate() {
+                    vals.push(match s.hist(i) {
+                        Some(h) => {
+                            ev.work(histogram_cost(h), PHASE)?;
+                            Some(histogram::quantile(q, h))
+                        }
+                        None => None,
+                    });
+                }
+                out.push(StepSeries::floats(drop_name(&s.labels), vals));
+            }
+            out.extend(histogram_quantile(ev, &q, series, g)?);
+            Ok(Out::Vector(dedupe_per_step(ev, out)?))
         }
         "histogram_fraction" => {
             let lower = scalar_arg(ev, arg(call, 0)?, g)?;
             let upper = scalar_arg(ev, arg(call, 1)?, g)?;
             let series = vector_arg(ev, arg(call, 2)?, g)?;
-            let out = series
-                .into_iter()
-                .filter(|s| !s.hists.is_empty())
-                .map(|s| {
-                    let vals = (0..g.len)
-                        .map(|i| s.hist(i).map(|h| histogram::fraction(lower[i], upper[i], h)))
-                        .collect();
-                    StepSeries::floats(drop_own_name(s.labels), vals)
-                })
-                .collect();
-            Ok(Out::Vector(dedupe_per_step(out)?))
+            let mut out = Vec::new();
+            for s in series.into_iter().filter(|s| !s.hists.is_empty()) {
+                let mut vals = Vec::with_capacity(g.len);
+                for i in 0..g.len {
+                    vals.push(match s.hist(i) {
+                        Some(h) => {
+                            ev.work(histogram_cost(h), PHASE)?;
+                            Some(histogram::fraction(lower[i], upper[i], h))
+                        }
+                        None => None,
+                    });
+                }
+                out.push(StepSeries::floats(drop_own_name(s.labels), vals));
+            }
+            Ok(Out::Vector(dedupe_per_step(ev, out)?))
         }
         "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
             let series = vector_arg(ev, arg(call, 0)?, g)?;
@@ -397,7 +410,14 @@ pub(crate) fn eval(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Prom
                 "histogram_stddev" => |h| histogram::stdvar(h).sqrt(),
                 _ => histogram::stdvar,
             };
-            Ok(Out::Vector(dedupe_per_step(histogram::per_histogram(series, f))?))
+            // One pass over values already held, counted before it.
+            let cost = series
+                .iter()
+                .flat_map(|s| s.hists.iter())
+                .map(|h| h.as_ref().map_or(1, histogram_cost))
+                .fold(0usize, usize::saturating_add);
+            ev.work(cost, PHASE)?;
+            Ok(Out::Vector(dedupe_per_step(ev, histogram::per_histogram(series, f))?))
         }
         other => Err(PromqlError::BadData(format!("unknown function with name {other:?}"))),
     }
@@ -493,18 +513,40 @@ pub(crate) fn quantile(q: f64, mut vals: Vec<f64>) -> f64 {
     if q > 1.0 {
         return f64::INFINITY;
     }
-    vals.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
-        (true, true) => std::cmp::Ordering::Equal,
-        (true, false) => std::cmp::Ordering::Less,
-        (false, true) => std::cmp::Ordering::Greater,
-        _ => a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal),
-    });
+    vals.sort_by(|a, b| nan_first(*a, *b));
     let n = vals.len() as f64;
     let rank = q * (n - 1.0);
     let lower = rank.floor().max(0.0);
     let upper = (lower + 1.0).min(n - 1.0);
     let weight = rank - rank.floor();
     vals[lower as usize] * (1.0 - weight) + vals[upper as usize] * weight
+}
+
+/// Go's `sort.Float64s` and `cmp.Compare` order, which Prometheus sorts values and bucket bounds by: NaN before
+/// every number. A total order, unlike `partial_cmp` with NaN taken as equal to everything (with which a sort
+/// may panic or leave the values unordered).
+pub(crate) fn nan_first(a: f64, b: f64) -> std::cmp::Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (false, false) => a.total_cmp(&b),
+        // `true` (NaN) first.
+        (x, y) => y.cmp(&x),
+    }
+}
+
+/// The order of `sort`, `sort_desc`, `topk` and `bottomk`: by value, ascending or `descending`, NaN after every
+/// number either way, as Prometheus orders them. A total order.
+pub(crate) fn by_value_nan_last(a: f64, b: f64, descending: bool) -> std::cmp::Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (false, false) if descending => b.total_cmp(&a),
+        (false, false) => a.total_cmp(&b),
+        // `false` (a number) first.
+        (x, y) => x.cmp(&y),
+    }
+}
+
+/// The work of reading a native histogram, in [`Evaluator::work`] units: about one per bucket or span.
+pub(crate) fn histogram_cost(h: &FloatHistogram) -> usize {
+    h.size_bytes() / 16 + 1
 }
 
 /// The labels `absent(sel)` reports: the selector's equality matchers, a name matched twice left out.
@@ -563,9 +605,10 @@ fn range_function(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Promq
             }
         }
     }
+    // Sorting each window costs more than reading it.
+    let sorts = name == "quantile_over_time";
     let mut out = Vec::with_capacity(source.series.len());
     for series in &source.series {
-        ev.check_deadline("range function")?;
         // last_over_time acts like an offset and keeps the metric name.
         let labels = if name == "last_over_time" {
             series.labels.clone()
@@ -573,27 +616,29 @@ fn range_function(ev: &Evaluator<'_>, call: &Call, g: Grid) -> Result<Out, Promq
             drop_name(&series.labels)
         };
         let mut s = StepSeries::floats(labels, vec![None; g.len]);
-        source.for_each_window(series, |i, window, hists| {
+        source.for_each_window(ev, "range function", series, |i, window, hists| {
             let t = source.times[i];
+            // Exact: the range source checked the earliest time minus the range.
+            let from = t.saturating_sub(source.range);
             if !hists.is_empty() {
-                match over_histogram_window(name, window, hists, t - source.range, t, source.range) {
+                match over_histogram_window(name, window, hists, from, t, source.range) {
                     Some(Outcome::Float(v)) => s.vals[i] = Some(v),
                     Some(Outcome::Histogram(h)) => s.set_hist(i, h),
                     Some(Outcome::Nothing) => {}
                     // A function of floats: the window's floats alone.
                     None if window.is_empty() => {}
-                    None => {
-                        s.vals[i] = over_window(name, window, t - source.range, t, source.range, g.time(i), &params, i)
-                    }
+                    None => s.vals[i] = over_window(name, window, from, t, source.range, g.time(i), &params, i),
                 }
             } else if !window.is_empty() {
-                s.vals[i] = over_window(name, window, t - source.range, t, source.range, g.time(i), &params, i);
+                s.vals[i] = over_window(name, window, from, t, source.range, g.time(i), &params, i);
             }
-        });
+            let floats = if sorts { sort_cost(window.len()) } else { window.len() };
+            1 + floats + hists.iter().map(|p| histogram_cost(&p.h)).sum::<usize>()
+        })?;
         out.push(s);
         ev.hold(out.len().saturating_mul(g.len))?;
     }
-    Ok(Out::Vector(dedupe_whole_range(out)?))
+    Ok(Out::Vector(dedupe_whole_range(ev, out)?))
 }
 
 /// What a range function gives for a window holding histograms.
@@ -909,7 +954,9 @@ fn linear_regression(w: &[Sample], intercept_time: i64) -> (f64, f64) {
     let n = w.len() as f64;
     let (mut sx, mut cx, mut sy, mut cy, mut sxy, mut cxy, mut sx2, mut cx2) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
     for s in w {
-        let x = (s.t - intercept_time) as f64 / 1000.0;
+        // In 128 bits: `predict_linear` takes the step's time, which an offset can put farther than i64 from
+        // the window's samples.
+        let x = (i128::from(s.t) - i128::from(intercept_time)) as f64 / 1000.0;
         (sx, cx) = kahan_add(x, sx, cx);
         (sy, cy) = kahan_add(s.v, sy, cy);
         (sxy, cxy) = kahan_add(x * s.v, sxy, cxy);
@@ -967,10 +1014,16 @@ fn stdvar_over_time(w: &[Sample]) -> f64 {
 }
 
 /// `histogram_quantile` over classic buckets: series grouped by their labels without `le` and `__name__`.
-fn histogram_quantile(q: &[f64], series: Vec<StepSeries>, g: Grid) -> Vec<StepSeries> {
+fn histogram_quantile(
+    ev: &Evaluator<'_>,
+    q: &[f64],
+    series: Vec<StepSeries>,
+    g: Grid,
+) -> Result<Vec<StepSeries>, PromqlError> {
     let mut index: HashMap<Labels, usize> = HashMap::new();
     let mut groups: Vec<(Labels, Vec<(f64, usize)>)> = Vec::new();
     for (i, s) in series.iter().enumerate() {
+        ev.work(4 * s.labels.len() + 1, PHASE)?;
         let Some(upper) = s.labels.get("le").and_then(|le| le.trim().parse::<f64>().ok()) else {
             continue;
         };
@@ -984,24 +1037,25 @@ fn histogram_quantile(q: &[f64], series: Vec<StepSeries>, g: Grid) -> Vec<StepSe
     let mut out = Vec::with_capacity(groups.len());
     let mut buckets = Vec::new();
     for (labels, members) in groups {
-        let vals = (0..g.len)
-            .map(|step| {
-                buckets.clear();
-                buckets.extend(
-                    members
-                        .iter()
-                        .filter_map(|&(upper, i)| series[i].vals[step].map(|c| (upper, c))),
-                );
-                (!buckets.is_empty()).then(|| bucket_quantile(q[step], &mut buckets))
-            })
-            .collect();
+        let mut vals = Vec::with_capacity(g.len);
+        for (step, &q) in q.iter().enumerate() {
+            // The buckets of a group are sorted at every step.
+            ev.work(sort_cost(members.len()) + 1, PHASE)?;
+            buckets.clear();
+            buckets.extend(
+                members
+                    .iter()
+                    .filter_map(|&(upper, i)| series[i].vals[step].map(|c| (upper, c))),
+            );
+            vals.push((!buckets.is_empty()).then(|| bucket_quantile(q, &mut buckets)));
+        }
         out.push(StepSeries::floats(labels, vals));
     }
-    out
+    Ok(out)
 }
 
 /// The quantile of classic buckets `(upper bound, cumulative count)` (Prometheus' `bucketQuantile`).
-fn bucket_quantile(q: f64, buckets: &mut Vec<(f64, f64)>) -> f64 {
+pub(crate) fn bucket_quantile(q: f64, buckets: &mut Vec<(f64, f64)>) -> f64 {
     if q.is_nan() {
         return f64::NAN;
     }
@@ -1011,7 +1065,8 @@ fn bucket_quantile(q: f64, buckets: &mut Vec<(f64, f64)>) -> f64 {
     if q > 1.0 {
         return f64::INFINITY;
     }
-    buckets.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
+    // An `le` of "NaN" parses to a NaN bound: ordered first, as Prometheus 3 orders bounds (`cmp.Compare`).
+    buckets.sort_by(|a, b| nan_first(a.0, b.0));
     if buckets.last().is_none_or(|b| b.0 != f64::INFINITY) {
         return f64::NAN;
     }

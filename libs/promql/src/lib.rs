@@ -13,18 +13,23 @@
 //!
 //! The engine does no I/O. [`Query::new`] parses a query and lists the [`Selection`]s it needs (each
 //! selector once, over the whole time span its steps read); the caller fetches them and hands them to
-//! [`Query::evaluate`], which checks the sample limit and the deadline as it goes.
+//! [`Query::evaluate`], which checks the sample limit as it goes, and the deadline and the caller's cancellation
+//! inside every loop that grows with the query (the `deadline` module). Time arithmetic (`offset`, `@`, ranges,
+//! subquery steps) is checked: a time past i64 milliseconds is a `bad_data` error, never a wrapped value.
 
 mod aggregate;
 mod binary;
+mod deadline;
 mod error;
 mod eval;
 mod functions;
 mod histogram;
 mod json;
 mod query;
+mod times;
 mod value;
 
+pub use deadline::{DeadlineClock, MonotonicClock};
 pub use error::PromqlError;
 pub use functions::go_format_float;
 pub use json::{api_float, write_histogram_json};

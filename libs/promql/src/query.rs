@@ -6,14 +6,17 @@
 //! each series once, however many steps it has.
 
 use crate::PromqlError;
+use crate::deadline::{DeadlineClock, MonotonicClock};
 use crate::eval::{Evaluator, Grid};
+use crate::times::{align_up, at_ms, back, duration_ms, offset_ms};
 use crate::value::{HistogramPoint, Value};
 use heddle_model::{Labels, MatchType, Matcher, Sample};
 use promql_parser::label::MatchOp;
-use promql_parser::parser::{self, AtModifier, Expr, Offset, VectorSelector, value::ValueType};
+use promql_parser::parser::{self, Expr, VectorSelector, value::ValueType};
 use std::collections::HashMap;
-use std::sync::Once;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Once};
+use std::time::Instant;
 
 /// How a query is evaluated and what it may cost.
 #[derive(Debug, Clone)]
@@ -26,8 +29,13 @@ pub struct QueryOptions {
     /// (Mimir's `-querier.max-samples`). A native histogram counts as Prometheus 3 counts it: one sample per
     /// 16 bytes of its size (11 for the smallest, one more per two buckets or spans).
     pub max_samples: usize,
-    /// When evaluation gives up.
+    /// When evaluation gives up (`timeout`), read from `clock`.
     pub deadline: Option<Instant>,
+    /// Set by the caller when it no longer wants the answer (its client went away): evaluation stops at its
+    /// next check (`canceled`).
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// The clock `deadline` is compared with.
+    pub clock: Arc<dyn DeadlineClock>,
 }
 
 impl Default for QueryOptions {
@@ -37,6 +45,8 @@ impl Default for QueryOptions {
             default_subquery_step_ms: 60 * 1000,
             max_samples: 50_000_000,
             deadline: None,
+            cancel: None,
+            clock: Arc::new(MonotonicClock),
         }
     }
 }
@@ -147,6 +157,7 @@ pub fn parse(text: &str) -> Result<Expr, PromqlError> {
         )));
     }
     prescan(text)?;
+    check_number_durations(text)?;
     // The parser recurses once per nesting level while it builds the tree (about 200 bytes of stack each in a
     // debug build): it parses on a thread of its own with room for the deepest text the prescan lets through,
     // and only trees shallow enough for evaluation on a runtime thread come back.
@@ -301,6 +312,39 @@ fn prescan(text: &str) -> Result<(), PromqlError> {
     Ok(())
 }
 
+/// Refuses a number written where the parser takes a duration in seconds (Prometheus 3's `x[300]`,
+/// `x offset 1e3`, `x[5m:10]`) that no duration of i64 milliseconds holds: the parser converts it with
+/// `Duration::from_secs_f64`, which panics on NaN, an infinity or more than u64 seconds.
+fn check_number_durations(text: &str) -> Result<(), PromqlError> {
+    use lrpar::{Lexeme, Lexer, NonStreamingLexer};
+    use promql_parser::parser::token::{T_ADD, T_COLON, T_LEFT_BRACKET, T_NUMBER, T_OFFSET, T_SUB};
+    // A text that does not lex fails in the parser, with the parser's message.
+    let Ok(lexer) = parser::lex::lexer(text) else {
+        return Ok(());
+    };
+    // The two tokens before the current one.
+    let (mut prev, mut before) = (None, None);
+    for lexeme in lexer.iter().flatten() {
+        let id = lexeme.tok_id();
+        let duration_at = matches!(prev, Some(T_LEFT_BRACKET | T_COLON | T_OFFSET))
+            || (matches!(prev, Some(T_ADD | T_SUB)) && before == Some(T_OFFSET));
+        if id == T_NUMBER && duration_at {
+            let number = lexer.span_str(lexeme.span());
+            // A number that does not parse fails in the parser before any conversion.
+            if let Ok(secs) = promql_parser::util::parse_str_radix(number)
+                && !(secs.is_finite() && (0.0..MAX_DURATION_SECS).contains(&secs))
+            {
+                return Err(PromqlError::TimeOutOfRange(format!("a duration of {number} s")));
+            }
+        }
+        (before, prev) = (prev, Some(id));
+    }
+    Ok(())
+}
+
+/// Seconds from which a duration's milliseconds pass i64.
+const MAX_DURATION_SECS: f64 = i64::MAX as f64 / 1000.0;
+
 /// Refuses syntax and functions newer than the Prometheus version Heddle answers like (2.42).
 fn check_supported(expr: &Expr) -> Result<(), PromqlError> {
     let mut err = None;
@@ -371,41 +415,6 @@ pub(crate) fn walk<'e>(expr: &'e Expr, f: &mut impl FnMut(&'e Expr)) {
         | Expr::MatrixSelector(_)
         | Expr::Extension(_) => {}
     }
-}
-
-pub(crate) fn duration_ms(d: &Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-pub(crate) fn offset_ms(o: &Option<Offset>) -> i64 {
-    match o {
-        None => 0,
-        Some(Offset::Pos(d)) => duration_ms(d),
-        Some(Offset::Neg(d)) => -duration_ms(d),
-    }
-}
-
-/// The fixed evaluation time an `@` modifier sets, if any.
-pub(crate) fn at_ms(at: &Option<AtModifier>, query_start: i64, query_end: i64) -> Option<i64> {
-    match at {
-        None => None,
-        Some(AtModifier::Start) => Some(query_start),
-        Some(AtModifier::End) => Some(query_end),
-        Some(AtModifier::At(t)) => Some(system_time_ms(*t)),
-    }
-}
-
-fn system_time_ms(t: SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => duration_ms(&d),
-        Err(e) => -duration_ms(&e.duration()),
-    }
-}
-
-/// The first multiple of `step` at or after `t`: where a subquery's steps start.
-pub(crate) fn align_up(t: i64, step: i64) -> i64 {
-    let down = t.div_euclid(step) * step;
-    if down < t { down + step } else { down }
 }
 
 /// The key of a selector node.
@@ -530,20 +539,25 @@ impl Planner<'_> {
     /// Plans `expr` evaluated at times from `first` to `last`.
     fn plan(&mut self, expr: &Expr, first: i64, last: i64) -> Result<(), PromqlError> {
         match expr {
-            Expr::VectorSelector(vs) => self.select(vs, first, last, self.opts.lookback_delta_ms),
-            Expr::MatrixSelector(ms) => self.select(&ms.vs, first, last, duration_ms(&ms.range)),
+            Expr::VectorSelector(vs) => self.select(vs, first, last, self.opts.lookback_delta_ms, "lookback"),
+            Expr::MatrixSelector(ms) => self.select(&ms.vs, first, last, duration_ms(&ms.range, "range")?, "range"),
+            // The same times as `Evaluator::range_source_of_subquery` derives, for the first and last step.
             Expr::Subquery(sq) => {
-                let (first, last) = match at_ms(&sq.at, self.query_start, self.query_end) {
+                let (first, last) = match at_ms(&sq.at, self.query_start, self.query_end)? {
                     Some(at) => (at, at),
                     None => (first, last),
                 };
-                let step = sq.step.as_ref().map_or(self.opts.default_subquery_step_ms, duration_ms);
+                let step = match &sq.step {
+                    Some(d) => duration_ms(d, "subquery step")?,
+                    None => self.opts.default_subquery_step_ms,
+                };
                 if step <= 0 {
                     return Err(PromqlError::BadData("subquery step must be positive".into()));
                 }
-                let offset = offset_ms(&sq.offset);
-                let inner_first = align_up(first - offset - duration_ms(&sq.range), step);
-                self.plan(&sq.expr, inner_first, last - offset)
+                let offset = offset_ms(&sq.offset)?;
+                let range = duration_ms(&sq.range, "subquery range")?;
+                let inner_first = align_up(back(back(first, offset, "offset")?, range, "subquery range")?, step)?;
+                self.plan(&sq.expr, inner_first, back(last, offset, "offset")?)
             }
             Expr::Aggregate(a) => {
                 if let Some(p) = &a.param {
@@ -562,13 +576,21 @@ impl Planner<'_> {
         }
     }
 
-    /// A selection for `vs` evaluated from `first` to `last`, reaching `reach` back from each evaluation time.
-    fn select(&mut self, vs: &VectorSelector, first: i64, last: i64, reach: i64) -> Result<(), PromqlError> {
-        let (first, last) = match at_ms(&vs.at, self.query_start, self.query_end) {
+    /// A selection for `vs` evaluated from `first` to `last`, reaching `reach` (the `what`: range or lookback)
+    /// back from each evaluation time.
+    fn select(
+        &mut self,
+        vs: &VectorSelector,
+        first: i64,
+        last: i64,
+        reach: i64,
+        what: &str,
+    ) -> Result<(), PromqlError> {
+        let (first, last) = match at_ms(&vs.at, self.query_start, self.query_end)? {
             Some(at) => (at, at),
             None => (first, last),
         };
-        let offset = offset_ms(&vs.offset);
+        let offset = offset_ms(&vs.offset)?;
         let mut matchers = Vec::with_capacity(vs.matchers.matchers.len() + 1);
         if let Some(name) = &vs.name {
             matchers.push(Matcher::equal(heddle_model::METRIC_NAME, name.clone()));
@@ -583,8 +605,8 @@ impl Planner<'_> {
             matchers.push(self.matchers.matcher(kind, &m.name, &m.value)?);
         }
         let (start, end) = (
-            first.saturating_sub(offset).saturating_sub(reach),
-            last.saturating_sub(offset),
+            back(back(first, offset, "offset")?, reach, what)?,
+            back(last, offset, "offset")?,
         );
         // The same series over the same span (`x / x`, `rate(x[5m]) / rate(x[5m] offset 0s)`) are fetched once.
         let same = |m: &[Matcher]| {

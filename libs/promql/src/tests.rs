@@ -4,7 +4,9 @@ use crate::{PromqlError, Query, QueryOptions, QueryTime, Series, Value};
 use heddle_model::{Labels, STALE_NAN_BITS, Sample};
 use proptest::prelude::*;
 
+mod deadlines;
 mod histograms;
+mod time_edges;
 
 pub(super) fn labels(pairs: &[(&str, &str)]) -> Labels {
     Labels::from_unsorted(pairs.iter().copied()).unwrap()

@@ -34,8 +34,9 @@ pub enum QuerierError {
     RegexTooLong { name: String, len: usize, limit: usize },
     /// The query ran longer than it may: `query_timeout`, or the request's smaller `timeout`.
     #[error(
-        "query timed out after {timeout_ms}ms (tenant={tenant}): the limit is the request's `timeout` parameter \
-         when given, capped by `querier.query_timeout` (--querier.timeout)"
+        "{id}: query timed out after {timeout_ms}ms (tenant={tenant}): the limit is the request's `timeout` \
+         parameter when given, capped by `querier.query_timeout` (--querier.timeout)",
+        id = heddle_model::error_id::QUERY_TIMEOUT
     )]
     Timeout { tenant: String, timeout_ms: u128 },
     /// Too many ingesters of the replica set failed to answer.
