@@ -16,10 +16,10 @@ mod admin;
 mod case;
 #[path = "hostile/doors.rs"]
 mod doors;
-#[path = "hostile/otlp.rs"]
-mod otlp;
 #[path = "hostile/histograms.rs"]
 mod histograms;
+#[path = "hostile/otlp.rs"]
+mod otlp;
 #[path = "hostile/promql.rs"]
 mod promql;
 #[path = "hostile/push.rs"]
