@@ -282,5 +282,5 @@ async fn hostile_requests_are_refused_and_harm_nobody() {
     let bystander = read_all(&heddle, BYSTANDER, now).await;
     assert_eq!(bystander.len(), 1, "the bystander holds one series: {bystander:?}");
     assert_eq!(bystander[0].1, acked, "every acknowledged bystander sample reads back");
-    assert!(cases.len() + grpc.len() >= 60, "{} cases", cases.len() + grpc.len());
+    assert!(cases.len() + grpc.len() >= 70, "{} cases", cases.len() + grpc.len());
 }
