@@ -11,6 +11,7 @@
 //! It does not know heddle's internals: everything here talks to the public contracts (flags, HTTP paths, wire
 //! formats) of DESIGN.md §3.
 
+pub mod alloc;
 mod cargo;
 pub mod client;
 pub mod cluster;

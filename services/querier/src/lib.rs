@@ -64,8 +64,10 @@ mod fetch_limits_tests;
 mod histogram_tests;
 #[cfg(test)]
 mod promql_tests;
+/// Tests hold the bounds reserved before decoding against what decoding allocates.
 #[cfg(test)]
-mod testalloc;
+#[global_allocator]
+static ALLOCATOR: heddle_testkit::alloc::PerThread<0> = heddle_testkit::alloc::PerThread;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -421,7 +421,7 @@ mod tests {
         let body = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
         let budget = heddle_server::InflightBytes::new(512 << 20, Default::default(), Default::default());
         let mut r = budget.reserve();
-        let peak = crate::testalloc::peak_of(|| decode_request(&body, 32 << 20, &mut r).map(|_| ()));
+        let peak = heddle_testkit::alloc::peak_of(|| decode_request(&body, 32 << 20, &mut r).map(|_| ()));
         let err = decode_request(&body, 32 << 20, &mut budget.reserve()).unwrap_err();
         assert_eq!(err.status().as_u16(), 413, "{err}");
         let msg = err.to_string();
@@ -471,7 +471,7 @@ mod tests {
                 queries,
                 accepted_response_types: vec![],
             };
-            let peak = crate::testalloc::peak_of(|| parse_queries(&req, &mut MatcherCache::new(0, None)));
+            let peak = heddle_testkit::alloc::peak_of(|| parse_queries(&req, &mut MatcherCache::new(0, None)));
             let bound = parsed_bytes(&req);
             assert!(peak <= bound, "case {name}: peak {peak}, bound {bound}");
         }

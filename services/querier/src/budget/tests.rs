@@ -3,7 +3,7 @@
 use super::*;
 use crate::matchers::MatcherCache;
 use crate::selector::parse_selector_with;
-use crate::testalloc::peak_of;
+use heddle_testkit::alloc::peak_of;
 
 #[test]
 fn vec_bound_holds_a_vec_grown_one_push_at_a_time() {

@@ -368,59 +368,9 @@ fn the_view_sizes_the_docs_state() {
     assert_eq!(size_of::<crate::TimeSeriesRef<'_>>(), 88);
 }
 
-/// Counts this thread's heap allocations, so a test can see what one call allocates.
-mod counting {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
-
-    struct Counting;
-
-    thread_local! {
-        static LIVE: Cell<usize> = const { Cell::new(0) };
-        static PEAK: Cell<usize> = const { Cell::new(0) };
-    }
-
-    fn grew(n: usize) {
-        let live = LIVE.get() + n;
-        LIVE.set(live);
-        PEAK.set(PEAK.get().max(live));
-    }
-
-    // SAFETY: every call is forwarded to `System` unchanged; the counters only read the sizes.
-    #[allow(unsafe_code)]
-    unsafe impl GlobalAlloc for Counting {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            grew(layout.size());
-            // SAFETY: forwarded with the caller's layout.
-            unsafe { System.alloc(layout) }
-        }
-
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            LIVE.set(LIVE.get().saturating_sub(layout.size()));
-            // SAFETY: forwarded with the caller's pointer and layout.
-            unsafe { System.dealloc(ptr, layout) }
-        }
-
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            // Counted as a new block beside the old one, as a moving realloc holds both for a moment.
-            grew(new_size);
-            LIVE.set(LIVE.get().saturating_sub(layout.size()));
-            // SAFETY: forwarded with the caller's pointer, layout and size.
-            unsafe { System.realloc(ptr, layout, new_size) }
-        }
-    }
-
-    #[global_allocator]
-    static ALLOCATOR: Counting = Counting;
-
-    /// The most bytes `f` had allocated at once on this thread, beyond what was live before it, and its value.
-    pub(super) fn peak_of<T>(f: impl FnOnce() -> T) -> (usize, T) {
-        let before = LIVE.get();
-        PEAK.set(before);
-        let value = f();
-        (PEAK.get() - before, value)
-    }
-}
+/// Decoding's allocations are counted, so a test can hold what one call allocates against its bound.
+#[global_allocator]
+static ALLOCATOR: heddle_testkit::alloc::PerThread<0> = heddle_testkit::alloc::PerThread;
 
 /// The float form of an integer histogram message: absolute float counts, float count and zero count.
 fn as_float(h: &prometheus::Histogram) -> prometheus::Histogram {
@@ -457,7 +407,7 @@ proptest! {
         let arena = Bump::new();
         let req = decode_write_request(&arena, &body).unwrap();
         let r = req.timeseries[0].histograms[0];
-        let (peak, got) = counting::peak_of(|| r.decode().unwrap());
+        let (got, peak) = heddle_testkit::alloc::peak_with(|| r.decode().unwrap());
         prop_assert_eq!(r.size(), got.value.size());
         prop_assert_eq!(peak, r.decoded_heap_bytes());
         prop_assert_eq!(peak, 8 * (r.size().buckets + r.size().layout));
@@ -481,7 +431,7 @@ fn unpacked_fields_are_counted_like_packed_ones() {
     let req = decode_write_request(&arena, &body).unwrap();
     let r = req.timeseries[0].histograms[0];
     assert_eq!(r.size(), HistogramSize { buckets: 3, layout: 2 });
-    let (peak, got) = counting::peak_of(|| r.decode().unwrap());
+    let (got, peak) = heddle_testkit::alloc::peak_with(|| r.decode().unwrap());
     assert_eq!(got.value.size(), r.size());
     assert_eq!(peak, r.decoded_heap_bytes());
 }
@@ -521,7 +471,7 @@ fn a_histogram_over_the_ceiling_is_refused_before_anything_is_allocated() {
             0,
             "case {name}: never decoded, nothing to reserve"
         );
-        let (peak, got) = counting::peak_of(|| r.decode());
+        let (got, peak) = heddle_testkit::alloc::peak_with(|| r.decode());
         let err = got.expect_err(name);
         assert!(
             matches!(err, DecodeError::HistogramTooLarge { .. }),

@@ -2,8 +2,8 @@
 //! it accepts: random requests with unknown fields, groups and repeated singular fields, and random bytes.
 
 use super::*;
-use crate::testalloc::peak_of;
 use heddle_proto::prometheus::{ReadHints, ReadRequest};
+use heddle_testkit::alloc::peak_of;
 use proptest::prelude::*;
 use prost::Message as _;
 

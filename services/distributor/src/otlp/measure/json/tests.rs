@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::otlp::arbitrary;
-use crate::otlp::peak::peak_of;
+use heddle_testkit::alloc::peak_of;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use proptest::prelude::*;
 use serde_json::Value;

@@ -5,8 +5,8 @@
 use super::super::{Settings, translate};
 use super::*;
 use crate::otlp::arbitrary;
-use crate::otlp::peak::peak_with;
 use heddle_limits::OtelTranslationStrategy;
+use heddle_testkit::alloc::peak_with;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{
     Gauge, Histogram, HistogramDataPoint, NumberDataPoint, ResourceMetrics, ScopeMetrics,
